@@ -1,0 +1,35 @@
+// DataStore: where the bytes of emulated files live.
+//
+// Allocation (ExtentMap, Allocator) decides what the device looks like; the
+// DataStore only keeps contents. Invariant kept by Volume: every byte outside
+// written data is zero in the store (holes, unwritten extents, beyond EOF).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+
+namespace mimicfs {
+
+// The contents of one file. Not thread-safe: the owning inode's mutex guards it.
+class FileData {
+ public:
+  virtual ~FileData() = default;
+  // Stores `data` at `offset`. Throws std::bad_alloc when memory runs out.
+  virtual void write(uint64_t offset, std::span<const std::byte> data) = 0;
+  // Fills `out` from `offset`; bytes never written read as zero.
+  virtual void read(uint64_t offset, std::span<std::byte> out) const = 0;
+  // Makes [offset, offset+length) read as zero and frees what it can.
+  virtual void zero(uint64_t offset, uint64_t length) = 0;
+  // Bytes of memory or disk the contents take (not the file size).
+  virtual uint64_t stored_bytes() const = 0;
+};
+
+class DataStore {
+ public:
+  virtual ~DataStore() = default;
+  virtual std::unique_ptr<FileData> create_file() = 0;
+};
+
+}  // namespace mimicfs

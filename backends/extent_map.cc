@@ -1,0 +1,212 @@
+#include "backends/extent_map.h"
+
+#include <fmt/format.h>
+
+#include <stdexcept>
+
+namespace mimicfs {
+namespace {
+
+bool mergeable(const Extent& a, const Extent& b) {
+  return a.logical_end() == b.logical && a.physical_end() == b.physical &&
+         a.unwritten == b.unwritten;
+}
+
+}  // namespace
+
+void ExtentMap::insert(const Extent& extent) {
+  extents_.emplace(extent.logical, extent);
+  mapped_blocks_ += extent.length;
+  if (extent.unwritten) ++unwritten_extents_;
+}
+
+ExtentMap::Map::iterator ExtentMap::erase(Map::iterator it) {
+  mapped_blocks_ -= it->second.length;
+  if (it->second.unwritten) --unwritten_extents_;
+  return extents_.erase(it);
+}
+
+ExtentMap::Map::const_iterator ExtentMap::first_ending_after(uint64_t logical) const {
+  auto it = extents_.upper_bound(logical);
+  if (it != extents_.begin()) {
+    auto prev = std::prev(it);
+    if (prev->second.logical_end() > logical) return prev;
+  }
+  return it;
+}
+
+ExtentMap::Map::iterator ExtentMap::first_ending_after(uint64_t logical) {
+  auto it = extents_.upper_bound(logical);
+  if (it != extents_.begin()) {
+    auto prev = std::prev(it);
+    if (prev->second.logical_end() > logical) return prev;
+  }
+  return it;
+}
+
+void ExtentMap::merge_around(Map::iterator it) {
+  if (it != extents_.begin()) {
+    auto prev = std::prev(it);
+    if (mergeable(prev->second, it->second)) {
+      Extent merged = prev->second;
+      merged.length += it->second.length;
+      erase(prev);
+      erase(it);
+      insert(merged);
+      it = extents_.find(merged.logical);
+    }
+  }
+  auto next = std::next(it);
+  if (next != extents_.end() && mergeable(it->second, next->second)) {
+    Extent merged = it->second;
+    merged.length += next->second.length;
+    erase(next);
+    erase(it);
+    insert(merged);
+  }
+}
+
+void ExtentMap::map(uint64_t logical, uint64_t physical, uint64_t length, bool unwritten) {
+  if (length == 0) return;
+  auto it = first_ending_after(logical);
+  if (it != extents_.end() && it->second.logical < logical + length) {
+    throw std::logic_error(fmt::format("ExtentMap::map: blocks {}+{} are already mapped", logical,
+                                       length));
+  }
+  insert(Extent{logical, physical, length, unwritten});
+  merge_around(extents_.find(logical));
+}
+
+std::vector<BlockRange> ExtentMap::unmap(uint64_t logical, uint64_t length) {
+  std::vector<BlockRange> released;
+  if (length == 0) return released;
+  const uint64_t end = logical + length;
+  auto it = first_ending_after(logical);
+  while (it != extents_.end() && it->second.logical < end) {
+    Extent e = it->second;
+    it = erase(it);
+    const uint64_t cut_start = std::max(e.logical, logical);
+    const uint64_t cut_end = std::min(e.logical_end(), end);
+    if (e.logical < cut_start) {
+      insert(Extent{e.logical, e.physical, cut_start - e.logical, e.unwritten});
+    }
+    if (cut_end < e.logical_end()) {
+      const uint64_t offset = cut_end - e.logical;
+      insert(Extent{cut_end, e.physical + offset, e.length - offset, e.unwritten});
+      it = extents_.find(cut_end);
+      ++it;
+    }
+    released.push_back(BlockRange{e.physical + (cut_start - e.logical), cut_end - cut_start});
+  }
+  return released;
+}
+
+void ExtentMap::mark_written(uint64_t logical, uint64_t length) {
+  for (const Extent& e : find(logical, length)) {
+    if (!e.unwritten) continue;
+    unmap(e.logical, e.length);
+    map(e.logical, e.physical, e.length, /*unwritten=*/false);
+  }
+}
+
+std::vector<Extent> ExtentMap::find(uint64_t logical, uint64_t length) const {
+  std::vector<Extent> found;
+  const uint64_t end = logical + length;
+  for (auto it = first_ending_after(logical); it != extents_.end() && it->second.logical < end;
+       ++it) {
+    Extent e = it->second;
+    if (e.logical < logical) {
+      const uint64_t skip = logical - e.logical;
+      e.logical += skip;
+      e.physical += skip;
+      e.length -= skip;
+    }
+    if (e.logical_end() > end) e.length = end - e.logical;
+    found.push_back(e);
+  }
+  return found;
+}
+
+std::vector<BlockRange> ExtentMap::holes(uint64_t logical, uint64_t length) const {
+  std::vector<BlockRange> gaps;
+  uint64_t cursor = logical;
+  const uint64_t end = logical + length;
+  for (auto it = first_ending_after(logical); it != extents_.end() && it->second.logical < end;
+       ++it) {
+    if (it->second.logical > cursor) gaps.push_back({cursor, it->second.logical - cursor});
+    cursor = std::max(cursor, it->second.logical_end());
+  }
+  if (cursor < end) gaps.push_back({cursor, end - cursor});
+  return gaps;
+}
+
+std::optional<Extent> ExtentMap::nearest_before(uint64_t logical) const {
+  auto it = extents_.upper_bound(logical);
+  if (it == extents_.begin()) return std::nullopt;
+  --it;
+  // An extent containing `logical` is not "before" it; take the one before that.
+  if (it->second.logical_end() > logical) {
+    if (it == extents_.begin()) return std::nullopt;
+    --it;
+  }
+  return it->second;
+}
+
+std::optional<Extent> ExtentMap::first_at_or_after(uint64_t logical) const {
+  auto it = extents_.lower_bound(logical);
+  if (it == extents_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::optional<uint64_t> ExtentMap::next_data(uint64_t logical) const {
+  for (auto it = first_ending_after(logical); it != extents_.end(); ++it) {
+    if (!it->second.unwritten) return std::max(logical, it->second.logical);
+  }
+  return std::nullopt;
+}
+
+uint64_t ExtentMap::next_hole(uint64_t logical) const {
+  uint64_t cursor = logical;
+  for (auto it = first_ending_after(logical); it != extents_.end(); ++it) {
+    if (it->second.logical > cursor || it->second.unwritten) return cursor;
+    cursor = it->second.logical_end();
+  }
+  return cursor;
+}
+
+ExtentSummary ExtentMap::summarize() const {
+  ExtentSummary s;
+  s.extents = extents_.size();
+  s.unwritten_extents = unwritten_extents_;
+  s.mapped_blocks = mapped_blocks_;
+  bool first = true;
+  int64_t previous_offset = 0;
+  for (const auto& [logical, e] : extents_) {
+    const int64_t offset = static_cast<int64_t>(e.physical) - static_cast<int64_t>(e.logical);
+    if (first || offset != previous_offset) ++s.fragments;
+    first = false;
+    previous_offset = offset;
+  }
+  return s;
+}
+
+uint64_t ExtentMap::count_holes(uint64_t end_block) const {
+  uint64_t holes = 0;
+  uint64_t cursor = 0;
+  for (const auto& [logical, e] : extents_) {
+    if (logical >= end_block) break;
+    if (logical > cursor) ++holes;
+    cursor = e.logical_end();
+  }
+  if (cursor < end_block) ++holes;
+  return holes;
+}
+
+std::vector<Extent> ExtentMap::all() const {
+  std::vector<Extent> out;
+  out.reserve(extents_.size());
+  for (const auto& [logical, e] : extents_) out.push_back(e);
+  return out;
+}
+
+}  // namespace mimicfs

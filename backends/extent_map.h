@@ -1,0 +1,102 @@
+// ExtentMap: one file's logical blocks mapped to device blocks.
+//
+// Blocks are allocation units of the volume. A hole is the absence of a mapping.
+// Invariant: two neighbouring extents that are contiguous both in the file and on
+// the device, with the same written/unwritten state, are always merged, so the
+// number of extents is exactly the FIEMAP record count. Every operation is
+// O(log n + k) for n extents and k extents touched; millions of extents are
+// normal (a 4 GiB file after glibc's NFS fallback has 1 M).
+//
+// Not thread-safe: the owning inode's mutex guards it.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <vector>
+
+namespace mimicfs {
+
+struct Extent {
+  uint64_t logical = 0;   // first file block
+  uint64_t physical = 0;  // first device block
+  uint64_t length = 0;    // blocks
+  bool unwritten = false;  // allocated but reads as zeros (fallocate)
+
+  uint64_t logical_end() const { return logical + length; }
+  uint64_t physical_end() const { return physical + length; }
+  friend bool operator==(const Extent&, const Extent&) = default;
+};
+
+struct BlockRange {
+  uint64_t start = 0;
+  uint64_t length = 0;
+  friend bool operator==(const BlockRange&, const BlockRange&) = default;
+};
+
+// What filefrag and FIEMAP would say of a file.
+struct ExtentSummary {
+  uint64_t extents = 0;            // FIEMAP records: a hole always ends one
+  uint64_t fragments = 0;          // filefrag's count: a new one only where the file-to-device offset changes
+  uint64_t unwritten_extents = 0;
+  uint64_t mapped_blocks = 0;
+};
+
+class ExtentMap {
+ public:
+  // Maps [logical, logical+length) to device blocks from `physical`. The file range
+  // must be unmapped (a precondition; violating it throws std::logic_error).
+  void map(uint64_t logical, uint64_t physical, uint64_t length, bool unwritten);
+
+  // Removes every mapping inside [logical, logical+length), splitting extents that
+  // straddle its edges. Returns the device blocks released, in file order.
+  std::vector<BlockRange> unmap(uint64_t logical, uint64_t length);
+
+  // Converts unwritten blocks inside the range to written; holes stay holes.
+  void mark_written(uint64_t logical, uint64_t length);
+
+  // The extents overlapping the range, clipped to it, in file order.
+  std::vector<Extent> find(uint64_t logical, uint64_t length) const;
+
+  // The holes inside the range, in file order.
+  std::vector<BlockRange> holes(uint64_t logical, uint64_t length) const;
+
+  // The extent ending at or before `logical` that is nearest to it, if any.
+  std::optional<Extent> nearest_before(uint64_t logical) const;
+  // The first extent starting at or after `logical`, if any.
+  std::optional<Extent> first_at_or_after(uint64_t logical) const;
+
+  // First block >= `logical` holding written data (unwritten extents read as
+  // holes, as SEEK_DATA on ext4 and xfs reports them), if any.
+  std::optional<uint64_t> next_data(uint64_t logical) const;
+  // First block >= `logical` that is not written data.
+  uint64_t next_hole(uint64_t logical) const;
+
+  uint64_t extent_count() const { return extents_.size(); }
+  uint64_t mapped_blocks() const { return mapped_blocks_; }
+  uint64_t unwritten_extent_count() const { return unwritten_extents_; }
+  bool empty() const { return extents_.empty(); }
+
+  // Walks every extent: O(n).
+  ExtentSummary summarize() const;
+  // Number of holes between block 0 and `end_block` (a file's size in blocks).
+  uint64_t count_holes(uint64_t end_block) const;
+  std::vector<Extent> all() const;
+
+ private:
+  using Map = std::map<uint64_t, Extent>;  // keyed by Extent::logical
+
+  void insert(const Extent& extent);
+  Map::iterator erase(Map::iterator it);
+  // Merges the extent at `it` with mergeable neighbours.
+  void merge_around(Map::iterator it);
+  // The first extent whose range ends after `logical`.
+  Map::const_iterator first_ending_after(uint64_t logical) const;
+  Map::iterator first_ending_after(uint64_t logical);
+
+  Map extents_;
+  uint64_t mapped_blocks_ = 0;
+  uint64_t unwritten_extents_ = 0;
+};
+
+}  // namespace mimicfs

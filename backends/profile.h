@@ -1,0 +1,70 @@
+// Profile: every knob of one emulated storage backend, as plain data.
+//
+// Profiles are TOML (docs/profiles.md documents each key and its unit). The
+// built-in ones are the files in backends/profiles/, compiled in verbatim, so a
+// built-in and a user's file go through the same parser and validation.
+#pragma once
+
+#include <cstdint>
+#include <expected>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace mimicfs {
+
+// The fallocate(2) calls a backend can answer, by what the caller asks for.
+enum class FallocateMode : uint8_t {
+  kAllocate = 1 << 0,   // mode 0: allocate and extend the size
+  kKeepSize = 1 << 1,   // FALLOC_FL_KEEP_SIZE: allocate beyond EOF, size unchanged
+  kPunchHole = 1 << 2,  // FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE
+  kZeroRange = 1 << 3,  // FALLOC_FL_ZERO_RANGE, with or without KEEP_SIZE
+};
+
+struct Profile {
+  std::string name;
+  std::string description;
+
+  // [device]: the emulated device or server filesystem.
+  uint64_t allocation_unit = 4096;  // bytes; the unit a write allocates
+  uint64_t capacity_bytes = 0;      // a multiple of allocation_unit
+
+  // [statfs]: the geometry statfs(2) reports.
+  uint64_t statfs_block_size = 4096;     // f_bsize; glibc's posix_fallocate steps by it (max 4096)
+  uint64_t statfs_fragment_size = 4096;  // f_frsize; f_blocks and f_bfree count these
+  uint32_t name_max = 255;               // f_namelen
+
+  // [fallocate]: a bit per FallocateMode the backend supports; the rest get EOPNOTSUPP.
+  uint8_t fallocate_modes = 0;
+
+  // [allocation]: which AllocationPolicy chooses blocks (allocation_policy.h).
+  std::string allocation_policy = "goal";
+
+  bool supports(FallocateMode mode) const {
+    return (fallocate_modes & static_cast<uint8_t>(mode)) != 0;
+  }
+
+  // The effective profile as TOML, every key present; parses back to an equal profile.
+  std::string to_toml() const;
+};
+
+struct BuiltinProfile {
+  std::string_view name;
+  std::string_view toml;
+};
+
+// The compiled-in profiles, sorted by name (generated from backends/profiles/).
+const std::vector<BuiltinProfile>& builtin_profiles();
+
+// The profile used when none is named: NFS emulation.
+inline constexpr std::string_view kDefaultProfile = "nfs";
+
+// Each loader returns the profile, or a one-line message naming the file, the line
+// and the key at fault, e.g. "my.toml:4: device.allocation_unit: must be a power of two".
+// A profile may start from another with `base = "NAME"` and override any key.
+std::expected<Profile, std::string> parse_profile(std::string_view toml_text,
+                                                  std::string_view source_name);
+std::expected<Profile, std::string> load_builtin_profile(std::string_view name);
+std::expected<Profile, std::string> load_profile_file(const std::string& path);
+
+}  // namespace mimicfs

@@ -1,0 +1,90 @@
+#include "backends/stats.h"
+
+#include <fmt/format.h>
+
+#include <cstring>
+
+namespace mimicfs {
+
+std::string errno_name(int errno_value) {
+  if (const char* name = strerrorname_np(errno_value)) return name;
+  return fmt::format("E{}", errno_value);
+}
+
+std::string_view op_name(Op op) {
+  static constexpr std::string_view kNames[] = {
+      "lookup", "getattr", "setattr", "truncate", "create", "mkdir", "symlink", "readlink",
+      "link", "unlink", "rmdir", "rename", "open", "release", "readdir", "read", "write",
+      "fsync", "fallocate", "lseek", "statfs", "setxattr", "getxattr", "listxattr",
+      "removexattr"};
+  static_assert(std::size(kNames) == static_cast<size_t>(Op::kCount));
+  return kNames[static_cast<size_t>(op)];
+}
+
+void OperationCounters::record(Op op, uint64_t bytes, int error) {
+  auto& counter = counters_[static_cast<size_t>(op)];
+  counter.count.fetch_add(1, std::memory_order_relaxed);
+  if (bytes) counter.bytes.fetch_add(bytes, std::memory_order_relaxed);
+  if (error) {
+    std::lock_guard lock(errors_mutex_);
+    ++errors_[static_cast<size_t>(op)][error];
+  }
+}
+
+std::map<std::string, OperationStats> OperationCounters::snapshot() const {
+  std::map<std::string, OperationStats> out;
+  std::lock_guard lock(errors_mutex_);
+  for (size_t i = 0; i < counters_.size(); ++i) {
+    const uint64_t count = counters_[i].count.load(std::memory_order_relaxed);
+    if (count == 0) continue;
+    OperationStats& s = out[std::string(op_name(static_cast<Op>(i)))];
+    s.count = count;
+    s.bytes = counters_[i].bytes.load(std::memory_order_relaxed);
+    for (const auto& [error, n] : errors_[i]) s.errors[errno_name(error)] = n;
+  }
+  return out;
+}
+
+void OperationCounters::reset() {
+  std::lock_guard lock(errors_mutex_);
+  for (auto& c : counters_) {
+    c.count.store(0, std::memory_order_relaxed);
+    c.bytes.store(0, std::memory_order_relaxed);
+  }
+  for (auto& e : errors_) e.clear();
+}
+
+nlohmann::json to_json(const StatsSnapshot& s) {
+  nlohmann::json j;
+  j["schema_version"] = StatsSnapshot::kSchemaVersion;
+  j["profile"] = s.profile;
+  j["device"] = {
+      {"allocation_unit", s.device.allocation_unit},
+      {"capacity_bytes", s.device.capacity_bytes},
+      {"allocated_bytes", s.device.allocated_bytes},
+      {"free_bytes", s.device.free_bytes},
+      {"free_extents", s.device.free_extents},
+      {"largest_free_extent_bytes", s.device.largest_free_extent_bytes},
+  };
+  j["ops"] = nlohmann::json::object();
+  for (const auto& [name, op] : s.ops) {
+    nlohmann::json errors = nlohmann::json::object();
+    for (const auto& [e, n] : op.errors) errors[e] = n;
+    j["ops"][name] = {{"count", op.count}, {"bytes", op.bytes}, {"errors", errors}};
+  }
+  j["files"] = nlohmann::json::object();
+  for (const auto& [path, f] : s.files) {
+    j["files"][path] = {
+        {"inode", f.inode},
+        {"size", f.size},
+        {"allocated_bytes", f.allocated_bytes},
+        {"extents", f.extents},
+        {"fragments", f.fragments},
+        {"unwritten_extents", f.unwritten_extents},
+        {"holes", f.holes},
+    };
+  }
+  return j;
+}
+
+}  // namespace mimicfs

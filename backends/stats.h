@@ -1,0 +1,91 @@
+// Stats: what the emulated storage was asked to do and what it looks like now.
+//
+// OperationCounters are updated on every Volume operation (lock-free on success);
+// StatsSnapshot is the one picture of everything, with one JSON form
+// (docs/stats.md) that stats.json, `mimicfs stats` and tests all read.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+
+#include "backends/result.h"
+
+namespace mimicfs {
+
+enum class Op : uint8_t {
+  kLookup, kGetattr, kSetattr, kTruncate, kCreate, kMkdir, kSymlink, kReadlink, kLink,
+  kUnlink, kRmdir, kRename, kOpen, kRelease, kReaddir, kRead, kWrite, kFsync, kFallocate,
+  kLseek, kStatfs, kSetxattr, kGetxattr, kListxattr, kRemovexattr,
+  kCount  // not an operation: the number of them
+};
+
+std::string_view op_name(Op op);
+
+struct OperationStats {
+  uint64_t count = 0;
+  uint64_t bytes = 0;                     // data moved by read and write
+  std::map<std::string, uint64_t> errors;  // errno name -> count
+};
+
+struct FileStats {
+  uint64_t inode = 0;
+  uint64_t size = 0;
+  uint64_t allocated_bytes = 0;
+  uint64_t extents = 0;            // FIEMAP records: a hole always ends one
+  uint64_t fragments = 0;          // filefrag's count
+  uint64_t unwritten_extents = 0;
+  uint64_t holes = 0;              // unmapped runs inside [0, size)
+};
+
+struct DeviceStats {
+  uint64_t allocation_unit = 0;
+  uint64_t capacity_bytes = 0;
+  uint64_t allocated_bytes = 0;
+  uint64_t free_bytes = 0;
+  uint64_t free_extents = 0;
+  uint64_t largest_free_extent_bytes = 0;
+};
+
+struct StatsSnapshot {
+  static constexpr int kSchemaVersion = 1;
+  std::string profile;
+  DeviceStats device;
+  std::map<std::string, OperationStats> ops;  // only operations that happened
+  std::map<std::string, FileStats> files;     // by path, "/" rooted; regular files only
+};
+
+nlohmann::json to_json(const StatsSnapshot& snapshot);
+
+// Per-operation counters. Thread-safe: count and bytes are atomics, the error
+// table has its own mutex (errors are rare).
+class OperationCounters {
+ public:
+  void record(Op op, uint64_t bytes, int error);
+  std::map<std::string, OperationStats> snapshot() const;
+  void reset();
+
+  // Records the outcome of an operation and passes the result through:
+  // `return counters_.record(Op::kWrite, n, result);`
+  template <typename T>
+  Result<T> record(Op op, uint64_t bytes, Result<T> result) {
+    record(op, result ? bytes : 0, result ? 0 : result.error().value);
+    return result;
+  }
+
+ private:
+  struct Counter {
+    std::atomic<uint64_t> count{0};
+    std::atomic<uint64_t> bytes{0};
+  };
+  std::array<Counter, static_cast<size_t>(Op::kCount)> counters_;
+  mutable std::mutex errors_mutex_;
+  std::array<std::map<int, uint64_t>, static_cast<size_t>(Op::kCount)> errors_;  // guarded by errors_mutex_
+};
+
+}  // namespace mimicfs

@@ -1,0 +1,187 @@
+// Volume: the emulated filesystem, the one API the FUSE adapter (and the unit
+// tests) call. Inodes, directories, attributes, links, xattrs, and the
+// POSIX-shaped operations, each returning a result or an errno the emulated
+// backend would give.
+//
+// Thread-safety: every public method may be called from any thread.
+// Lock order (acquire left to right, never the reverse):
+//   Volume::namespace_mutex_  ->  Inode::mutex  ->  Allocator's mutex  ->  counters
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "backends/allocation_policy.h"
+#include "backends/allocator.h"
+#include "backends/data_store.h"
+#include "backends/extent_map.h"
+#include "backends/profile.h"
+#include "backends/result.h"
+#include "backends/stats.h"
+#include "backends/wall_clock.h"
+
+namespace mimicfs {
+
+struct Attributes {
+  uint64_t inode = 0;
+  uint32_t mode = 0;  // type and permission bits, as st_mode
+  uint32_t nlink = 0;
+  uint32_t uid = 0;
+  uint32_t gid = 0;
+  uint64_t rdev = 0;
+  uint64_t size = 0;
+  uint64_t blocks = 0;      // 512-byte units allocated, as st_blocks
+  uint32_t block_size = 0;  // st_blksize: the profile's statfs block size
+  timespec atime{}, mtime{}, ctime{};
+};
+
+// setattr's changes; an absent field is left alone. A timestamp whose tv_nsec is
+// UTIME_NOW is set to the volume's current time.
+struct AttributeChanges {
+  std::optional<uint32_t> mode;  // permission bits only
+  std::optional<uint32_t> uid;
+  std::optional<uint32_t> gid;
+  std::optional<uint64_t> size;
+  std::optional<timespec> atime;
+  std::optional<timespec> mtime;
+};
+
+struct Owner {
+  uint32_t uid = 0;
+  uint32_t gid = 0;
+};
+
+struct DirectoryEntry {
+  std::string name;
+  uint64_t inode = 0;
+  uint32_t type = 0;  // S_IFMT bits
+};
+
+struct FilesystemStats {
+  uint64_t block_size = 0;     // f_bsize
+  uint64_t fragment_size = 0;  // f_frsize
+  uint64_t blocks = 0;         // f_blocks, in fragment_size units
+  uint64_t blocks_free = 0;
+  uint64_t blocks_available = 0;
+  uint64_t files = 0;
+  uint64_t files_free = 0;
+  uint64_t name_max = 0;
+};
+
+class Volume {
+ public:
+  static constexpr uint64_t kRootInode = 1;
+  // Inode numbers below this are never handed out: the adapter may use them.
+  static constexpr uint64_t kFirstFileInode = 16;
+
+  Volume(Profile profile, std::unique_ptr<DataStore> store, const WallClock& clock);
+  ~Volume();
+  Volume(const Volume&) = delete;
+  Volume& operator=(const Volume&) = delete;
+
+  const Profile& profile() const { return profile_; }
+
+  // --- Namespace. Each call that returns an entry's Attributes takes one
+  // reference on that inode for the caller (the kernel's lookup count); forget()
+  // drops them. An unlinked inode lives until its last reference is dropped.
+  [[nodiscard]] Result<Attributes> lookup(uint64_t parent, const std::string& name);
+  void forget(uint64_t inode, uint64_t references);
+  [[nodiscard]] Result<Attributes> getattr(uint64_t inode);
+  [[nodiscard]] Result<Attributes> setattr(uint64_t inode, const AttributeChanges& changes);
+  // Regular files, FIFOs, sockets and device nodes (type from `mode`).
+  [[nodiscard]] Result<Attributes> create(uint64_t parent, const std::string& name, uint32_t mode,
+                                          uint64_t rdev, Owner owner);
+  [[nodiscard]] Result<Attributes> mkdir(uint64_t parent, const std::string& name, uint32_t mode,
+                                         Owner owner);
+  [[nodiscard]] Result<Attributes> symlink(uint64_t parent, const std::string& name,
+                                           const std::string& target, Owner owner);
+  [[nodiscard]] Result<std::string> readlink(uint64_t inode);
+  [[nodiscard]] Result<Attributes> link(uint64_t inode, uint64_t new_parent,
+                                        const std::string& new_name);
+  [[nodiscard]] Result<void> unlink(uint64_t parent, const std::string& name);
+  [[nodiscard]] Result<void> rmdir(uint64_t parent, const std::string& name);
+  // flags: 0, RENAME_NOREPLACE or RENAME_EXCHANGE (others: EINVAL).
+  [[nodiscard]] Result<void> rename(uint64_t parent, const std::string& name, uint64_t new_parent,
+                                    const std::string& new_name, unsigned flags);
+  // ".", ".." and the entries, in name order.
+  [[nodiscard]] Result<std::vector<DirectoryEntry>> read_directory(uint64_t inode);
+
+  // --- Files. `flags` are open(2)'s.
+  [[nodiscard]] Result<void> open(uint64_t inode, int flags);
+  void release(uint64_t inode);
+  // Reads up to out.size() bytes; fewer at EOF. Holes and unwritten extents read as zeros.
+  [[nodiscard]] Result<size_t> read(uint64_t inode, uint64_t offset, std::span<std::byte> out);
+  // Writes all of `data` at `offset` (at EOF when `append`), allocating exactly the
+  // allocation units it touches that have no blocks. All or nothing: on ENOSPC
+  // nothing is written or allocated and earlier data is intact.
+  [[nodiscard]] Result<size_t> write(uint64_t inode, uint64_t offset,
+                                     std::span<const std::byte> data, bool append);
+  // fallocate(2) with Linux's mode bits. A mode the profile lacks: EOPNOTSUPP,
+  // every time (never ENOSYS, which would disable fallocate for the whole mount).
+  [[nodiscard]] Result<void> fallocate(uint64_t inode, int mode, uint64_t offset, uint64_t length);
+  [[nodiscard]] Result<void> fsync(uint64_t inode, bool datasync);
+  // SEEK_DATA or SEEK_HOLE; ENXIO at or past EOF, as Linux.
+  [[nodiscard]] Result<uint64_t> seek(uint64_t inode, uint64_t offset, int whence);
+  FilesystemStats statfs();
+
+  // --- Extended attributes. flags: XATTR_CREATE or XATTR_REPLACE or 0.
+  [[nodiscard]] Result<void> setxattr(uint64_t inode, const std::string& name,
+                                      std::string_view value, int flags);
+  [[nodiscard]] Result<std::string> getxattr(uint64_t inode, const std::string& name);
+  [[nodiscard]] Result<std::vector<std::string>> listxattr(uint64_t inode);
+  [[nodiscard]] Result<void> removexattr(uint64_t inode, const std::string& name);
+
+  // --- Statistics.
+  [[nodiscard]] Result<FileStats> file_stats(uint64_t inode);
+  [[nodiscard]] Result<std::vector<Extent>> file_extents(uint64_t inode);
+  StatsSnapshot snapshot();
+  void reset_counters() { counters_.reset(); }
+
+ private:
+  struct Inode;
+
+  std::shared_ptr<Inode> find(uint64_t inode);                  // takes namespace_mutex_
+  std::shared_ptr<Inode> find_locked(uint64_t inode);           // requires namespace_mutex_
+  Result<std::shared_ptr<Inode>> directory_locked(uint64_t inode);  // requires namespace_mutex_
+  Result<Attributes> add_entry_locked(Inode& parent, const std::string& name,
+                                      std::shared_ptr<Inode> child);  // requires namespace_mutex_
+  // Drops one link of `child`, destroying it when unreferenced; requires namespace_mutex_.
+  void drop_link_locked(const std::shared_ptr<Inode>& child);
+  void destroy_locked(const std::shared_ptr<Inode>& inode);     // requires namespace_mutex_
+  std::shared_ptr<Inode> new_inode(uint32_t mode, Owner owner);
+  Attributes attributes(const Inode& inode) const;              // requires inode.mutex
+
+  Result<Attributes> do_setattr(Inode& inode, const AttributeChanges& changes);
+  void truncate_locked(Inode& inode, uint64_t size);            // requires inode.mutex
+  // Maps every hole among blocks [first, first+count) to newly allocated blocks, all
+  // or nothing (ENOSPC). Requires inode.mutex.
+  Result<void> allocate_holes(Inode& inode, uint64_t first, uint64_t count, bool unwritten);
+  // Frees whole blocks inside [offset, offset+length) and zeroes the bytes of the
+  // rest. Requires inode.mutex.
+  void punch_locked(Inode& inode, uint64_t offset, uint64_t length);
+  Result<void> do_fallocate(Inode& inode, int mode, uint64_t offset, uint64_t length);
+  FileStats file_stats_locked(const Inode& inode) const;        // requires inode.mutex
+
+  const Profile profile_;
+  const uint64_t unit_;  // profile_.allocation_unit, in bytes
+  const std::unique_ptr<DataStore> store_;
+  const WallClock& clock_;
+  const std::unique_ptr<AllocationPolicy> policy_;
+  Allocator allocator_;
+  OperationCounters counters_;
+
+  std::mutex namespace_mutex_;
+  std::unordered_map<uint64_t, std::shared_ptr<Inode>> inodes_;  // guarded by namespace_mutex_
+  uint64_t next_inode_ = kFirstFileInode;                      // guarded by namespace_mutex_
+};
+
+}  // namespace mimicfs
