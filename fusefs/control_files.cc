@@ -1,0 +1,93 @@
+#include "fusefs/control_files.h"
+
+#include <fcntl.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+
+namespace mimicfs {
+
+Attributes ControlFiles::attributes(uint64_t inode) const {
+  Attributes a;
+  a.inode = inode;
+  a.nlink = 1;
+  a.block_size = 4096;
+  if (inode == kDirectoryInode) {
+    a.mode = S_IFDIR | 0555;
+    a.nlink = 2;
+  } else if (inode == kStatsInode) {
+    a.mode = S_IFREG | 0444;
+  } else {
+    a.mode = S_IFREG | 0200;
+  }
+  return a;
+}
+
+std::optional<Result<Attributes>> ControlFiles::lookup(uint64_t parent,
+                                                       const std::string& name) const {
+  if (reserved(parent, name)) return attributes(kDirectoryInode);
+  if (parent != kDirectoryInode) return std::nullopt;
+  if (name == "stats.json") return attributes(kStatsInode);
+  if (name == "ctl") return attributes(kCtlInode);
+  if (name == ".") return attributes(kDirectoryInode);
+  if (name == "..") return volume_.getattr(Volume::kRootInode);
+  return fail(ENOENT);
+}
+
+Result<Attributes> ControlFiles::getattr(uint64_t inode) const { return attributes(inode); }
+
+Result<std::vector<DirectoryEntry>> ControlFiles::read_directory(uint64_t inode) const {
+  if (inode != kDirectoryInode) return fail(ENOTDIR);
+  return std::vector<DirectoryEntry>{{".", kDirectoryInode, S_IFDIR},
+                                     {"..", Volume::kRootInode, S_IFDIR},
+                                     {"ctl", kCtlInode, S_IFREG},
+                                     {"stats.json", kStatsInode, S_IFREG}};
+}
+
+Result<std::string> ControlFiles::open_contents(uint64_t inode, int flags) const {
+  const int access = flags & O_ACCMODE;
+  if (inode == kDirectoryInode) return fail(EISDIR);
+  if (inode == kStatsInode) {
+    if (access != O_RDONLY) return fail(EACCES);
+    return to_json(volume_.snapshot()).dump(2) + "\n";
+  }
+  if (access == O_RDONLY) return fail(EACCES);
+  return std::string();
+}
+
+Result<void> ControlFiles::execute(std::string_view command) {
+  while (!command.empty() && (command.back() == '\n' || command.back() == ' ')) {
+    command.remove_suffix(1);
+  }
+  if (command == "reset") {
+    volume_.reset_counters();
+    spdlog::info("ctl: counters reset");
+    return {};
+  }
+  spdlog::warn("ctl: unknown command \"{}\" (known: reset)", command);
+  return fail(EINVAL);
+}
+
+std::optional<Result<std::string>> ControlFiles::virtual_xattr(uint64_t inode,
+                                                               const std::string& name) {
+  if (!name.starts_with(kXattrPrefix)) return std::nullopt;
+  auto stats = volume_.file_stats(inode);
+  if (!stats) return std::unexpected(stats.error());
+  const std::string key = name.substr(kXattrPrefix.size());
+  uint64_t value;
+  if (key == "extents") {
+    value = stats->extents;
+  } else if (key == "fragments") {
+    value = stats->fragments;
+  } else if (key == "unwritten_extents") {
+    value = stats->unwritten_extents;
+  } else if (key == "allocated_bytes") {
+    value = stats->allocated_bytes;
+  } else if (key == "holes") {
+    value = stats->holes;
+  } else {
+    return fail(ENODATA);
+  }
+  return std::to_string(value);
+}
+
+}  // namespace mimicfs

@@ -1,0 +1,57 @@
+// ControlFiles: the hidden MOUNT/.mimicfs/ directory, like a NAS's .snapshot:
+// reachable by path, never listed, so a server scanning its data directory is not
+// disturbed.
+//
+//   .mimicfs/stats.json  read: the StatsSnapshot as JSON, taken at open
+//   .mimicfs/ctl         write a command: "reset" zeroes the operation counters
+//
+// and the per-file xattrs user.mimicfs.{extents,fragments,unwritten_extents,
+// allocated_bytes,holes}, readable by name on every regular file and not listed
+// (so cp -a and tar do not try to copy them). Knows nothing of libfuse.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "backends/volume.h"
+
+namespace mimicfs {
+
+class ControlFiles {
+ public:
+  static constexpr std::string_view kDirectoryName = ".mimicfs";
+  static constexpr std::string_view kXattrPrefix = "user.mimicfs.";
+  // Inode numbers below Volume::kFirstFileInode, which the volume never uses.
+  static constexpr uint64_t kDirectoryInode = 2;
+  static constexpr uint64_t kStatsInode = 3;
+  static constexpr uint64_t kCtlInode = 4;
+
+  explicit ControlFiles(Volume& volume) : volume_(volume) {}
+
+  static bool owns(uint64_t inode) { return inode >= kDirectoryInode && inode <= kCtlInode; }
+  // True for the name that may not be created in the root: ".mimicfs".
+  static bool reserved(uint64_t parent, std::string_view name) {
+    return parent == Volume::kRootInode && name == kDirectoryName;
+  }
+
+  // The control entry `name` in `parent`, or nullopt when the lookup is not ours.
+  std::optional<Result<Attributes>> lookup(uint64_t parent, const std::string& name) const;
+  Result<Attributes> getattr(uint64_t inode) const;
+  Result<std::vector<DirectoryEntry>> read_directory(uint64_t inode) const;
+  // What a reader of `inode` sees, fixed at open.
+  Result<std::string> open_contents(uint64_t inode, int flags) const;
+  // Executes one command written to ctl. EINVAL, logged, and nothing changed for
+  // an unknown command.
+  Result<void> execute(std::string_view command);
+
+  // user.mimicfs.* on a regular file, or nullopt when `name` is not ours.
+  std::optional<Result<std::string>> virtual_xattr(uint64_t inode, const std::string& name);
+
+ private:
+  Attributes attributes(uint64_t inode) const;
+  Volume& volume_;
+};
+
+}  // namespace mimicfs

@@ -1,0 +1,41 @@
+// FuseAdapter: the only code that knows libfuse's low-level callback table.
+//
+// Each callback decodes the request, calls the Volume (or ControlFiles), and
+// sends exactly one reply. No exception crosses into libfuse: bad_alloc becomes
+// ENOMEM, anything else EIO, logged.
+#pragma once
+
+#define FUSE_USE_VERSION 314
+#include <fuse_lowlevel.h>
+
+#include "backends/volume.h"
+#include "fusefs/control_files.h"
+
+namespace mimicfs {
+
+struct AdapterOptions {
+  // How long the kernel may cache names and attributes. Attributes default to 0 so
+  // st_blocks is always the volume's current figure (tests read it after writes).
+  double entry_timeout = 1.0;
+  double attr_timeout = 0.0;
+};
+
+class FuseAdapter {
+ public:
+  FuseAdapter(Volume& volume, AdapterOptions options)
+      : volume_(volume), control_(volume), options_(options) {}
+
+  // The callback table; pass `this` as userdata to fuse_session_new.
+  static const fuse_lowlevel_ops& operations();
+
+  Volume& volume() { return volume_; }
+  ControlFiles& control() { return control_; }
+  const AdapterOptions& options() const { return options_; }
+
+ private:
+  Volume& volume_;
+  ControlFiles control_;
+  const AdapterOptions options_;
+};
+
+}  // namespace mimicfs

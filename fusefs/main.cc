@@ -1,0 +1,134 @@
+// The `mimicfs` command line: mount, profiles, stats, ctl.
+#include <fmt/format.h>
+#include <spdlog/sinks/basic_file_sink.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <CLI/CLI.hpp>
+#include <optional>
+
+#include "backends/profile.h"
+#include "fusefs/exit_status.h"
+#include "fusefs/mount.h"
+#include "fusefs/stats_command.h"
+
+#ifndef MIMICFS_VERSION
+#define MIMICFS_VERSION "unknown"
+#endif
+
+namespace mimicfs {
+namespace {
+
+int usage_error(std::string_view message) {
+  fmt::print(stderr, "mimicfs: {}\n", message);
+  return kExitUsage;
+}
+
+void set_up_logging(const std::string& level, const std::string& log_file) {
+  std::shared_ptr<spdlog::logger> logger;
+  if (log_file.empty()) {
+    logger = spdlog::stderr_color_mt("mimicfs");
+  } else {
+    logger = spdlog::basic_logger_mt("mimicfs", log_file);
+  }
+  logger->set_level(spdlog::level::from_str(level));
+  logger->flush_on(spdlog::level::info);
+  spdlog::set_default_logger(logger);
+}
+
+int run(int argc, char** argv) {
+  CLI::App app{"mimicfs: a FUSE filesystem that behaves like the storage a database meets in "
+               "production (NFS, ext4, xfs, btrfs), with exact allocation accounting.",
+               "mimicfs"};
+  app.set_version_flag("--version", std::string("mimicfs ") + MIMICFS_VERSION);
+  app.require_subcommand(1);
+
+  // mount
+  std::string profile_name, profile_file, mountpoint, log_level = "warn", log_file;
+  bool foreground = false;
+  AdapterOptions adapter;
+  CLI::App* mount = app.add_subcommand("mount", "Mount an emulated volume on an empty directory");
+  auto* profile_opt = mount->add_option("--profile", profile_name,
+                                        "Built-in profile (default nfs; see `mimicfs profiles`)");
+  mount->add_option("--profile-file", profile_file, "Profile TOML file (may set base = \"nfs\")")
+      ->excludes(profile_opt);
+  mount->add_flag("-f,--foreground", foreground, "Serve in the foreground until unmounted");
+  mount->add_option("--log-level", log_level, "trace, debug, info, warn, error")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
+  mount->add_option("--log-file", log_file, "Log here (a background mount has no stderr)");
+  mount->add_option("--attr-timeout", adapter.attr_timeout,
+                    "Seconds the kernel may cache attributes (0: st_blocks always current)")
+      ->check(CLI::NonNegativeNumber);
+  mount->add_option("DIR", mountpoint, "Empty directory to mount on")->required();
+
+  // profiles
+  CLI::App* profiles = app.add_subcommand("profiles", "List the built-in profiles, or show one");
+  std::string show_name;
+  CLI::App* show = profiles->add_subcommand("show", "Print a profile's effective TOML");
+  show->add_option("NAME", show_name, "Built-in profile name or a TOML file")->required();
+
+  // stats
+  CLI::App* stats = app.add_subcommand("stats", "Print a mounted volume's statistics");
+  std::string stats_mount, stats_path;
+  bool stats_json = false;
+  stats->add_option("MOUNT", stats_mount, "The mountpoint")->required();
+  stats->add_option("PATH", stats_path, "Only this file (inside the mount)");
+  stats->add_flag("--json", stats_json, "Print the stats.json document");
+
+  // ctl
+  CLI::App* ctl = app.add_subcommand("ctl", "Send a command to a mounted volume");
+  std::string ctl_mount;
+  std::vector<std::string> ctl_words;
+  ctl->add_option("MOUNT", ctl_mount, "The mountpoint")->required();
+  ctl->add_option("COMMAND", ctl_words, "reset: zero the operation counters")->required();
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e);
+    return usage_error(fmt::format("{} (try --help)", e.what()));
+  }
+
+  if (*mount) {
+    set_up_logging(log_level, log_file);
+    std::expected<Profile, std::string> profile =
+        profile_file.empty() ? load_builtin_profile(profile_name.empty() ? kDefaultProfile
+                                                                         : profile_name)
+                             : load_profile_file(profile_file);
+    if (!profile) return usage_error(profile.error());
+    if (auto why = check_mountpoint(mountpoint); !why.empty()) return usage_error(why);
+    if (auto why = check_fuse_device(); !why.empty()) return usage_error(why);
+    MountOptions options{mountpoint, std::move(*profile), foreground, adapter};
+    return mount_and_serve(options);
+  }
+  if (*profiles) {
+    if (*show) {
+      auto profile = show_name.ends_with(".toml") ? load_profile_file(show_name)
+                                                  : load_builtin_profile(show_name);
+      if (!profile) return usage_error(profile.error());
+      fmt::print("{}", profile->to_toml());
+      return kExitOk;
+    }
+    for (const auto& builtin : builtin_profiles()) {
+      auto profile = load_builtin_profile(builtin.name);
+      fmt::print("{:<8} {}{}\n", builtin.name, profile ? profile->description : profile.error(),
+                 builtin.name == kDefaultProfile ? " (default)" : "");
+    }
+    return kExitOk;
+  }
+  if (*stats) return print_stats(stats_mount, stats_path, stats_json);
+  if (*ctl) return send_control(ctl_mount, ctl_words);
+  return kExitUsage;
+}
+
+}  // namespace
+}  // namespace mimicfs
+
+int main(int argc, char** argv) {
+  try {
+    return mimicfs::run(argc, argv);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "mimicfs: {}\n", e.what());
+    return mimicfs::kExitFailure;
+  }
+}

@@ -1,0 +1,92 @@
+#include "fusefs/mount.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "backends/memory_data_store.h"
+#include "fusefs/exit_status.h"
+
+namespace mimicfs {
+
+std::string check_mountpoint(const std::string& path) {
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0) {
+    return fmt::format("mountpoint {}: {}", path, std::strerror(errno));
+  }
+  if (!S_ISDIR(st.st_mode)) return fmt::format("mountpoint {}: not a directory", path);
+  std::unique_ptr<DIR, int (*)(DIR*)> dir(opendir(path.c_str()), closedir);
+  if (!dir) return fmt::format("mountpoint {}: {}", path, std::strerror(errno));
+  while (const dirent* entry = readdir(dir.get())) {
+    std::string_view name = entry->d_name;
+    if (name != "." && name != "..") {
+      return fmt::format("mountpoint {}: not empty (found \"{}\")", path, name);
+    }
+  }
+  return {};
+}
+
+std::string check_fuse_device() {
+  const int fd = ::open("/dev/fuse", O_RDWR | O_CLOEXEC);
+  if (fd < 0) return fmt::format("cannot use /dev/fuse: {}", std::strerror(errno));
+  ::close(fd);
+  return {};
+}
+
+int mount_and_serve(const MountOptions& options) {
+  SystemWallClock wall_clock;
+  Volume volume(options.profile, std::make_unique<MemoryDataStore>(), wall_clock);
+  FuseAdapter adapter(volume, options.adapter);
+
+  // libfuse takes mount options as an argv.
+  std::vector<std::string> words = {
+      "mimicfs", "-o",
+      fmt::format("fsname=mimicfs-{},subtype=mimicfs,default_permissions", options.profile.name)};
+  if (geteuid() == 0) words.back() += ",allow_other";  // a database may run as another user
+  std::vector<char*> argv;
+  for (auto& w : words) argv.push_back(w.data());
+  fuse_args args = FUSE_ARGS_INIT(static_cast<int>(argv.size()), argv.data());
+
+  fuse_session* session =
+      fuse_session_new(&args, &FuseAdapter::operations(), sizeof(fuse_lowlevel_ops), &adapter);
+  fuse_opt_free_args(&args);
+  if (!session) {
+    spdlog::error("cannot create a FUSE session");
+    return kExitFailure;
+  }
+  if (fuse_set_signal_handlers(session) != 0) {
+    fuse_session_destroy(session);
+    spdlog::error("cannot install signal handlers");
+    return kExitFailure;
+  }
+  if (fuse_session_mount(session, options.mountpoint.c_str()) != 0) {
+    fuse_remove_signal_handlers(session);
+    fuse_session_destroy(session);
+    spdlog::error("cannot mount on {}", options.mountpoint);
+    return kExitFailure;
+  }
+  spdlog::info("mimicfs {} mounted on {}", options.profile.name, options.mountpoint);
+  // The mount exists now; the parent returns from here and the child serves it.
+  fuse_daemonize(options.foreground ? 1 : 0);
+
+  fuse_loop_config* config = fuse_loop_cfg_create();
+  fuse_loop_cfg_set_max_threads(config, 16);
+  const int loop_status = fuse_session_loop_mt(session, config);
+  fuse_loop_cfg_destroy(config);
+
+  fuse_session_unmount(session);
+  fuse_remove_signal_handlers(session);
+  fuse_session_destroy(session);
+  spdlog::info("unmounted {}", options.mountpoint);
+  // The loop returns 0 after an unmount, the signal number after SIGINT/SIGTERM/SIGHUP
+  // (a clean stop too), and a negative errno when serving failed.
+  return loop_status >= 0 ? kExitOk : kExitFailure;
+}
+
+}  // namespace mimicfs

@@ -1,0 +1,29 @@
+// Mounting a Volume through the kernel and serving it until unmounted.
+#pragma once
+
+#include <string>
+
+#include "backends/profile.h"
+#include "fusefs/fuse_adapter.h"
+
+namespace mimicfs {
+
+struct MountOptions {
+  std::string mountpoint;
+  Profile profile;
+  bool foreground = false;
+  AdapterOptions adapter;
+};
+
+// One-line reason the directory cannot be a mountpoint (missing, not a directory,
+// not empty, already a mount), or empty when it can.
+std::string check_mountpoint(const std::string& path);
+// One-line reason /dev/fuse cannot be used, or empty when it can.
+std::string check_fuse_device();
+
+// Mounts and serves until SIGINT, SIGTERM, SIGHUP or an unmount. Without
+// `foreground` it returns in the parent (kExitOk) once the mount is in place and
+// serves from a detached child. Returns an exit status (exit_status.h).
+int mount_and_serve(const MountOptions& options);
+
+}  // namespace mimicfs

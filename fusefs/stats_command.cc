@@ -1,0 +1,126 @@
+#include "fusefs/stats_command.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "fusefs/exit_status.h"
+
+namespace mimicfs {
+namespace {
+
+std::string control_path(const std::string& mountpoint, std::string_view file) {
+  return (std::filesystem::path(mountpoint) / ".mimicfs" / file).string();
+}
+
+// The file's key in stats.json ("/dir/name") for a path given on the command line.
+std::string stats_key(const std::string& mountpoint, const std::string& path) {
+  namespace fs = std::filesystem;
+  fs::path p(path);
+  if (p.is_absolute()) {
+    std::error_code ec;
+    fs::path mount = fs::weakly_canonical(mountpoint, ec);
+    fs::path full = fs::weakly_canonical(p, ec);
+    fs::path relative = full.lexically_relative(mount);
+    if (!relative.empty() && *relative.begin() != "..") p = relative;
+  }
+  std::string key = p.lexically_normal().generic_string();
+  if (!key.starts_with("/")) key = "/" + key;
+  return key;
+}
+
+void print_tables(const nlohmann::json& s) {
+  const auto& d = s["device"];
+  fmt::print("profile {}\n", s["profile"].get<std::string>());
+  fmt::print("device  unit {} B, capacity {} B, allocated {} B, free extents {}, largest free {} B\n",
+             d["allocation_unit"].get<uint64_t>(), d["capacity_bytes"].get<uint64_t>(),
+             d["allocated_bytes"].get<uint64_t>(), d["free_extents"].get<uint64_t>(),
+             d["largest_free_extent_bytes"].get<uint64_t>());
+  fmt::print("\n{:<12} {:>12} {:>16}  {}\n", "operation", "count", "bytes", "errors");
+  for (const auto& [name, op] : s["ops"].items()) {
+    std::string errors;
+    for (const auto& [e, n] : op["errors"].items()) {
+      errors += fmt::format("{}{}={}", errors.empty() ? "" : " ", e, n.get<uint64_t>());
+    }
+    fmt::print("{:<12} {:>12} {:>16}  {}\n", name, op["count"].get<uint64_t>(),
+               op["bytes"].get<uint64_t>(), errors);
+  }
+  fmt::print("\n{:<40} {:>14} {:>14} {:>9} {:>9} {:>10} {:>7}\n", "file", "size", "allocated",
+             "extents", "fragments", "unwritten", "holes");
+  for (const auto& [path, f] : s["files"].items()) {
+    fmt::print("{:<40} {:>14} {:>14} {:>9} {:>9} {:>10} {:>7}\n", path, f["size"].get<uint64_t>(),
+               f["allocated_bytes"].get<uint64_t>(), f["extents"].get<uint64_t>(),
+               f["fragments"].get<uint64_t>(), f["unwritten_extents"].get<uint64_t>(),
+               f["holes"].get<uint64_t>());
+  }
+}
+
+}  // namespace
+
+int print_stats(const std::string& mountpoint, const std::string& path, bool json) {
+  const std::string file = control_path(mountpoint, "stats.json");
+  std::ifstream in(file);
+  if (!in) {
+    fmt::print(stderr, "mimicfs stats: {} is not a mimicfs mount (cannot read {}: {})\n",
+               mountpoint, file, std::strerror(errno));
+    return kExitUsage;
+  }
+  nlohmann::json stats;
+  try {
+    stats = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    fmt::print(stderr, "mimicfs stats: {}: malformed statistics: {}\n", file, e.what());
+    return kExitFailure;
+  }
+  if (!path.empty()) {
+    const std::string key = stats_key(mountpoint, path);
+    if (!stats["files"].contains(key)) {
+      fmt::print(stderr, "mimicfs stats: no regular file {} in {}\n", key, mountpoint);
+      return kExitUsage;
+    }
+    nlohmann::json only = nlohmann::json::object();
+    only[key] = stats["files"][key];
+    stats["files"] = only;
+  }
+  if (json) {
+    fmt::print("{}\n", stats.dump(2));
+  } else {
+    print_tables(stats);
+  }
+  return kExitOk;
+}
+
+int send_control(const std::string& mountpoint, const std::vector<std::string>& words) {
+  std::string command;
+  for (const auto& w : words) command += (command.empty() ? "" : " ") + w;
+  command += "\n";
+  const std::string file = control_path(mountpoint, "ctl");
+  const int fd = ::open(file.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) {
+    fmt::print(stderr, "mimicfs ctl: {} is not a mimicfs mount (cannot open {}: {})\n", mountpoint,
+               file, std::strerror(errno));
+    return kExitUsage;
+  }
+  const ssize_t written = ::write(fd, command.data(), command.size());
+  const int error = errno;
+  ::close(fd);
+  if (written < 0) {
+    if (error == EINVAL) {
+      fmt::print(stderr, "mimicfs ctl: unknown command \"{}\" (known: reset)\n",
+                 command.substr(0, command.size() - 1));
+      return kExitUsage;
+    }
+    fmt::print(stderr, "mimicfs ctl: {}: {}\n", file, std::strerror(error));
+    return kExitFailure;
+  }
+  return kExitOk;
+}
+
+}  // namespace mimicfs
