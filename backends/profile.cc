@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -144,20 +145,6 @@ std::expected<void, std::string> reject_unknown_keys(const toml::table& table,
   return {};
 }
 
-// Copies every key of `overrides` into `base`, descending into tables, so a profile
-// can say `base = "nfs"` and change one key.
-void merge_into(toml::table& base, const toml::table& overrides) {
-  for (const auto& [key, node] : overrides) {
-    auto* base_sub = base[key].as_table();
-    const auto* override_sub = node.as_table();
-    if (base_sub && override_sub) {
-      merge_into(*base_sub, *override_sub);
-    } else {
-      base.insert_or_assign(key, node);
-    }
-  }
-}
-
 std::expected<toml::table, std::string> parse_table(std::string_view text,
                                                     std::string_view source_name) {
   try {
@@ -173,10 +160,14 @@ std::expected<Profile, std::string> parse_profile_with_depth(std::string_view te
                                                              int depth) {
   auto parsed = parse_table(text, source_name);
   if (!parsed) return Error(parsed.error());
-  toml::table table = std::move(*parsed);
+  const toml::table& table = *parsed;
   if (auto r = reject_unknown_keys(table, ""); !r) return Error(r.error());
 
-  if (const auto* base_node = table.get("base")) {
+  // A profile may start from a built-in one and override any key; each key is
+  // applied from the table it was written in, so errors name the right file and line.
+  Profile profile;
+  const toml::node* base_node = table.get("base");
+  if (base_node) {
     auto base_name = base_node->value<std::string>();
     if (!base_name) return key_error(*base_node, "base", "expected a string");
     const auto& builtins = builtin_profiles();
@@ -188,21 +179,16 @@ std::expected<Profile, std::string> parse_profile_with_depth(std::string_view te
       return key_error(*base_node, "base",
                        fmt::format("unknown profile \"{}\" (known: {})", *base_name, names));
     }
-    auto base_table = parse_table(it->toml, fmt::format("<builtin {}>", it->name));
-    if (!base_table) return Error(base_table.error());
-    table.erase("base");
-    if (!table.contains("name")) {
-      table.insert("name", std::filesystem::path(std::string(source_name)).stem().string());
-    }
-    merge_into(*base_table, table);
-    table = std::move(*base_table);
+    auto base = parse_profile_with_depth(it->toml, fmt::format("<builtin {}>", it->name), depth + 1);
+    if (!base) return base;
+    profile = std::move(*base);
+    profile.name = std::filesystem::path(std::string(source_name)).stem().string();
   }
 
-  Profile profile;
   for (const auto& key : schema()) {
     const toml::node* node = table.at_path(key.path).node();
     if (!node) {
-      if (key.path == "description") continue;  // optional
+      if (base_node || key.path == "description") continue;
       return Error(fmt::format("{}: {}: missing (set it, or start from a built-in with base = \"nfs\")",
                                source_name, key.path));
     }
@@ -211,9 +197,11 @@ std::expected<Profile, std::string> parse_profile_with_depth(std::string_view te
   if (profile.capacity_bytes % profile.allocation_unit != 0 ||
       profile.capacity_bytes < profile.allocation_unit) {
     const toml::node* node = table.at_path("device.capacity_bytes").node();
-    return key_error(*node, "device.capacity_bytes",
-                     fmt::format("must be a positive multiple of device.allocation_unit ({})",
-                                 profile.allocation_unit));
+    if (!node) node = table.at_path("device.allocation_unit").node();
+    std::string message = fmt::format(
+        "must be a positive multiple of device.allocation_unit ({})", profile.allocation_unit);
+    if (!node) return Error(fmt::format("{}: device.capacity_bytes: {}", source_name, message));
+    return key_error(*node, "device.capacity_bytes", message);
   }
   return profile;
 }

@@ -1,0 +1,177 @@
+// The command line's promises: bad input gets one clear line and exit status 2,
+// and never leaves a half-mounted directory; a signal unmounts cleanly.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "tests/support/mounted_volume.h"
+
+namespace mimicfs::testing {
+namespace {
+
+// gmock is not in Debian's libgtest-dev; a substring check is all these need.
+::testing::AssertionResult Contains(const std::string& text, const std::string& part) {
+  if (text.find(part) != std::string::npos) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "\"" << text << "\" does not contain \"" << part << "\"";
+}
+
+// One line on stderr, nothing on stdout, exit status 2.
+void ExpectUsageError(const CommandResult& r, const std::string& mentions) {
+  EXPECT_EQ(r.exit_status, 2) << r.err;
+  EXPECT_TRUE(Contains(r.err, mentions));
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+}
+
+class CommandLine : public ::testing::Test {
+ protected:
+  void SetUp() override { dir_ = make_temp_dir(); }
+  void TearDown() override {
+    EXPECT_FALSE(is_mounted(dir_)) << "a failed mount left " << dir_ << " mounted";
+    std::filesystem::remove_all(dir_);
+  }
+  CommandResult Mimicfs(std::vector<std::string> args) {
+    args.insert(args.begin(), mimicfs_binary());
+    return run_command(args);
+  }
+  std::string dir_;
+};
+
+TEST_F(CommandLine, UnknownProfileListsTheKnownOnes) {
+  auto r = Mimicfs({"mount", "--profile", "zfs", dir_});
+  ExpectUsageError(r, "unknown profile \"zfs\"");
+  EXPECT_TRUE(Contains(r.err, "ideal, nfs"));
+}
+
+TEST_F(CommandLine, InvalidProfileFileNamesFileLineAndKey) {
+  const std::string file = dir_ + ".toml";
+  std::ofstream(file) << "base = \"nfs\"\n\n[device]\nallocation_unit = 1000\n";
+  auto r = Mimicfs({"mount", "--profile-file", file, dir_});
+  std::filesystem::remove(file);
+  ExpectUsageError(r, file + ":4: device.allocation_unit: must be a power of two");
+}
+
+TEST_F(CommandLine, MalformedProfileFileNamesTheLine) {
+  const std::string file = dir_ + ".toml";
+  std::ofstream(file) << "name = \"x\"\n[device\n";
+  auto r = Mimicfs({"mount", "--profile-file", file, dir_});
+  std::filesystem::remove(file);
+  ExpectUsageError(r, file + ":2: invalid TOML");
+}
+
+TEST_F(CommandLine, UnknownKeyIsNamed) {
+  const std::string file = dir_ + ".toml";
+  std::ofstream(file) << "base = \"nfs\"\n[statfs]\nblocksize = 4096\n";
+  auto r = Mimicfs({"mount", "--profile-file", file, dir_});
+  std::filesystem::remove(file);
+  ExpectUsageError(r, ":3: statfs.blocksize: unknown key");
+}
+
+TEST_F(CommandLine, MissingMountpoint) {
+  ExpectUsageError(Mimicfs({"mount", dir_ + "/absent"}), "No such file or directory");
+}
+
+TEST_F(CommandLine, MountpointThatIsAFile) {
+  std::ofstream(dir_ + "/file") << "x";
+  ExpectUsageError(Mimicfs({"mount", dir_ + "/file"}), "not a directory");
+}
+
+TEST_F(CommandLine, MountpointThatIsNotEmpty) {
+  std::ofstream(dir_ + "/file") << "x";
+  ExpectUsageError(Mimicfs({"mount", dir_}), "not empty");
+}
+
+TEST_F(CommandLine, UnknownOptionAndMissingSubcommand) {
+  ExpectUsageError(Mimicfs({"mount", "--bogus", dir_}), "--bogus");
+  ExpectUsageError(Mimicfs({}), "subcommand");
+}
+
+TEST_F(CommandLine, HelpAndVersionSucceed) {
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"--help"}, {"mount", "--help"}, {"profiles", "--help"}, {"stats", "--help"},
+           {"ctl", "--help"}, {"--version"}}) {
+    auto r = Mimicfs(args);
+    EXPECT_EQ(r.exit_status, 0) << args[0];
+    EXPECT_FALSE(r.out.empty()) << args[0];
+  }
+}
+
+TEST_F(CommandLine, ProfilesListsAndShows) {
+  auto list = Mimicfs({"profiles"});
+  EXPECT_EQ(list.exit_status, 0);
+  EXPECT_TRUE(Contains(list.out, "nfs"));
+  EXPECT_TRUE(Contains(list.out, "ideal"));
+  auto show = Mimicfs({"profiles", "show", "nfs"});
+  EXPECT_EQ(show.exit_status, 0);
+  EXPECT_TRUE(Contains(show.out, "allocation_unit = 512"));
+  EXPECT_TRUE(Contains(show.out, "block_size = 1048576"));
+  ExpectUsageError(Mimicfs({"profiles", "show", "zfs"}), "unknown profile");
+}
+
+TEST_F(CommandLine, UnusableFuseDeviceIsAUsageError) {
+  // In a private mount namespace, hide /dev/fuse behind an empty regular file.
+  if (geteuid() != 0 || run_command({"unshare", "-m", "true"}).exit_status != 0) {
+    GTEST_SKIP() << "needs root and unshare -m";
+  }
+  const std::string script = "mount --bind \"$1\" /dev/fuse && exec \"$2\" mount --profile nfs \"$3\"";
+  std::ofstream(dir_ + "/empty").flush();
+  std::filesystem::create_directory(dir_ + "/mnt");
+  auto r = run_command({"unshare", "-m", "--propagation", "private", "sh", "-c", script, "sh",
+                        dir_ + "/empty", mimicfs_binary(), dir_ + "/mnt"});
+  ExpectUsageError(r, "cannot use /dev/fuse");
+  EXPECT_FALSE(is_mounted(dir_ + "/mnt"));
+}
+
+TEST_F(CommandLine, StatsAndCtlOnAPlainDirectoryFail) {
+  ExpectUsageError(Mimicfs({"stats", dir_}), "is not a mimicfs mount");
+  ExpectUsageError(Mimicfs({"ctl", dir_, "reset"}), "is not a mimicfs mount");
+}
+
+TEST(MountLifecycle, SigtermUnmountsAForegroundMount) {
+  MIMICFS_REQUIRE_MOUNTABLE();
+  const std::string dir = make_temp_dir();
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    execl(mimicfs_binary().c_str(), "mimicfs", "mount", "--foreground", "--log-level", "off",
+          dir.c_str(), nullptr);
+    _exit(127);
+  }
+  for (int i = 0; i < 100 && !is_mounted(dir); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_TRUE(is_mounted(dir));
+  kill(pid, SIGTERM);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  EXPECT_FALSE(is_mounted(dir));
+  if (is_mounted(dir)) run_command({"fusermount3", "-u", "-z", dir});
+  std::filesystem::remove(dir);
+}
+
+TEST(MountLifecycle, StatsAndCtlCommandsReadTheMount) {
+  MIMICFS_REQUIRE_MOUNTABLE();
+  MountedVolume vol("nfs");
+  ASSERT_TRUE(vol.mounted()) << vol.error();
+  std::ofstream(vol.file("t1")) << "hello";
+  auto table = run_command({mimicfs_binary(), "stats", vol.path()});
+  EXPECT_EQ(table.exit_status, 0) << table.err;
+  EXPECT_TRUE(Contains(table.out, "/t1"));
+  auto json = run_command({mimicfs_binary(), "stats", vol.path(), vol.file("t1"), "--json"});
+  EXPECT_EQ(json.exit_status, 0) << json.err;
+  auto parsed = nlohmann::json::parse(json.out);
+  EXPECT_EQ(parsed["files"]["/t1"]["size"], 5);
+  EXPECT_EQ(parsed["files"]["/t1"]["allocated_bytes"], 512);
+
+  EXPECT_EQ(run_command({mimicfs_binary(), "ctl", vol.path(), "reset"}).exit_status, 0);
+  EXPECT_FALSE(vol.stats()["ops"].contains("write"));
+  ExpectUsageError(run_command({mimicfs_binary(), "ctl", vol.path(), "explode"}),
+                   "unknown command");
+}
+
+}  // namespace
+}  // namespace mimicfs::testing

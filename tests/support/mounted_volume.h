@@ -1,0 +1,79 @@
+// MountedVolume: a real mimicfs mount in a temporary directory for a test's
+// lifetime, and the helpers mount tests share. Mount tests drive it with real
+// syscalls through the kernel.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace mimicfs::testing {
+
+// Skips the test where /dev/fuse is unusable, unless MIMICFS_REQUIRE_FUSE=1, in
+// which case it fails: CI must not pass by skipping every mount test.
+#define MIMICFS_REQUIRE_MOUNTABLE()                                    \
+  do {                                                                 \
+    std::string why_not = ::mimicfs::testing::fuse_unusable_reason();  \
+    if (!why_not.empty()) {                                            \
+      if (::mimicfs::testing::fuse_required()) FAIL() << why_not;      \
+      GTEST_SKIP() << why_not;                                         \
+    }                                                                  \
+  } while (0)
+
+std::string fuse_unusable_reason();
+bool fuse_required();
+
+struct CommandResult {
+  int exit_status = -1;  // the exit code, or 128+signal
+  std::string out;
+  std::string err;
+};
+// Runs argv[0] (searched in PATH) with the arguments, capturing stdout and stderr.
+CommandResult run_command(const std::vector<std::string>& argv);
+// The mimicfs binary under test.
+std::string mimicfs_binary();
+bool is_mounted(const std::string& path);
+std::string make_temp_dir();
+
+// A profile given as a TOML file (`mimicfs mount --profile-file PATH`) rather
+// than a built-in name.
+struct ProfileFile {
+  std::string path;
+};
+
+class MountedVolume {
+ public:
+  // Mounts `profile` (a built-in name) with any extra `mimicfs mount` arguments.
+  // On failure, mounted() is false and error() says why.
+  explicit MountedVolume(const std::string& profile, std::vector<std::string> extra = {});
+  // Mounts the profile in a TOML file, otherwise as above.
+  explicit MountedVolume(const ProfileFile& profile, std::vector<std::string> extra = {});
+  ~MountedVolume();  // unmounts and removes the directory
+  MountedVolume(const MountedVolume&) = delete;
+  MountedVolume& operator=(const MountedVolume&) = delete;
+
+  bool mounted() const { return mounted_; }
+  const std::string& error() const { return error_; }
+  const std::string& path() const { return path_; }
+  std::string file(const std::string& name) const { return path_ + "/" + name; }
+
+  // .mimicfs/stats.json, parsed.
+  nlohmann::json stats() const;
+  // The stats of one file by its name inside the mount, e.g. "data.ibd".
+  nlohmann::json file_stats(const std::string& name) const;
+  // Zeroes the operation counters through .mimicfs/ctl.
+  void reset_counters() const;
+
+ private:
+  // `profile_arguments` select the profile: {"--profile", NAME} or {"--profile-file", PATH}.
+  void mount(std::vector<std::string> profile_arguments, const std::vector<std::string>& extra);
+
+  std::string path_;
+  std::string log_;
+  bool mounted_ = false;
+  std::string error_;
+};
+
+}  // namespace mimicfs::testing
