@@ -460,6 +460,13 @@ Result<void> Volume::open(uint64_t inode, int flags) {
     auto node = find(inode);
     if (!node) return fail(ENOENT);
     if (node->is_directory() && (flags & O_ACCMODE) != O_RDONLY) return fail(EISDIR);
+    // O_TRUNC is the filesystem's job: the FUSE kernel (atomic_o_trunc, which
+    // libfuse enables) passes it to open and sends no truncating setattr.
+    if ((flags & O_TRUNC) && node->is_regular()) {
+      std::lock_guard lock(node->mutex);
+      truncate_locked(*node, 0);
+      node->mtime = node->ctime = clock_.now();
+    }
     return {};
   }();
   return counters_.record(Op::kOpen, 0, std::move(result));

@@ -116,6 +116,7 @@ class Volume {
   [[nodiscard]] Result<std::vector<DirectoryEntry>> read_directory(uint64_t inode);
 
   // --- Files. `flags` are open(2)'s.
+  // O_TRUNC empties a regular file, as open(2) does.
   [[nodiscard]] Result<void> open(uint64_t inode, int flags);
   void release(uint64_t inode);
   // Reads up to out.size() bytes; fewer at EOF. Holes and unwritten extents read as zeros.
