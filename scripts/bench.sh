@@ -106,7 +106,7 @@ is_mounted "$mnt_dir" || die "mimicfs mount returned but $mnt_dir is not mounted
 
 build_type="$(sed -n 's/^CMAKE_BUILD_TYPE:STRING=//p' "$build/CMakeCache.txt")"
 echo "bench.sh: mimicfs $(git describe --always --dirty 2>/dev/null || echo '?')," \
-  "build type ${build_type:-default}, kernel $(uname -r), $(nproc) CPUs" >&2
+  "build type ${build_type:-unset (the project default, RelWithDebInfo)}, kernel $(uname -r), $(nproc) CPUs" >&2
 
 status=0
 "$bench" tmpfs="$ref_dir" mimicfs-ideal="$mnt_dir" "${bench_args[@]}" || status=$?
