@@ -1,0 +1,236 @@
+#include "backends/memory_data_store.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <random>
+#include <string_view>
+#include <vector>
+
+namespace mimicfs {
+namespace {
+
+constexpr uint64_t kPage = MemoryFileData::kPageSize;
+
+std::vector<std::byte> bytes(size_t count, std::byte value) {
+  return std::vector<std::byte>(count, value);
+}
+
+std::vector<std::byte> read(const FileData& file, uint64_t offset, size_t length) {
+  std::vector<std::byte> out(length, std::byte{0xEE});  // poison: every byte must be filled
+  file.read(offset, out);
+  return out;
+}
+
+// A deterministic pattern that is never zero, so any byte out of place shows.
+std::vector<std::byte> pattern(size_t count, uint8_t seed) {
+  std::vector<std::byte> out(count);
+  for (size_t i = 0; i < count; ++i) out[i] = std::byte(static_cast<uint8_t>(1 + (seed + i) % 251));
+  return out;
+}
+
+bool all_zero(const std::vector<std::byte>& data) {
+  for (std::byte b : data) {
+    if (b != std::byte{0}) return false;
+  }
+  return true;
+}
+
+TEST(MemoryDataStore, CreatesEmptyFiles) {
+  MemoryDataStore store;
+  auto file = store.create_file();
+  ASSERT_NE(file, nullptr);
+  EXPECT_EQ(file->stored_bytes(), 0u);
+}
+
+TEST(MemoryDataStore, NeverWrittenBytesReadAsZero) {
+  MemoryFileData file;
+  EXPECT_TRUE(all_zero(read(file, 0, 3 * kPage)));
+  EXPECT_TRUE(all_zero(read(file, (uint64_t{1} << 40) + 17, 100)));
+  EXPECT_EQ(file.stored_bytes(), 0u);
+}
+
+TEST(MemoryDataStore, WritingZerosStoresNothing) {
+  MemoryFileData file;
+  const auto zeros = bytes(64 << 20, std::byte{0});  // 64 MiB
+  file.write(0, zeros);
+  EXPECT_EQ(file.stored_bytes(), 0u);
+  file.write(12345, std::span(zeros).first(10000));  // unaligned too
+  EXPECT_EQ(file.stored_bytes(), 0u);
+  EXPECT_TRUE(all_zero(read(file, 0, 2 * kPage)));
+}
+
+TEST(MemoryDataStore, WriteStoresOnlyTouchedPages) {
+  MemoryFileData file;
+  file.write(5 * kPage + 100, pattern(10, 1));
+  EXPECT_EQ(file.stored_bytes(), kPage);
+  file.write(100 * kPage, pattern(kPage, 2));
+  EXPECT_EQ(file.stored_bytes(), 2 * kPage);
+}
+
+TEST(MemoryDataStore, WritingZerosOverAStoredPageFreesIt) {
+  MemoryFileData file;
+  file.write(kPage, pattern(kPage, 3));
+  ASSERT_EQ(file.stored_bytes(), kPage);
+  file.write(kPage, bytes(kPage, std::byte{0}));
+  EXPECT_EQ(file.stored_bytes(), 0u);
+  EXPECT_TRUE(all_zero(read(file, kPage, kPage)));
+}
+
+TEST(MemoryDataStore, WritingZerosOverTheOnlyNonZeroBytesFreesThePage) {
+  MemoryFileData file;
+  file.write(kPage + 10, pattern(5, 4));
+  ASSERT_EQ(file.stored_bytes(), kPage);
+  file.write(kPage + 8, bytes(9, std::byte{0}));  // partial page, but the page is now all zero
+  EXPECT_EQ(file.stored_bytes(), 0u);
+}
+
+TEST(MemoryDataStore, PartialZeroWriteKeepsRestOfPage) {
+  MemoryFileData file;
+  const auto data = pattern(kPage, 5);
+  file.write(0, data);
+  file.write(100, bytes(50, std::byte{0}));
+  EXPECT_EQ(file.stored_bytes(), kPage);
+  auto expected = data;
+  std::fill(expected.begin() + 100, expected.begin() + 150, std::byte{0});
+  EXPECT_EQ(read(file, 0, kPage), expected);
+}
+
+TEST(MemoryDataStore, UnalignedWriteSpanningPagesReadsBack) {
+  MemoryFileData file;
+  const auto data = pattern(3 * kPage + 123, 6);
+  const uint64_t offset = 2 * kPage - 77;
+  file.write(offset, data);
+  EXPECT_EQ(read(file, offset, data.size()), data);
+  // Pages 1 (partial), 2, 3, 4 and 5 (partial).
+  EXPECT_EQ(file.stored_bytes(), 5 * kPage);
+  // The bytes around it are still zero.
+  EXPECT_TRUE(all_zero(read(file, kPage, kPage - 77)));
+  EXPECT_TRUE(all_zero(read(file, offset + data.size(), 1000)));
+}
+
+TEST(MemoryDataStore, OverwriteSpanningStoredAndMissingPages) {
+  MemoryFileData file;
+  file.write(2 * kPage, pattern(kPage, 7));  // only page 2 stored
+  const auto data = pattern(2 * kPage, 8);
+  file.write(kPage + kPage / 2, data);  // half of 1, all of 2, half of 3
+  EXPECT_EQ(read(file, kPage + kPage / 2, data.size()), data);
+  EXPECT_EQ(file.stored_bytes(), 3 * kPage);
+}
+
+TEST(MemoryDataStore, ReadAcrossStoredAndMissingPages) {
+  MemoryFileData file;
+  const auto data = pattern(100, 9);
+  file.write(3 * kPage - 50, data);
+  auto out = read(file, 2 * kPage, 3 * kPage);
+  std::vector<std::byte> expected(3 * kPage, std::byte{0});
+  std::copy(data.begin(), data.end(), expected.begin() + kPage - 50);
+  EXPECT_EQ(out, expected);
+}
+
+TEST(MemoryDataStore, ZeroInsideOnePageKeepsTheRest) {
+  MemoryFileData file;
+  const auto data = pattern(kPage, 10);
+  file.write(kPage, data);
+  file.zero(kPage + 100, 200);
+  auto expected = data;
+  std::fill(expected.begin() + 100, expected.begin() + 300, std::byte{0});
+  EXPECT_EQ(read(file, kPage, kPage), expected);
+  EXPECT_EQ(file.stored_bytes(), kPage);
+}
+
+TEST(MemoryDataStore, ZeroInsideOnePageFreesItWhenNothingElseRemains) {
+  MemoryFileData file;
+  file.write(kPage + 100, pattern(200, 11));
+  file.zero(kPage + 50, 300);
+  EXPECT_EQ(file.stored_bytes(), 0u);
+}
+
+TEST(MemoryDataStore, ZeroWholePagesFreesThem) {
+  MemoryFileData file;
+  file.write(0, pattern(4 * kPage, 12));
+  ASSERT_EQ(file.stored_bytes(), 4 * kPage);
+  file.zero(kPage, 2 * kPage);
+  EXPECT_EQ(file.stored_bytes(), 2 * kPage);
+  EXPECT_TRUE(all_zero(read(file, kPage, 2 * kPage)));
+  EXPECT_EQ(read(file, 0, kPage), pattern(kPage, 12));
+  const auto all = pattern(4 * kPage, 12);
+  EXPECT_EQ(read(file, 3 * kPage, kPage), std::vector(all.begin() + 3 * kPage, all.end()));
+}
+
+TEST(MemoryDataStore, ZeroPartialPagesAtBothEdges) {
+  MemoryFileData file;
+  const auto data = pattern(4 * kPage, 13);
+  file.write(0, data);
+  // Tail of page 0, all of pages 1 and 2, head of page 3.
+  const uint64_t offset = kPage - 10;
+  const uint64_t length = 2 * kPage + 30;
+  file.zero(offset, length);
+  auto expected = data;
+  std::fill(expected.begin() + offset, expected.begin() + offset + length, std::byte{0});
+  EXPECT_EQ(read(file, 0, 4 * kPage), expected);
+  EXPECT_EQ(file.stored_bytes(), 2 * kPage);
+}
+
+TEST(MemoryDataStore, ZeroStartingAtPageBoundaryEndingMidPage) {
+  MemoryFileData file;
+  const auto data = pattern(2 * kPage, 14);
+  file.write(0, data);
+  file.zero(kPage, 10);
+  auto expected = data;
+  std::fill(expected.begin() + kPage, expected.begin() + kPage + 10, std::byte{0});
+  EXPECT_EQ(read(file, 0, 2 * kPage), expected);
+  EXPECT_EQ(file.stored_bytes(), 2 * kPage);
+}
+
+TEST(MemoryDataStore, ZeroStartingMidPageEndingAtPageBoundary) {
+  MemoryFileData file;
+  const auto data = pattern(2 * kPage, 15);
+  file.write(0, data);
+  file.zero(kPage - 10, 10);
+  auto expected = data;
+  std::fill(expected.begin() + kPage - 10, expected.begin() + kPage, std::byte{0});
+  EXPECT_EQ(read(file, 0, 2 * kPage), expected);
+}
+
+TEST(MemoryDataStore, ZeroOfUnstoredRangeIsHarmless) {
+  MemoryFileData file;
+  file.write(10 * kPage, pattern(kPage, 16));
+  file.zero(0, 5 * kPage + 7);
+  file.zero(20 * kPage + 3, 9);
+  file.zero(7, 0);
+  EXPECT_EQ(file.stored_bytes(), kPage);
+  EXPECT_EQ(read(file, 10 * kPage, kPage), pattern(kPage, 16));
+}
+
+TEST(MemoryDataStore, RandomWritesAndZeroesMatchAFlatModel) {
+  constexpr uint64_t kSize = 6 * kPage;
+  std::mt19937_64 random(7);  // fixed seed: the same operations every run
+  auto below = [&](uint64_t n) { return random() % n; };
+  MemoryFileData file;
+  std::vector<std::byte> model(kSize, std::byte{0});
+  for (int step = 0; step < 3000; ++step) {
+    const uint64_t offset = below(kSize);
+    const uint64_t length = 1 + below(std::min<uint64_t>(2 * kPage, kSize - offset));
+    if (below(3) == 0) {
+      file.zero(offset, length);
+      std::fill(model.begin() + offset, model.begin() + offset + length, std::byte{0});
+    } else {
+      // Zeros half the time, so pages come and go.
+      const auto data = below(2) == 0 ? bytes(length, std::byte{0}) : pattern(length, step % 200);
+      file.write(offset, data);
+      std::copy(data.begin(), data.end(), model.begin() + offset);
+    }
+    ASSERT_EQ(read(file, 0, kSize), model) << "step " << step;
+    uint64_t nonzero_pages = 0;
+    for (uint64_t page = 0; page < kSize / kPage; ++page) {
+      const auto first = model.begin() + page * kPage;
+      if (!all_zero(std::vector<std::byte>(first, first + kPage))) ++nonzero_pages;
+    }
+    ASSERT_EQ(file.stored_bytes(), nonzero_pages * kPage) << "step " << step;
+  }
+}
+
+}  // namespace
+}  // namespace mimicfs
