@@ -65,14 +65,14 @@ void Allocator::release(BlockRange range) {
   uint64_t length = range.length;
   auto next = free_by_start_.lower_bound(start);
   if (next != free_by_start_.end() && next->first < start + length) {
-    throw std::logic_error(fmt::format("Allocator::release: blocks {}+{} are already free", start,
-                                       length));
+    throw std::logic_error(
+        fmt::format("Allocator::release: blocks {}+{} are already free", start, length));
   }
   if (next != free_by_start_.begin()) {
     auto prev = std::prev(next);
     if (prev->first + prev->second > start) {
-      throw std::logic_error(fmt::format("Allocator::release: blocks {}+{} are already free",
-                                         start, length));
+      throw std::logic_error(
+          fmt::format("Allocator::release: blocks {}+{} are already free", start, length));
     }
     if (prev->first + prev->second == start) {
       start = prev->first;

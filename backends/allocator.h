@@ -43,15 +43,15 @@ class Allocator {
   FreeSpaceSummary summary() const;
 
  private:
-  void add_free(uint64_t start, uint64_t length);    // requires mutex_
+  void add_free(uint64_t start, uint64_t length);               // requires mutex_
   void remove_free(std::map<uint64_t, uint64_t>::iterator it);  // requires mutex_
 
   mutable std::mutex mutex_;
   const uint64_t total_blocks_;
-  std::map<uint64_t, uint64_t> free_by_start_;        // start -> length; guarded by mutex_
+  std::map<uint64_t, uint64_t> free_by_start_;              // start -> length; guarded by mutex_
   std::set<std::pair<uint64_t, uint64_t>> free_by_length_;  // (length, start); guarded by mutex_
-  uint64_t free_blocks_ = 0;                          // guarded by mutex_
-  uint64_t cursor_ = 0;                               // guarded by mutex_
+  uint64_t free_blocks_ = 0;                                // guarded by mutex_
+  uint64_t cursor_ = 0;                                     // guarded by mutex_
 };
 
 }  // namespace mimicfs

@@ -70,8 +70,8 @@ void ExtentMap::map(uint64_t logical, uint64_t physical, uint64_t length, bool u
   if (length == 0) return;
   auto it = first_ending_after(logical);
   if (it != extents_.end() && it->second.logical < logical + length) {
-    throw std::logic_error(fmt::format("ExtentMap::map: blocks {}+{} are already mapped", logical,
-                                       length));
+    throw std::logic_error(
+        fmt::format("ExtentMap::map: blocks {}+{} are already mapped", logical, length));
   }
   insert(Extent{logical, physical, length, unwritten});
   merge_around(extents_.find(logical));

@@ -18,9 +18,9 @@
 namespace mimicfs {
 
 struct Extent {
-  uint64_t logical = 0;   // first file block
-  uint64_t physical = 0;  // first device block
-  uint64_t length = 0;    // blocks
+  uint64_t logical = 0;    // first file block
+  uint64_t physical = 0;   // first device block
+  uint64_t length = 0;     // blocks
   bool unwritten = false;  // allocated but reads as zeros (fallocate)
 
   uint64_t logical_end() const { return logical + length; }
@@ -36,8 +36,9 @@ struct BlockRange {
 
 // What filefrag and FIEMAP would say of a file.
 struct ExtentSummary {
-  uint64_t extents = 0;            // FIEMAP records: a hole always ends one
-  uint64_t fragments = 0;          // filefrag's count: a new one only where the file-to-device offset changes
+  uint64_t extents = 0;  // FIEMAP records: a hole always ends one
+  uint64_t fragments =
+      0;  // filefrag's count: a new one only where the file-to-device offset changes
   uint64_t unwritten_extents = 0;
   uint64_t mapped_blocks = 0;
 };

@@ -2,6 +2,7 @@
 
 #define TOML_HEADER_ONLY 1
 #include <fmt/format.h>
+#include <toml++/toml.h>
 
 #include <algorithm>
 #include <bit>
@@ -10,7 +11,6 @@
 #include <fstream>
 #include <functional>
 #include <sstream>
-#include <toml++/toml.h>
 
 namespace mimicfs {
 namespace {
@@ -114,8 +114,9 @@ const std::vector<KeySpec>& schema() {
          if (!r) return r;
          if (std::find(std::begin(kPolicies), std::end(kPolicies), p.allocation_policy) ==
              std::end(kPolicies)) {
-           return key_error(node, "allocation.policy",
-                            fmt::format("unknown policy \"{}\" (known: goal)", p.allocation_policy));
+           return key_error(
+               node, "allocation.policy",
+               fmt::format("unknown policy \"{}\" (known: goal)", p.allocation_policy));
          }
          return {};
        }},
@@ -127,7 +128,8 @@ const std::vector<KeySpec>& schema() {
 std::expected<void, std::string> reject_unknown_keys(const toml::table& table,
                                                      const std::string& prefix) {
   for (const auto& [key, node] : table) {
-    std::string path = prefix.empty() ? std::string(key.str()) : prefix + "." + std::string(key.str());
+    std::string path =
+        prefix.empty() ? std::string(key.str()) : prefix + "." + std::string(key.str());
     if (const auto* sub = node.as_table()) {
       auto r = reject_unknown_keys(*sub, path);
       if (!r) return r;
@@ -179,7 +181,8 @@ std::expected<Profile, std::string> parse_profile_with_depth(std::string_view te
       return key_error(*base_node, "base",
                        fmt::format("unknown profile \"{}\" (known: {})", *base_name, names));
     }
-    auto base = parse_profile_with_depth(it->toml, fmt::format("<builtin {}>", it->name), depth + 1);
+    auto base =
+        parse_profile_with_depth(it->toml, fmt::format("<builtin {}>", it->name), depth + 1);
     if (!base) return base;
     profile = std::move(*base);
     profile.name = std::filesystem::path(std::string(source_name)).stem().string();
@@ -189,8 +192,9 @@ std::expected<Profile, std::string> parse_profile_with_depth(std::string_view te
     const toml::node* node = table.at_path(key.path).node();
     if (!node) {
       if (base_node || key.path == "description") continue;
-      return Error(fmt::format("{}: {}: missing (set it, or start from a built-in with base = \"nfs\")",
-                               source_name, key.path));
+      return Error(
+          fmt::format("{}: {}: missing (set it, or start from a built-in with base = \"nfs\")",
+                      source_name, key.path));
     }
     if (auto r = key.apply(*node, profile); !r) return Error(r.error());
   }
@@ -198,8 +202,8 @@ std::expected<Profile, std::string> parse_profile_with_depth(std::string_view te
       profile.capacity_bytes < profile.allocation_unit) {
     const toml::node* node = table.at_path("device.capacity_bytes").node();
     if (!node) node = table.at_path("device.allocation_unit").node();
-    std::string message = fmt::format(
-        "must be a positive multiple of device.allocation_unit ({})", profile.allocation_unit);
+    std::string message = fmt::format("must be a positive multiple of device.allocation_unit ({})",
+                                      profile.allocation_unit);
     if (!node) return Error(fmt::format("{}: device.capacity_bytes: {}", source_name, message));
     return key_error(*node, "device.capacity_bytes", message);
   }
@@ -218,13 +222,15 @@ std::expected<Profile, std::string> load_builtin_profile(std::string_view name) 
     if (builtin.name == name) return parse_profile(builtin.toml, fmt::format("<builtin {}>", name));
   }
   std::string names;
-  for (const auto& b : builtin_profiles()) names += (names.empty() ? "" : ", ") + std::string(b.name);
+  for (const auto& b : builtin_profiles())
+    names += (names.empty() ? "" : ", ") + std::string(b.name);
   return Error(fmt::format("unknown profile \"{}\" (known: {})", name, names));
 }
 
 std::expected<Profile, std::string> load_profile_file(const std::string& path) {
   std::ifstream in(path);
-  if (!in) return Error(fmt::format("{}: cannot read profile file: {}", path, std::strerror(errno)));
+  if (!in)
+    return Error(fmt::format("{}: cannot read profile file: {}", path, std::strerror(errno)));
   std::stringstream text;
   text << in.rdbuf();
   return parse_profile(text.str(), path);

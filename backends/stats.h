@@ -19,9 +19,31 @@
 namespace mimicfs {
 
 enum class Op : uint8_t {
-  kLookup, kGetattr, kSetattr, kTruncate, kCreate, kMkdir, kSymlink, kReadlink, kLink,
-  kUnlink, kRmdir, kRename, kOpen, kRelease, kReaddir, kRead, kWrite, kFsync, kFallocate,
-  kLseek, kStatfs, kSetxattr, kGetxattr, kListxattr, kRemovexattr,
+  kLookup,
+  kGetattr,
+  kSetattr,
+  kTruncate,
+  kCreate,
+  kMkdir,
+  kSymlink,
+  kReadlink,
+  kLink,
+  kUnlink,
+  kRmdir,
+  kRename,
+  kOpen,
+  kRelease,
+  kReaddir,
+  kRead,
+  kWrite,
+  kFsync,
+  kFallocate,
+  kLseek,
+  kStatfs,
+  kSetxattr,
+  kGetxattr,
+  kListxattr,
+  kRemovexattr,
   kCount  // not an operation: the number of them
 };
 
@@ -29,7 +51,7 @@ std::string_view op_name(Op op);
 
 struct OperationStats {
   uint64_t count = 0;
-  uint64_t bytes = 0;                     // data moved by read and write
+  uint64_t bytes = 0;                      // data moved by read and write
   std::map<std::string, uint64_t> errors;  // errno name -> count
 };
 
@@ -37,10 +59,10 @@ struct FileStats {
   uint64_t inode = 0;
   uint64_t size = 0;
   uint64_t allocated_bytes = 0;
-  uint64_t extents = 0;            // FIEMAP records: a hole always ends one
-  uint64_t fragments = 0;          // filefrag's count
+  uint64_t extents = 0;    // FIEMAP records: a hole always ends one
+  uint64_t fragments = 0;  // filefrag's count
   uint64_t unwritten_extents = 0;
-  uint64_t holes = 0;              // unmapped runs inside [0, size)
+  uint64_t holes = 0;  // unmapped runs inside [0, size)
 };
 
 struct DeviceStats {
@@ -85,7 +107,8 @@ class OperationCounters {
   };
   std::array<Counter, static_cast<size_t>(Op::kCount)> counters_;
   mutable std::mutex errors_mutex_;
-  std::array<std::map<int, uint64_t>, static_cast<size_t>(Op::kCount)> errors_;  // guarded by errors_mutex_
+  std::array<std::map<int, uint64_t>, static_cast<size_t>(Op::kCount)>
+      errors_;  // guarded by errors_mutex_
 };
 
 }  // namespace mimicfs

@@ -49,7 +49,7 @@ struct Volume::Inode {
   std::atomic<uint32_t> nlink{0};
   uint64_t references = 0;
   std::map<std::string, std::shared_ptr<Inode>> entries;  // directories only
-  uint64_t parent = 0;                                     // directories only
+  uint64_t parent = 0;                                    // directories only
 
   bool is_directory() const { return S_ISDIR(mode); }
   bool is_regular() const { return S_ISREG(mode); }
@@ -216,7 +216,8 @@ Result<Attributes> Volume::setattr(uint64_t inode, const AttributeChanges& chang
     std::lock_guard lock(node->mutex);
     return do_setattr(*node, changes);
   }();
-  counters_.record(changes.size ? Op::kTruncate : Op::kSetattr, 0, result ? 0 : result.error().value);
+  counters_.record(changes.size ? Op::kTruncate : Op::kSetattr, 0,
+                   result ? 0 : result.error().value);
   return result;
 }
 
@@ -380,7 +381,7 @@ Result<void> Volume::rename(uint64_t parent, const std::string& name, uint64_t n
 
     // A directory may not move below itself.
     auto is_ancestor_or_self = [&](const std::shared_ptr<Inode>& dir, uint64_t of) {
-      for (uint64_t cursor = of;; ) {
+      for (uint64_t cursor = of;;) {
         if (cursor == dir->number) return true;
         if (cursor == kRootInode) return false;
         auto node = find_locked(cursor);

@@ -150,19 +150,19 @@ class Volume {
  private:
   struct Inode;
 
-  std::shared_ptr<Inode> find(uint64_t inode);                  // takes namespace_mutex_
-  std::shared_ptr<Inode> find_locked(uint64_t inode);           // requires namespace_mutex_
+  std::shared_ptr<Inode> find(uint64_t inode);                      // takes namespace_mutex_
+  std::shared_ptr<Inode> find_locked(uint64_t inode);               // requires namespace_mutex_
   Result<std::shared_ptr<Inode>> directory_locked(uint64_t inode);  // requires namespace_mutex_
   Result<Attributes> add_entry_locked(Inode& parent, const std::string& name,
                                       std::shared_ptr<Inode> child);  // requires namespace_mutex_
   // Drops one link of `child`, destroying it when unreferenced; requires namespace_mutex_.
   void drop_link_locked(const std::shared_ptr<Inode>& child);
-  void destroy_locked(const std::shared_ptr<Inode>& inode);     // requires namespace_mutex_
+  void destroy_locked(const std::shared_ptr<Inode>& inode);  // requires namespace_mutex_
   std::shared_ptr<Inode> new_inode(uint32_t mode, Owner owner);
-  Attributes attributes(const Inode& inode) const;              // requires inode.mutex
+  Attributes attributes(const Inode& inode) const;  // requires inode.mutex
 
   Result<Attributes> do_setattr(Inode& inode, const AttributeChanges& changes);
-  void truncate_locked(Inode& inode, uint64_t size);            // requires inode.mutex
+  void truncate_locked(Inode& inode, uint64_t size);  // requires inode.mutex
   // Maps every hole among blocks [first, first+count) to newly allocated blocks, all
   // or nothing (ENOSPC). Requires inode.mutex.
   Result<void> allocate_holes(Inode& inode, uint64_t first, uint64_t count, bool unwritten);
@@ -170,7 +170,7 @@ class Volume {
   // rest. Requires inode.mutex.
   void punch_locked(Inode& inode, uint64_t offset, uint64_t length);
   Result<void> do_fallocate(Inode& inode, int mode, uint64_t offset, uint64_t length);
-  FileStats file_stats_locked(const Inode& inode) const;        // requires inode.mutex
+  FileStats file_stats_locked(const Inode& inode) const;  // requires inode.mutex
 
   const Profile profile_;
   const uint64_t unit_;  // profile_.allocation_unit, in bytes
@@ -182,7 +182,7 @@ class Volume {
 
   std::mutex namespace_mutex_;
   std::unordered_map<uint64_t, std::shared_ptr<Inode>> inodes_;  // guarded by namespace_mutex_
-  uint64_t next_inode_ = kFirstFileInode;                      // guarded by namespace_mutex_
+  uint64_t next_inode_ = kFirstFileInode;                        // guarded by namespace_mutex_
 };
 
 }  // namespace mimicfs

@@ -127,7 +127,8 @@ void on_forget_multi(fuse_req_t req, size_t count, fuse_forget_data* forgets) {
 void on_getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
   serve(req, "getattr", [&] {
     auto& self = adapter(req);
-    auto result = ControlFiles::owns(ino) ? self.control().getattr(ino) : self.volume().getattr(ino);
+    auto result =
+        ControlFiles::owns(ino) ? self.control().getattr(ino) : self.volume().getattr(ino);
     if (!result) return result.error().value;
     struct stat st = to_stat(*result);
     fuse_reply_attr(req, &st, self.options().attr_timeout);

@@ -37,9 +37,10 @@ void set_up_logging(const std::string& level, const std::string& log_file) {
 }
 
 int run(int argc, char** argv) {
-  CLI::App app{"mimicfs: a FUSE filesystem that behaves like the storage a database meets in "
-               "production (NFS, ext4, xfs, btrfs), with exact allocation accounting.",
-               "mimicfs"};
+  CLI::App app{
+      "mimicfs: a FUSE filesystem that behaves like the storage a database meets in "
+      "production (NFS, ext4, xfs, btrfs), with exact allocation accounting.",
+      "mimicfs"};
   app.set_version_flag("--version", std::string("mimicfs ") + MIMICFS_VERSION);
   app.require_subcommand(1);
 
@@ -56,8 +57,9 @@ int run(int argc, char** argv) {
   mount->add_option("--log-level", log_level, "trace, debug, info, warn, error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
   mount->add_option("--log-file", log_file, "Log here (a background mount has no stderr)");
-  mount->add_option("--attr-timeout", adapter.attr_timeout,
-                    "Seconds the kernel may cache attributes (0: st_blocks always current)")
+  mount
+      ->add_option("--attr-timeout", adapter.attr_timeout,
+                   "Seconds the kernel may cache attributes (0: st_blocks always current)")
       ->check(CLI::NonNegativeNumber);
   mount->add_option("DIR", mountpoint, "Empty directory to mount on")->required();
 
@@ -92,9 +94,9 @@ int run(int argc, char** argv) {
   if (*mount) {
     set_up_logging(log_level, log_file);
     std::expected<Profile, std::string> profile =
-        profile_file.empty() ? load_builtin_profile(profile_name.empty() ? kDefaultProfile
-                                                                         : profile_name)
-                             : load_profile_file(profile_file);
+        profile_file.empty()
+            ? load_builtin_profile(profile_name.empty() ? kDefaultProfile : profile_name)
+            : load_profile_file(profile_file);
     if (!profile) return usage_error(profile.error());
     if (auto why = check_mountpoint(mountpoint); !why.empty()) return usage_error(why);
     if (auto why = check_fuse_device(); !why.empty()) return usage_error(why);

@@ -34,7 +34,8 @@ std::string check_mountpoint(const std::string& path) {
 
 std::string check_fuse_device() {
   struct stat st {};
-  if (stat("/dev/fuse", &st) != 0) return fmt::format("cannot use /dev/fuse: {}", std::strerror(errno));
+  if (stat("/dev/fuse", &st) != 0)
+    return fmt::format("cannot use /dev/fuse: {}", std::strerror(errno));
   if (!S_ISCHR(st.st_mode)) return "cannot use /dev/fuse: not a character device";
   const int fd = ::open("/dev/fuse", O_RDWR | O_CLOEXEC);
   if (fd < 0) return fmt::format("cannot use /dev/fuse: {}", std::strerror(errno));

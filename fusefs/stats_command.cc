@@ -39,10 +39,11 @@ std::string stats_key(const std::string& mountpoint, const std::string& path) {
 void print_tables(const nlohmann::json& s) {
   const auto& d = s["device"];
   fmt::print("profile {}\n", s["profile"].get<std::string>());
-  fmt::print("device  unit {} B, capacity {} B, allocated {} B, free extents {}, largest free {} B\n",
-             d["allocation_unit"].get<uint64_t>(), d["capacity_bytes"].get<uint64_t>(),
-             d["allocated_bytes"].get<uint64_t>(), d["free_extents"].get<uint64_t>(),
-             d["largest_free_extent_bytes"].get<uint64_t>());
+  fmt::print(
+      "device  unit {} B, capacity {} B, allocated {} B, free extents {}, largest free {} B\n",
+      d["allocation_unit"].get<uint64_t>(), d["capacity_bytes"].get<uint64_t>(),
+      d["allocated_bytes"].get<uint64_t>(), d["free_extents"].get<uint64_t>(),
+      d["largest_free_extent_bytes"].get<uint64_t>());
   fmt::print("\n{:<12} {:>12} {:>16}  {}\n", "operation", "count", "bytes", "errors");
   for (const auto& [name, op] : s["ops"].items()) {
     std::string errors;

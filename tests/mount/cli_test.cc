@@ -90,9 +90,12 @@ TEST_F(CommandLine, UnknownOptionAndMissingSubcommand) {
 }
 
 TEST_F(CommandLine, HelpAndVersionSucceed) {
-  for (const auto& args : std::vector<std::vector<std::string>>{
-           {"--help"}, {"mount", "--help"}, {"profiles", "--help"}, {"stats", "--help"},
-           {"ctl", "--help"}, {"--version"}}) {
+  for (const auto& args : std::vector<std::vector<std::string>>{{"--help"},
+                                                                {"mount", "--help"},
+                                                                {"profiles", "--help"},
+                                                                {"stats", "--help"},
+                                                                {"ctl", "--help"},
+                                                                {"--version"}}) {
     auto r = Mimicfs(args);
     EXPECT_EQ(r.exit_status, 0) << args[0];
     EXPECT_FALSE(r.out.empty()) << args[0];
@@ -116,7 +119,8 @@ TEST_F(CommandLine, UnusableFuseDeviceIsAUsageError) {
   if (geteuid() != 0 || run_command({"unshare", "-m", "true"}).exit_status != 0) {
     GTEST_SKIP() << "needs root and unshare -m";
   }
-  const std::string script = "mount --bind \"$1\" /dev/fuse && exec \"$2\" mount --profile nfs \"$3\"";
+  const std::string script =
+      "mount --bind \"$1\" /dev/fuse && exec \"$2\" mount --profile nfs \"$3\"";
   std::ofstream(dir_ + "/empty").flush();
   std::filesystem::create_directory(dir_ + "/mnt");
   auto r = run_command({"unshare", "-m", "--propagation", "private", "sh", "-c", script, "sh",

@@ -13,13 +13,13 @@ namespace mimicfs::testing {
 
 // Skips the test where /dev/fuse is unusable, unless MIMICFS_REQUIRE_FUSE=1, in
 // which case it fails: CI must not pass by skipping every mount test.
-#define MIMICFS_REQUIRE_MOUNTABLE()                                    \
-  do {                                                                 \
-    std::string why_not = ::mimicfs::testing::fuse_unusable_reason();  \
-    if (!why_not.empty()) {                                            \
-      if (::mimicfs::testing::fuse_required()) FAIL() << why_not;      \
-      GTEST_SKIP() << why_not;                                         \
-    }                                                                  \
+#define MIMICFS_REQUIRE_MOUNTABLE()                                   \
+  do {                                                                \
+    std::string why_not = ::mimicfs::testing::fuse_unusable_reason(); \
+    if (!why_not.empty()) {                                           \
+      if (::mimicfs::testing::fuse_required()) FAIL() << why_not;     \
+      GTEST_SKIP() << why_not;                                        \
+    }                                                                 \
   } while (0)
 
 std::string fuse_unusable_reason();
