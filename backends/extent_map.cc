@@ -73,8 +73,11 @@ void ExtentMap::map(uint64_t logical, uint64_t physical, uint64_t length, bool u
     throw std::logic_error(
         fmt::format("ExtentMap::map: blocks {}+{} are already mapped", logical, length));
   }
-  insert(Extent{logical, physical, length, unwritten});
-  merge_around(extents_.find(logical));
+  // `it` is the first extent after the new one: insert right before it, no second search.
+  auto inserted = extents_.emplace_hint(it, logical, Extent{logical, physical, length, unwritten});
+  mapped_blocks_ += length;
+  if (unwritten) ++unwritten_extents_;
+  merge_around(inserted);
 }
 
 std::vector<BlockRange> ExtentMap::unmap(uint64_t logical, uint64_t length) {
