@@ -2,12 +2,48 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace mimicfs {
 
-Allocator::Allocator(uint64_t total_blocks) : total_blocks_(total_blocks) {
-  if (total_blocks > 0) add_free(0, total_blocks);
+Allocator::Allocator(DeviceGeometry geometry)
+    : total_blocks_(geometry.total_blocks),
+      group_blocks_(geometry.group_blocks == 0 || geometry.group_blocks > geometry.total_blocks
+                        ? std::max<uint64_t>(geometry.total_blocks, 1)
+                        : geometry.group_blocks),
+      group_count_((total_blocks_ + group_blocks_ - 1) / group_blocks_),
+      metadata_blocks_per_group_(geometry.metadata_blocks) {
+  for (uint64_t group = 0; group < group_count_; ++group) {
+    const uint64_t start = group * group_blocks_;
+    const uint64_t length = std::min(group_blocks_, total_blocks_ - start);
+    const uint64_t metadata = std::min(metadata_blocks_per_group_, length);
+    metadata_blocks_ += metadata;
+    if (length > metadata) add_free(start + metadata, length - metadata);
+  }
+  // Groups without metadata are one free extent, as on the real device.
+  if (metadata_blocks_per_group_ == 0) {
+    free_by_start_.clear();
+    free_by_length_.clear();
+    free_blocks_ = 0;
+    if (total_blocks_ > 0) add_free(0, total_blocks_);
+  }
+}
+
+Result<void> Allocator::reserve(uint64_t count) {
+  std::lock_guard lock(mutex_);
+  if (count > free_blocks_ - reserved_blocks_) return fail(ENOSPC);
+  reserved_blocks_ += count;
+  return {};
+}
+
+void Allocator::unreserve(uint64_t count) {
+  std::lock_guard lock(mutex_);
+  if (count > reserved_blocks_) {
+    throw std::logic_error(fmt::format("Allocator::unreserve: {} blocks, but only {} reserved",
+                                       count, reserved_blocks_));
+  }
+  reserved_blocks_ -= count;
 }
 
 void Allocator::add_free(uint64_t start, uint64_t length) {
@@ -22,12 +58,19 @@ void Allocator::remove_free(std::map<uint64_t, uint64_t>::iterator it) {
   free_by_start_.erase(it);
 }
 
-Result<std::vector<BlockRange>> Allocator::allocate(uint64_t goal, uint64_t count) {
+Result<std::vector<BlockRange>> Allocator::allocate(uint64_t goal, uint64_t count,
+                                                    uint64_t reserved) {
   std::lock_guard lock(mutex_);
   std::vector<BlockRange> runs;
+  if (reserved > count || reserved > reserved_blocks_) {
+    throw std::logic_error(fmt::format("Allocator::allocate: {} of {} blocks from a reservation of {}",
+                                       reserved, count, reserved_blocks_));
+  }
   if (count == 0) return runs;
-  if (count > free_blocks_) return fail(ENOSPC);
+  if (count - reserved > free_blocks_ - reserved_blocks_) return fail(ENOSPC);
+  reserved_blocks_ -= reserved;
   uint64_t position = total_blocks_ == 0 ? 0 : goal % total_blocks_;
+  const uint64_t group = group_of(position);
   while (count > 0) {
     // The free extent containing `position`, else the first one after it, else wrap.
     auto it = free_by_start_.upper_bound(position);
@@ -54,7 +97,7 @@ Result<std::vector<BlockRange>> Allocator::allocate(uint64_t goal, uint64_t coun
     count -= taken;
     position = take_from + taken;
   }
-  cursor_ = position;
+  group_cursors_[group] = position;
   return runs;
 }
 
@@ -87,9 +130,11 @@ void Allocator::release(BlockRange range) {
   add_free(start, length);
 }
 
-uint64_t Allocator::cursor() const {
+uint64_t Allocator::cursor(uint64_t group) const {
   std::lock_guard lock(mutex_);
-  return cursor_;
+  auto it = group_cursors_.find(group);
+  if (it != group_cursors_.end()) return it->second;
+  return std::min(group * group_blocks_ + metadata_blocks_per_group_, total_blocks_ - 1);
 }
 
 uint64_t Allocator::free_blocks() const {
@@ -101,7 +146,9 @@ FreeSpaceSummary Allocator::summary() const {
   std::lock_guard lock(mutex_);
   FreeSpaceSummary s;
   s.total_blocks = total_blocks_;
+  s.metadata_blocks = metadata_blocks_;
   s.free_blocks = free_blocks_;
+  s.reserved_blocks = reserved_blocks_;
   s.free_extents = free_by_start_.size();
   s.largest_free_extent = free_by_length_.empty() ? 0 : free_by_length_.rbegin()->first;
   return s;

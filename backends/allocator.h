@@ -18,27 +18,49 @@ namespace mimicfs {
 
 struct FreeSpaceSummary {
   uint64_t total_blocks = 0;
-  uint64_t free_blocks = 0;
+  uint64_t metadata_blocks = 0;  // the groups' own headers: never free
+  uint64_t free_blocks = 0;      // including reserved ones
+  uint64_t reserved_blocks = 0;  // free, but promised to delayed allocations
   uint64_t free_extents = 0;
   uint64_t largest_free_extent = 0;  // blocks
 };
 
+// The device is divided into allocation groups (ext4's block groups, xfs's
+// allocation groups, btrfs's block groups), each starting with `metadata_blocks`
+// that are never free: a file that crosses a group boundary is split there.
+struct DeviceGeometry {
+  uint64_t total_blocks = 0;
+  uint64_t group_blocks = 0;     // 0: the whole device is one group
+  uint64_t metadata_blocks = 0;  // at the start of every group
+};
+
 class Allocator {
  public:
-  explicit Allocator(uint64_t total_blocks);
+  explicit Allocator(DeviceGeometry geometry);
 
-  // Allocates exactly `count` blocks: from `goal` onward while it is free, then from
+  // Sets `count` free blocks aside for a later allocate(): ENOSPC, with nothing
+  // reserved, if fewer unreserved blocks are free. This is how a delayed
+  // allocation (or a write that must not fail half-way) keeps its promise.
+  [[nodiscard]] Result<void> reserve(uint64_t count);
+  void unreserve(uint64_t count);
+
+  // Allocates exactly `count` blocks, `reserved` of which (at most `count`) come
+  // out of the caller's reservation: from `goal` onward while it is free, then from
   // the next free extent after it (wrapping to block 0). All or nothing: ENOSPC,
-  // with nothing allocated, if fewer than `count` blocks are free. Runs are returned
-  // in the order they were taken, adjacent ones merged.
-  [[nodiscard]] Result<std::vector<BlockRange>> allocate(uint64_t goal, uint64_t count);
+  // with nothing allocated, if the unreserved free blocks cannot cover the rest.
+  // Runs are returned in the order they were taken, adjacent ones merged.
+  [[nodiscard]] Result<std::vector<BlockRange>> allocate(uint64_t goal, uint64_t count,
+                                                         uint64_t reserved = 0);
 
   // Returns blocks to free space. Releasing a block that is already free is a bug
   // (std::logic_error).
   void release(BlockRange range);
 
-  // Where the most recent allocation ended: the default goal for a file with no blocks.
-  uint64_t cursor() const;
+  // Where the most recent allocation that started in `group` ended (the group's
+  // shared cursor); the group's first data block when it has had none.
+  uint64_t cursor(uint64_t group) const;
+  uint64_t group_count() const { return group_count_; }
+  uint64_t group_of(uint64_t block) const { return block / group_blocks_; }
   uint64_t free_blocks() const;
   FreeSpaceSummary summary() const;
 
@@ -48,10 +70,15 @@ class Allocator {
 
   mutable std::mutex mutex_;
   const uint64_t total_blocks_;
+  const uint64_t group_blocks_;
+  const uint64_t group_count_;
+  const uint64_t metadata_blocks_per_group_;
+  uint64_t metadata_blocks_ = 0;
+  uint64_t reserved_blocks_ = 0;                            // guarded by mutex_
+  std::map<uint64_t, uint64_t> group_cursors_;              // group -> block; guarded by mutex_
   std::map<uint64_t, uint64_t> free_by_start_;              // start -> length; guarded by mutex_
   std::set<std::pair<uint64_t, uint64_t>> free_by_length_;  // (length, start); guarded by mutex_
   uint64_t free_blocks_ = 0;                                // guarded by mutex_
-  uint64_t cursor_ = 0;                                     // guarded by mutex_
 };
 
 }  // namespace mimicfs

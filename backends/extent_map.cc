@@ -2,17 +2,16 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <bit>
 #include <stdexcept>
 
 namespace mimicfs {
-namespace {
-
-bool mergeable(const Extent& a, const Extent& b) {
+bool ExtentMap::mergeable(const Extent& a, const Extent& b) const {
   return a.logical_end() == b.logical && a.physical_end() == b.physical &&
-         a.unwritten == b.unwritten;
+         a.unwritten == b.unwritten &&
+         (max_extent_blocks_ == 0 || a.length + b.length <= max_extent_blocks_);
 }
-
-}  // namespace
 
 void ExtentMap::insert(const Extent& extent) {
   extents_.emplace(extent.logical, extent);
@@ -72,6 +71,15 @@ void ExtentMap::map(uint64_t logical, uint64_t physical, uint64_t length, bool u
   if (it != extents_.end() && it->second.logical < logical + length) {
     throw std::logic_error(
         fmt::format("ExtentMap::map: blocks {}+{} are already mapped", logical, length));
+  }
+  // A run longer than the longest record is mapped as several records.
+  if (max_extent_blocks_ != 0 && length > max_extent_blocks_) {
+    for (uint64_t done = 0; done < length;) {
+      const uint64_t piece = std::min(max_extent_blocks_, length - done);
+      map(logical + done, physical + done, piece, unwritten);
+      done += piece;
+    }
+    return;
   }
   // `it` is the first extent after the new one: insert right before it, no second search.
   auto inserted = extents_.emplace_hint(it, logical, Extent{logical, physical, length, unwritten});
@@ -187,6 +195,7 @@ ExtentSummary ExtentMap::summarize() const {
   for (const auto& [logical, e] : extents_) {
     const int64_t offset = static_cast<int64_t>(e.physical) - static_cast<int64_t>(e.logical);
     if (first || offset != previous_offset) ++s.fragments;
+    ++s.length_histogram[std::bit_ceil(e.length)];
     first = false;
     previous_offset = offset;
   }

@@ -41,10 +41,15 @@ struct ExtentSummary {
       0;  // filefrag's count: a new one only where the file-to-device offset changes
   uint64_t unwritten_extents = 0;
   uint64_t mapped_blocks = 0;
+  // Extent lengths, each rounded up to a power of two of blocks -> extent count.
+  std::map<uint64_t, uint64_t> length_histogram;
 };
 
 class ExtentMap {
  public:
+  // `max_extent_blocks`: the longest extent record; 0 for no limit.
+  explicit ExtentMap(uint64_t max_extent_blocks = 0) : max_extent_blocks_(max_extent_blocks) {}
+
   // Maps [logical, logical+length) to device blocks from `physical`. The file range
   // must be unmapped (a precondition; violating it throws std::logic_error).
   void map(uint64_t logical, uint64_t physical, uint64_t length, bool unwritten);
@@ -95,6 +100,9 @@ class ExtentMap {
   Map::const_iterator first_ending_after(uint64_t logical) const;
   Map::iterator first_ending_after(uint64_t logical);
 
+  bool mergeable(const Extent& a, const Extent& b) const;
+
+  uint64_t max_extent_blocks_;
   Map extents_;
   uint64_t mapped_blocks_ = 0;
   uint64_t unwritten_extents_ = 0;

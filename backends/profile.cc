@@ -16,6 +16,8 @@ namespace mimicfs {
 namespace {
 
 constexpr uint64_t kMaxAllocationUnit = 1 << 20;
+// The source name given to `--set` overrides, so their errors read "--set KEY: ...".
+constexpr std::string_view kOverrideSource = "--set";
 
 struct ModeName {
   FallocateMode mode;
@@ -28,25 +30,30 @@ constexpr ModeName kModeNames[] = {
     {FallocateMode::kZeroRange, "zero_range"},
 };
 
-constexpr std::string_view kPolicies[] = {"goal"};
+constexpr std::string_view kPlacements[] = {"goal", "shared_cursor"};
 
 using Error = std::unexpected<std::string>;
 
-// "file:line: key: message", the one shape every profile error has.
+// "file:line: key: message", the one shape every profile error has; an override
+// from the command line reads "--set key: message".
 Error key_error(const toml::node& node, std::string_view key, std::string_view message) {
   const auto& src = node.source();
   std::string where = src.path ? std::string(*src.path) : std::string("<profile>");
+  if (where == kOverrideSource) return Error(fmt::format("--set {}: {}", key, message));
   return Error(fmt::format("{}:{}: {}: {}", where, src.begin.line, key, message));
 }
 
-// One key of the schema: where it lives and how it lands in a Profile.
+using Apply = std::function<std::expected<void, std::string>(const toml::node&, Profile&)>;
+
+// One key of the schema: where it lives and how it lands in a Profile. A key that
+// is not required has the default in Profile.
 struct KeySpec {
   std::string_view path;  // dotted, e.g. "device.allocation_unit"
-  std::function<std::expected<void, std::string>(const toml::node&, Profile&)> apply;
+  Apply apply;
+  bool required = true;
 };
 
-std::function<std::expected<void, std::string>(const toml::node&, Profile&)> string_key(
-    std::string_view key, std::string Profile::*field) {
+Apply string_key(std::string_view key, std::string Profile::*field) {
   return [key, field](const toml::node& node, Profile& p) -> std::expected<void, std::string> {
     auto v = node.value<std::string>();
     if (!node.is_string() || !v) return key_error(node, key, "expected a string");
@@ -55,9 +62,16 @@ std::function<std::expected<void, std::string>(const toml::node&, Profile&)> str
   };
 }
 
+Apply bool_key(std::string_view key, bool Profile::*field) {
+  return [key, field](const toml::node& node, Profile& p) -> std::expected<void, std::string> {
+    if (!node.is_boolean()) return key_error(node, key, "expected true or false");
+    p.*field = *node.value<bool>();
+    return {};
+  };
+}
+
 template <typename Field>
-std::function<std::expected<void, std::string>(const toml::node&, Profile&)> integer_key(
-    std::string_view key, Field Profile::*field, uint64_t min, uint64_t max) {
+Apply integer_key(std::string_view key, Field Profile::*field, uint64_t min, uint64_t max) {
   return [=](const toml::node& node, Profile& p) -> std::expected<void, std::string> {
     if (!node.is_integer()) return key_error(node, key, "expected an integer");
     int64_t v = *node.value<int64_t>();
@@ -69,10 +83,12 @@ std::function<std::expected<void, std::string>(const toml::node&, Profile&)> int
   };
 }
 
+constexpr uint64_t kMaxBytes = uint64_t{1} << 60;
+
 const std::vector<KeySpec>& schema() {
   static const std::vector<KeySpec> keys = {
       {"name", string_key("name", &Profile::name)},
-      {"description", string_key("description", &Profile::description)},
+      {"description", string_key("description", &Profile::description), false},
       {"device.allocation_unit",
        [](const toml::node& node, Profile& p) -> std::expected<void, std::string> {
          auto r = integer_key("device.allocation_unit", &Profile::allocation_unit, 512,
@@ -85,7 +101,15 @@ const std::vector<KeySpec>& schema() {
          return {};
        }},
       {"device.capacity_bytes",
-       integer_key("device.capacity_bytes", &Profile::capacity_bytes, 1, uint64_t{1} << 60)},
+       integer_key("device.capacity_bytes", &Profile::capacity_bytes, 1, kMaxBytes)},
+      {"device.allocation_group_bytes",
+       integer_key("device.allocation_group_bytes", &Profile::allocation_group_bytes, 0, kMaxBytes),
+       false},
+      {"device.group_metadata_bytes",
+       integer_key("device.group_metadata_bytes", &Profile::group_metadata_bytes, 0, kMaxBytes),
+       false},
+      {"device.max_extent_bytes",
+       integer_key("device.max_extent_bytes", &Profile::max_extent_bytes, 0, kMaxBytes), false},
       {"statfs.block_size",
        integer_key("statfs.block_size", &Profile::statfs_block_size, 1, uint64_t{1} << 30)},
       {"statfs.fragment_size",
@@ -108,20 +132,111 @@ const std::vector<KeySpec>& schema() {
          }
          return {};
        }},
-      {"allocation.policy",
+      {"allocation.placement",
        [](const toml::node& node, Profile& p) -> std::expected<void, std::string> {
-         auto r = string_key("allocation.policy", &Profile::allocation_policy)(node, p);
+         auto r = string_key("allocation.placement", &Profile::placement)(node, p);
          if (!r) return r;
-         if (std::find(std::begin(kPolicies), std::end(kPolicies), p.allocation_policy) ==
-             std::end(kPolicies)) {
+         if (std::find(std::begin(kPlacements), std::end(kPlacements), p.placement) ==
+             std::end(kPlacements)) {
            return key_error(
-               node, "allocation.policy",
-               fmt::format("unknown policy \"{}\" (known: goal)", p.allocation_policy));
+               node, "allocation.placement",
+               fmt::format("unknown placement \"{}\" (known: goal, shared_cursor)", p.placement));
          }
          return {};
        }},
+      {"allocation.delayed_allocation",
+       bool_key("allocation.delayed_allocation", &Profile::delayed_allocation), false},
+      {"allocation.writeback_bytes",
+       integer_key("allocation.writeback_bytes", &Profile::writeback_bytes, 0, kMaxBytes), false},
+      {"allocation.inode_window_max_bytes",
+       integer_key("allocation.inode_window_max_bytes", &Profile::inode_window_max_bytes, 0,
+                   kMaxBytes),
+       false},
+      {"allocation.speculative_preallocation",
+       bool_key("allocation.speculative_preallocation", &Profile::speculative_preallocation),
+       false},
+      {"allocation.speculative_preallocation_min_bytes",
+       integer_key("allocation.speculative_preallocation_min_bytes",
+                   &Profile::speculative_preallocation_min_bytes, 1, kMaxBytes),
+       false},
+      {"allocation.speculative_preallocation_max_bytes",
+       integer_key("allocation.speculative_preallocation_max_bytes",
+                   &Profile::speculative_preallocation_max_bytes, 1, kMaxBytes),
+       false},
+      {"allocation.copy_on_write", bool_key("allocation.copy_on_write", &Profile::copy_on_write),
+       false},
+      {"allocation.cow_extent_max_bytes",
+       integer_key("allocation.cow_extent_max_bytes", &Profile::cow_extent_max_bytes, 0, kMaxBytes),
+       false},
   };
   return keys;
+}
+
+const KeySpec* find_key(std::string_view path) {
+  for (const auto& key : schema()) {
+    if (key.path == path) return &key;
+  }
+  return nullptr;
+}
+
+std::string known_keys() {
+  std::string names;
+  for (const auto& k : schema()) names += (names.empty() ? "" : ", ") + std::string(k.path);
+  return names;
+}
+
+// The checks that span keys, run once every key of a layer (a file, or the
+// overrides) is applied. `node_of` finds a key's node in that layer, so the
+// error names the line the user wrote, or the key alone when the value came from
+// a base profile.
+using NodeOf = std::function<const toml::node*(std::string_view)>;
+
+std::expected<void, std::string> validate(const Profile& p, std::string_view source_name,
+                                          const NodeOf& node_of) {
+  auto error = [&](std::string_view key, std::string_view message) -> Error {
+    if (const toml::node* node = node_of(key)) return key_error(*node, key, message);
+    if (source_name == kOverrideSource) return Error(fmt::format("--set {}: {}", key, message));
+    return Error(fmt::format("{}: {}: {}", source_name, key, message));
+  };
+  const uint64_t unit = p.allocation_unit;
+  if (p.capacity_bytes % unit != 0 || p.capacity_bytes < unit) {
+    return error(node_of("device.capacity_bytes") ? "device.capacity_bytes"
+                                                  : "device.allocation_unit",
+                 fmt::format("device.capacity_bytes must be a positive multiple of "
+                             "device.allocation_unit ({})",
+                             unit));
+  }
+  auto multiple_of_unit = [&](std::string_view key, uint64_t value) -> std::expected<void, std::string> {
+    if (value % unit != 0) {
+      return error(key, fmt::format("must be a multiple of device.allocation_unit ({}) (got {})",
+                                    unit, value));
+    }
+    return {};
+  };
+  for (auto [key, value] : {std::pair{"device.allocation_group_bytes", p.allocation_group_bytes},
+                            std::pair{"device.group_metadata_bytes", p.group_metadata_bytes},
+                            std::pair{"device.max_extent_bytes", p.max_extent_bytes}}) {
+    if (auto r = multiple_of_unit(key, value); !r) return r;
+  }
+  if (p.allocation_group_bytes > p.capacity_bytes) {
+    return error("device.allocation_group_bytes",
+                 fmt::format("must not exceed device.capacity_bytes ({})", p.capacity_bytes));
+  }
+  const uint64_t group = p.allocation_group_bytes == 0 ? p.capacity_bytes : p.allocation_group_bytes;
+  if (p.group_metadata_bytes >= group) {
+    return error("device.group_metadata_bytes",
+                 fmt::format("must be smaller than an allocation group ({} bytes)", group));
+  }
+  if (p.speculative_preallocation && p.inode_window_max_bytes > 0) {
+    return error("allocation.speculative_preallocation",
+                 "cannot be combined with allocation.inode_window_max_bytes (choose one "
+                 "preallocation policy)");
+  }
+  if (p.speculative_preallocation_min_bytes > p.speculative_preallocation_max_bytes) {
+    return error("allocation.speculative_preallocation_min_bytes",
+                 "must not exceed allocation.speculative_preallocation_max_bytes");
+  }
+  return {};
 }
 
 // Every key in `table` must be in the schema; names the first that is not.
@@ -136,12 +251,8 @@ std::expected<void, std::string> reject_unknown_keys(const toml::table& table,
       continue;
     }
     if (path == "base") continue;
-    bool known = std::any_of(schema().begin(), schema().end(),
-                             [&](const KeySpec& k) { return k.path == path; });
-    if (!known) {
-      std::string names;
-      for (const auto& k : schema()) names += (names.empty() ? "" : ", ") + std::string(k.path);
-      return key_error(node, path, fmt::format("unknown key (known: base, {})", names));
+    if (!find_key(path)) {
+      return key_error(node, path, fmt::format("unknown key (known: base, {})", known_keys()));
     }
   }
   return {};
@@ -191,22 +302,15 @@ std::expected<Profile, std::string> parse_profile_with_depth(std::string_view te
   for (const auto& key : schema()) {
     const toml::node* node = table.at_path(key.path).node();
     if (!node) {
-      if (base_node || key.path == "description") continue;
+      if (base_node || !key.required) continue;
       return Error(
           fmt::format("{}: {}: missing (set it, or start from a built-in with base = \"nfs\")",
                       source_name, key.path));
     }
     if (auto r = key.apply(*node, profile); !r) return Error(r.error());
   }
-  if (profile.capacity_bytes % profile.allocation_unit != 0 ||
-      profile.capacity_bytes < profile.allocation_unit) {
-    const toml::node* node = table.at_path("device.capacity_bytes").node();
-    if (!node) node = table.at_path("device.allocation_unit").node();
-    std::string message = fmt::format("must be a positive multiple of device.allocation_unit ({})",
-                                      profile.allocation_unit);
-    if (!node) return Error(fmt::format("{}: device.capacity_bytes: {}", source_name, message));
-    return key_error(*node, "device.capacity_bytes", message);
-  }
+  auto node_of = [&](std::string_view key) { return table.at_path(key).node(); };
+  if (auto r = validate(profile, source_name, node_of); !r) return Error(r.error());
   return profile;
 }
 
@@ -236,6 +340,36 @@ std::expected<Profile, std::string> load_profile_file(const std::string& path) {
   return parse_profile(text.str(), path);
 }
 
+std::expected<Profile, std::string> apply_overrides(Profile profile,
+                                                    const std::vector<std::string>& assignments) {
+  if (assignments.empty()) return profile;
+  for (const std::string& assignment : assignments) {
+    const size_t equals = assignment.find('=');
+    if (equals == std::string::npos || equals == 0) {
+      return Error(fmt::format("--set {}: expected KEY=VALUE", assignment));
+    }
+    const std::string key = assignment.substr(0, equals);
+    const std::string value = assignment.substr(equals + 1);
+    const KeySpec* spec = find_key(key);
+    if (!spec) return Error(fmt::format("--set {}: unknown key (known: {})", key, known_keys()));
+    // VALUE is TOML; a bare word (shared_cursor) is a string.
+    toml::table parsed;
+    try {
+      parsed = toml::parse("value = " + value, std::string(kOverrideSource));
+    } catch (const toml::parse_error&) {
+      std::ostringstream quoted;
+      quoted << toml::value<std::string>(value);
+      parsed = toml::parse("value = " + quoted.str(), std::string(kOverrideSource));
+    }
+    const toml::node& node = *parsed.get("value");
+    if (auto r = spec->apply(node, profile); !r) return Error(r.error());
+  }
+  // Cross-key checks name the override when one of its keys is at fault.
+  auto node_of = [](std::string_view) -> const toml::node* { return nullptr; };
+  if (auto r = validate(profile, kOverrideSource, node_of); !r) return Error(r.error());
+  return profile;
+}
+
 std::string Profile::to_toml() const {
   std::string modes;
   for (const auto& m : kModeNames) {
@@ -252,6 +386,9 @@ std::string Profile::to_toml() const {
       "\n[device]\n"
       "allocation_unit = {}  # bytes\n"
       "capacity_bytes = {}  # bytes\n"
+      "allocation_group_bytes = {}  # bytes, 0: one group\n"
+      "group_metadata_bytes = {}  # bytes at the start of each group\n"
+      "max_extent_bytes = {}  # bytes, 0: no limit\n"
       "\n[statfs]\n"
       "block_size = {}  # bytes, f_bsize\n"
       "fragment_size = {}  # bytes, f_frsize\n"
@@ -259,9 +396,20 @@ std::string Profile::to_toml() const {
       "\n[fallocate]\n"
       "modes = [{}]\n"
       "\n[allocation]\n"
-      "policy = {}\n",
-      quoted(name), quoted(description), allocation_unit, capacity_bytes, statfs_block_size,
-      statfs_fragment_size, name_max, modes, quoted(allocation_policy));
+      "placement = {}\n"
+      "delayed_allocation = {}\n"
+      "writeback_bytes = {}  # bytes, 0: only fsync and close\n"
+      "inode_window_max_bytes = {}  # bytes, 0: off\n"
+      "speculative_preallocation = {}\n"
+      "speculative_preallocation_min_bytes = {}  # bytes\n"
+      "speculative_preallocation_max_bytes = {}  # bytes\n"
+      "copy_on_write = {}\n"
+      "cow_extent_max_bytes = {}  # bytes, 0: no limit\n",
+      quoted(name), quoted(description), allocation_unit, capacity_bytes, allocation_group_bytes,
+      group_metadata_bytes, max_extent_bytes, statfs_block_size, statfs_fragment_size, name_max,
+      modes, quoted(placement), delayed_allocation, writeback_bytes, inode_window_max_bytes,
+      speculative_preallocation, speculative_preallocation_min_bytes,
+      speculative_preallocation_max_bytes, copy_on_write, cow_extent_max_bytes);
 }
 
 }  // namespace mimicfs

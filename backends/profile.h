@@ -26,8 +26,11 @@ struct Profile {
   std::string description;
 
   // [device]: the emulated device or server filesystem.
-  uint64_t allocation_unit = 4096;  // bytes; the unit a write allocates
-  uint64_t capacity_bytes = 0;      // a multiple of allocation_unit
+  uint64_t allocation_unit = 4096;     // bytes; the unit a write allocates
+  uint64_t capacity_bytes = 0;         // a multiple of allocation_unit
+  uint64_t allocation_group_bytes = 0; // bytes; 0: the device is one group
+  uint64_t group_metadata_bytes = 0;   // bytes at the start of each group, never free
+  uint64_t max_extent_bytes = 0;       // bytes; the longest extent record, 0: no limit
 
   // [statfs]: the geometry statfs(2) reports.
   uint64_t statfs_block_size = 4096;     // f_bsize; glibc's posix_fallocate steps by it (max 4096)
@@ -37,8 +40,16 @@ struct Profile {
   // [fallocate]: a bit per FallocateMode the backend supports; the rest get EOPNOTSUPP.
   uint8_t fallocate_modes = 0;
 
-  // [allocation]: which AllocationPolicy chooses blocks (allocation_policy.h).
-  std::string allocation_policy = "goal";
+  // [allocation]: how blocks are chosen (placement_policy.h, preallocation_policy.h).
+  std::string placement = "goal";  // "goal" or "shared_cursor"
+  bool delayed_allocation = false;  // allocate at fsync, close or writeback, not at write
+  uint64_t writeback_bytes = 0;     // a file's delayed bytes that trigger writeback; 0: never
+  uint64_t inode_window_max_bytes = 0;  // ext4 per-inode preallocation windows; 0: off
+  bool speculative_preallocation = false;  // xfs speculative EOF preallocation
+  uint64_t speculative_preallocation_min_bytes = 65536;
+  uint64_t speculative_preallocation_max_bytes = uint64_t{8} << 30;
+  bool copy_on_write = false;  // btrfs: overwrites allocate new blocks, bookend extents
+  uint64_t cow_extent_max_bytes = uint64_t{128} << 20;  // the longest copy-on-write data extent
 
   bool supports(FallocateMode mode) const {
     return (fallocate_modes & static_cast<uint8_t>(mode)) != 0;
@@ -66,5 +77,11 @@ std::expected<Profile, std::string> parse_profile(std::string_view toml_text,
                                                   std::string_view source_name);
 std::expected<Profile, std::string> load_builtin_profile(std::string_view name);
 std::expected<Profile, std::string> load_profile_file(const std::string& path);
+
+// Applies `--set KEY=VALUE` overrides in order, with the same validation as a
+// file; VALUE is TOML (a bare word is taken as a string). Errors read
+// "--set KEY: reason".
+std::expected<Profile, std::string> apply_overrides(Profile profile,
+                                                    const std::vector<std::string>& assignments);
 
 }  // namespace mimicfs

@@ -15,7 +15,8 @@ std::string_view op_name(Op op) {
   static constexpr std::string_view kNames[] = {
       "lookup",   "getattr",  "setattr",   "truncate",   "create",    "mkdir", "symlink",
       "readlink", "link",     "unlink",    "rmdir",      "rename",    "open",  "release",
-      "readdir",  "read",     "write",     "fsync",      "fallocate", "lseek", "statfs",
+      "readdir",  "read",     "write",     "flush",      "fsync",     "fallocate", "punch",
+      "lseek",    "statfs",
       "setxattr", "getxattr", "listxattr", "removexattr"};
   static_assert(std::size(kNames) == static_cast<size_t>(Op::kCount));
   return kNames[static_cast<size_t>(op)];
@@ -62,6 +63,9 @@ nlohmann::json to_json(const StatsSnapshot& s) {
       {"allocation_unit", s.device.allocation_unit},
       {"capacity_bytes", s.device.capacity_bytes},
       {"allocated_bytes", s.device.allocated_bytes},
+      {"metadata_bytes", s.device.metadata_bytes},
+      {"unreferenced_bytes", s.device.unreferenced_bytes},
+      {"reserved_bytes", s.device.reserved_bytes},
       {"free_bytes", s.device.free_bytes},
       {"free_extents", s.device.free_extents},
       {"largest_free_extent_bytes", s.device.largest_free_extent_bytes},
@@ -74,6 +78,8 @@ nlohmann::json to_json(const StatsSnapshot& s) {
   }
   j["files"] = nlohmann::json::object();
   for (const auto& [path, f] : s.files) {
+    nlohmann::json histogram = nlohmann::json::object();
+    for (const auto& [bytes, n] : f.extent_size_histogram) histogram[std::to_string(bytes)] = n;
     j["files"][path] = {
         {"inode", f.inode},
         {"size", f.size},
@@ -82,6 +88,9 @@ nlohmann::json to_json(const StatsSnapshot& s) {
         {"fragments", f.fragments},
         {"unwritten_extents", f.unwritten_extents},
         {"holes", f.holes},
+        {"delayed_bytes", f.delayed_bytes},
+        {"preallocated_bytes", f.preallocated_bytes},
+        {"extent_size_histogram", histogram},
     };
   }
   return j;

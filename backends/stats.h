@@ -36,8 +36,10 @@ enum class Op : uint8_t {
   kReaddir,
   kRead,
   kWrite,
+  kFlush,
   kFsync,
   kFallocate,
+  kPunch,
   kLseek,
   kStatfs,
   kSetxattr,
@@ -51,7 +53,7 @@ std::string_view op_name(Op op);
 
 struct OperationStats {
   uint64_t count = 0;
-  uint64_t bytes = 0;                      // data moved by read and write
+  uint64_t bytes = 0;                      // data moved by read and write; punched by punch
   std::map<std::string, uint64_t> errors;  // errno name -> count
 };
 
@@ -62,14 +64,21 @@ struct FileStats {
   uint64_t extents = 0;    // FIEMAP records: a hole always ends one
   uint64_t fragments = 0;  // filefrag's count
   uint64_t unwritten_extents = 0;
-  uint64_t holes = 0;  // unmapped runs inside [0, size)
+  uint64_t holes = 0;                // runs inside [0, size) with neither blocks nor delayed data
+  uint64_t delayed_bytes = 0;        // written, awaiting delayed allocation (in st_blocks)
+  uint64_t preallocated_bytes = 0;   // mapped past EOF, or reserved for the file's next blocks
+  // Extent lengths in bytes, each rounded up to a power of two -> number of extents.
+  std::map<uint64_t, uint64_t> extent_size_histogram;
 };
 
 struct DeviceStats {
   uint64_t allocation_unit = 0;
   uint64_t capacity_bytes = 0;
-  uint64_t allocated_bytes = 0;
-  uint64_t free_bytes = 0;
+  uint64_t allocated_bytes = 0;     // including metadata_bytes and unreferenced_bytes
+  uint64_t metadata_bytes = 0;      // allocation group headers, never free
+  uint64_t unreferenced_bytes = 0;  // copy-on-write extents kept whole by a referenced part
+  uint64_t reserved_bytes = 0;      // free, promised to delayed allocations
+  uint64_t free_bytes = 0;          // including reserved_bytes
   uint64_t free_extents = 0;
   uint64_t largest_free_extent_bytes = 0;
 };

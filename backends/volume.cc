@@ -25,12 +25,36 @@ constexpr uint64_t kMaxInodes = uint64_t{1} << 32;
 
 uint64_t div_up(uint64_t value, uint64_t unit) { return (value + unit - 1) / unit; }
 
+constexpr uint64_t kAllBlocks = std::numeric_limits<uint64_t>::max() / 2;
+
+// One past the file's last mapped block; 0 when it has none.
+uint64_t mapped_end(const ExtentMap& extents) {
+  auto last = extents.nearest_before(kAllBlocks);
+  return last ? last->logical_end() : 0;
+}
+
+uint64_t blocks_in(const std::vector<BlockRange>& runs) {
+  uint64_t total = 0;
+  for (const BlockRange& run : runs) total += run.length;
+  return total;
+}
+
 }  // namespace
 
+// A file's blocks set aside by an inode preallocation window: device blocks
+// [physical, physical+length), for file blocks from `logical` on.
+struct InodeReservation {
+  uint64_t logical = 0;
+  uint64_t physical = 0;
+  uint64_t length = 0;
+};
+
 struct Volume::Inode {
-  Inode(uint64_t number, uint32_t mode) : number(number), mode(mode) {}
+  Inode(uint64_t number, uint32_t mode, uint64_t group, uint64_t max_extent_blocks)
+      : number(number), mode(mode), group(group), extents(max_extent_blocks) {}
   const uint64_t number;
-  const uint32_t mode;  // type bits never change; permission bits live in `permissions`
+  const uint32_t mode;   // type bits never change; permission bits live in `permissions`
+  const uint64_t group;  // the allocation group its blocks are placed in
 
   mutable std::mutex mutex;
   // Guarded by mutex:
@@ -41,6 +65,11 @@ struct Volume::Inode {
   timespec atime{}, mtime{}, ctime{};
   std::map<std::string, std::string> xattrs;
   ExtentMap extents;
+  BlockRangeSet delayed;  // written blocks awaiting delayed allocation (each reserved)
+  InodeReservation reservation;
+  PreallocationState preallocation;
+  bool fallocated = false;  // as xfs's PREALLOC flag: blocks past EOF survive close
+  uint32_t open_handles = 0;
   std::unique_ptr<FileData> data;  // regular files only
   std::string symlink_target;
 
@@ -60,13 +89,19 @@ Volume::Volume(Profile profile, std::unique_ptr<DataStore> store, const WallCloc
       unit_(profile_.allocation_unit),
       store_(std::move(store)),
       clock_(clock),
-      policy_(make_allocation_policy(profile_.allocation_policy)),
-      allocator_(profile_.capacity_bytes / profile_.allocation_unit) {
-  if (!policy_) {
+      placement_(make_placement_policy(profile_.placement)),
+      preallocation_(make_preallocation_policy(profile_)),
+      allocator_(DeviceGeometry{profile_.capacity_bytes / unit_,
+                                profile_.allocation_group_bytes / unit_,
+                                profile_.group_metadata_bytes / unit_}),
+      references_(profile_.copy_on_write ? std::make_unique<ExtentReferences>(
+                                               profile_.cow_extent_max_bytes / unit_)
+                                         : nullptr) {
+  if (!placement_) {
     throw std::invalid_argument(
-        fmt::format("unknown allocation policy \"{}\"", profile_.allocation_policy));
+        fmt::format("unknown allocation placement \"{}\"", profile_.placement));
   }
-  auto root = std::make_shared<Inode>(kRootInode, S_IFDIR);
+  auto root = std::make_shared<Inode>(kRootInode, S_IFDIR, 0, 0);
   root->permissions = 0755;
   root->atime = root->mtime = root->ctime = clock_.now();
   root->nlink = 2;
@@ -97,8 +132,13 @@ Result<std::shared_ptr<Volume::Inode>> Volume::directory_locked(uint64_t inode) 
   return dir;
 }
 
-std::shared_ptr<Volume::Inode> Volume::new_inode(uint32_t mode, Owner owner) {
-  auto inode = std::make_shared<Inode>(next_inode_++, mode & S_IFMT);
+std::shared_ptr<Volume::Inode> Volume::new_inode(uint32_t mode, Owner owner, const Inode& parent) {
+  // As xfs and ext4's Orlov allocator: a new directory goes to the next group,
+  // a file to its directory's.
+  const uint64_t group =
+      S_ISDIR(mode) ? next_directory_group_++ % allocator_.group_count() : parent.group;
+  auto inode = std::make_shared<Inode>(next_inode_++, mode & S_IFMT, group,
+                                       profile_.max_extent_bytes / unit_);
   inode->permissions = mode & 07777;
   inode->uid = owner.uid;
   inode->gid = owner.gid;
@@ -116,7 +156,8 @@ Attributes Volume::attributes(const Inode& inode) const {
   a.gid = inode.gid;
   a.rdev = inode.rdev;
   a.size = S_ISLNK(inode.mode) ? inode.symlink_target.size() : inode.size;
-  a.blocks = inode.extents.mapped_blocks() * unit_ / 512;
+  // Delayed blocks count, as on ext4 and xfs: they are promised to the file.
+  a.blocks = (inode.extents.mapped_blocks() + inode.delayed.blocks()) * unit_ / 512;
   a.block_size = static_cast<uint32_t>(profile_.statfs_block_size);
   a.atime = inode.atime;
   a.mtime = inode.mtime;
@@ -159,9 +200,10 @@ void Volume::destroy_locked(const std::shared_ptr<Inode>& inode) {
   if (inode->number == kRootInode) return;
   inodes_.erase(inode->number);
   std::lock_guard lock(inode->mutex);
-  for (const BlockRange& run : inode->extents.unmap(0, std::numeric_limits<uint64_t>::max() / 2)) {
-    allocator_.release(run);
-  }
+  allocator_.unreserve(inode->delayed.blocks());
+  inode->delayed.clear();
+  discard_reservation(*inode);
+  free_blocks(inode->extents.unmap(0, kAllBlocks));
   inode->data.reset();
 }
 
@@ -248,7 +290,7 @@ Result<Attributes> Volume::create(uint64_t parent, const std::string& name, uint
     std::lock_guard lock(namespace_mutex_);
     auto dir = directory_locked(parent);
     if (!dir) return std::unexpected(dir.error());
-    auto child = new_inode(type == 0 ? (mode | S_IFREG) : mode, owner);
+    auto child = new_inode(type == 0 ? (mode | S_IFREG) : mode, owner, **dir);
     child->rdev = rdev;
     return add_entry_locked(**dir, name, std::move(child));
   }();
@@ -261,7 +303,7 @@ Result<Attributes> Volume::mkdir(uint64_t parent, const std::string& name, uint3
     std::lock_guard lock(namespace_mutex_);
     auto dir = directory_locked(parent);
     if (!dir) return std::unexpected(dir.error());
-    return add_entry_locked(**dir, name, new_inode(S_IFDIR | (mode & 07777), owner));
+    return add_entry_locked(**dir, name, new_inode(S_IFDIR | (mode & 07777), owner, **dir));
   }();
   return counters_.record(Op::kMkdir, 0, std::move(result));
 }
@@ -273,7 +315,7 @@ Result<Attributes> Volume::symlink(uint64_t parent, const std::string& name,
     std::lock_guard lock(namespace_mutex_);
     auto dir = directory_locked(parent);
     if (!dir) return std::unexpected(dir.error());
-    auto child = new_inode(S_IFLNK | 0777, owner);
+    auto child = new_inode(S_IFLNK | 0777, owner, **dir);
     child->symlink_target = target;
     return add_entry_locked(**dir, name, std::move(child));
   }();
@@ -461,10 +503,12 @@ Result<void> Volume::open(uint64_t inode, int flags) {
     auto node = find(inode);
     if (!node) return fail(ENOENT);
     if (node->is_directory() && (flags & O_ACCMODE) != O_RDONLY) return fail(EISDIR);
+    if (!node->is_regular()) return {};
+    std::lock_guard lock(node->mutex);
+    ++node->open_handles;
     // O_TRUNC is the filesystem's job: the FUSE kernel (atomic_o_trunc, which
     // libfuse enables) passes it to open and sends no truncating setattr.
-    if ((flags & O_TRUNC) && node->is_regular()) {
-      std::lock_guard lock(node->mutex);
+    if (flags & O_TRUNC) {
       truncate_locked(*node, 0);
       node->mtime = node->ctime = clock_.now();
     }
@@ -473,7 +517,43 @@ Result<void> Volume::open(uint64_t inode, int flags) {
   return counters_.record(Op::kOpen, 0, std::move(result));
 }
 
-void Volume::release(uint64_t /*inode*/) { counters_.record(Op::kRelease, 0, 0); }
+Result<void> Volume::flush(uint64_t inode) {
+  auto result = [&]() -> Result<void> {
+    auto node = find(inode);
+    if (!node) return fail(ENOENT);
+    if (!node->is_regular()) return {};
+    std::lock_guard lock(node->mutex);
+    // FUSE's RELEASE may arrive after close(2) has returned; the last close is
+    // known here, so a stat right after close sees the file as the backend leaves it.
+    if (node->open_handles <= 1) {
+      last_close(*node);
+    } else {
+      flush_delayed(*node);
+    }
+    return {};
+  }();
+  return counters_.record(Op::kFlush, 0, std::move(result));
+}
+
+void Volume::release(uint64_t inode) {
+  if (auto node = find(inode); node && node->is_regular()) {
+    std::lock_guard lock(node->mutex);
+    if (node->open_handles > 0) --node->open_handles;
+    if (node->open_handles == 0) last_close(*node);
+  }
+  counters_.record(Op::kRelease, 0, 0);
+}
+
+void Volume::last_close(Inode& node) {
+  flush_delayed(node);
+  discard_reservation(node);
+  // xfs trims speculative preallocation on close, unless the file was fallocated.
+  if (preallocation_ && preallocation_->kind() == PreallocationKind::kBeyondEndOfFile &&
+      !node.fallocated) {
+    const uint64_t keep = div_up(node.size, unit_);
+    free_blocks(node.extents.unmap(keep, kAllBlocks - keep));
+  }
+}
 
 Result<size_t> Volume::read(uint64_t inode, uint64_t offset, std::span<std::byte> out) {
   auto result = [&]() -> Result<size_t> {
@@ -490,27 +570,106 @@ Result<size_t> Volume::read(uint64_t inode, uint64_t offset, std::span<std::byte
   return counters_.record(Op::kRead, result.value_or(0), std::move(result));
 }
 
+void Volume::free_blocks(const std::vector<BlockRange>& runs) {
+  for (const BlockRange& run : runs) {
+    if (!references_) {
+      allocator_.release(run);
+      continue;
+    }
+    for (const BlockRange& whole : references_->drop(run)) allocator_.release(whole);
+  }
+}
+
+void Volume::discard_reservation(Inode& node) {
+  InodeReservation& r = node.reservation;
+  if (r.length > 0) free_blocks({BlockRange{r.physical, r.length}});
+  r = {};
+}
+
+void Volume::allocate_range(Inode& node, uint64_t logical, uint64_t count, bool unwritten,
+                            bool preallocate) {
+  // A stream continues from the file's own reservation; one elsewhere ends it.
+  InodeReservation& r = node.reservation;
+  if (r.length > 0 && r.logical == logical) {
+    const uint64_t take = std::min(count, r.length);
+    node.extents.map(logical, r.physical, take, unwritten);
+    allocator_.unreserve(take);  // these blocks were allocated with the window
+    r.logical += take;
+    r.physical += take;
+    r.length -= take;
+    logical += take;
+    count -= take;
+    if (count == 0) return;
+  }
+  discard_reservation(node);
+
+  uint64_t extra = 0;
+  if (preallocate && preallocation_) {
+    const AllocationRequest request{logical, count, mapped_end(node.extents),
+                                    div_up(node.size, unit_)};
+    extra = preallocation_->extra_blocks(request, node.preallocation);
+    // Never over blocks the file has, or is about to get from its delayed set.
+    const uint64_t end = logical + count;
+    if (auto next = node.extents.first_at_or_after(end)) {
+      extra = std::min(extra, next->logical - end);
+    }
+    if (auto pending = node.delayed.at_or_after(end)) {
+      extra = std::min(extra, pending->start > end ? pending->start - end : 0);
+    }
+  }
+  const uint64_t goal = placement_->goal(node.extents, logical, node.group, allocator_);
+  auto runs = allocator_.allocate(goal, count + extra, count);
+  if (!runs) {  // no room for the extra: exactly what was reserved
+    extra = 0;
+    runs = allocator_.allocate(goal, count, count);
+  }
+  if (!runs) throw std::logic_error("Volume::allocate_range: reserved blocks are gone");
+  if (references_) {
+    for (const BlockRange& run : *runs) references_->add(run);
+  }
+
+  const bool beyond_eof =
+      preallocation_ && preallocation_->kind() == PreallocationKind::kBeyondEndOfFile;
+  uint64_t position = logical;
+  uint64_t needed = count;
+  for (const BlockRange& run : *runs) {
+    const uint64_t used = std::min(run.length, needed);
+    node.extents.map(position, run.start, used, unwritten);
+    position += used;
+    needed -= used;
+    const BlockRange rest{run.start + used, run.length - used};
+    if (rest.length == 0) continue;
+    if (beyond_eof) {
+      // Mapped past EOF as ordinary blocks: later writes land in them in place.
+      node.extents.map(position, rest.start, rest.length, /*unwritten=*/false);
+    } else if (r.length == 0 && position == logical + count) {
+      r = InodeReservation{position, rest.start, rest.length};
+    } else {
+      free_blocks({rest});  // a window split by used space keeps only its first part
+    }
+    position += rest.length;
+  }
+}
+
 Result<void> Volume::allocate_holes(Inode& node, uint64_t first, uint64_t count, bool unwritten) {
-  std::vector<BlockRange> mapped;  // file ranges mapped so far, undone on ENOSPC
+  std::vector<BlockRange> needed;
   for (const BlockRange& hole : node.extents.holes(first, count)) {
-    const uint64_t goal = policy_->goal(node.extents, hole.start, allocator_);
-    auto runs = allocator_.allocate(goal, hole.length);
-    if (!runs) {
-      for (const BlockRange& range : mapped) {
-        for (const BlockRange& run : node.extents.unmap(range.start, range.length)) {
-          allocator_.release(run);
-        }
-      }
-      return std::unexpected(runs.error());
-    }
-    uint64_t logical = hole.start;
-    for (const BlockRange& run : *runs) {
-      node.extents.map(logical, run.start, run.length, unwritten);
-      logical += run.length;
-    }
-    mapped.push_back(hole);
+    for (const BlockRange& gap : node.delayed.gaps(hole.start, hole.length)) needed.push_back(gap);
+  }
+  if (auto reserved = allocator_.reserve(blocks_in(needed)); !reserved) return reserved;
+  for (const BlockRange& range : needed) {
+    allocate_range(node, range.start, range.length, unwritten, /*preallocate=*/false);
   }
   return {};
+}
+
+void Volume::flush_delayed(Inode& node) {
+  if (node.delayed.empty()) return;
+  const auto ranges = node.delayed.ranges();  // a copy: allocate_range reads the set
+  for (const auto& [start, length] : ranges) {
+    node.delayed.remove(start, length);
+    allocate_range(node, start, length, /*unwritten=*/false, /*preallocate=*/true);
+  }
 }
 
 Result<size_t> Volume::write(uint64_t inode, uint64_t offset, std::span<const std::byte> data,
@@ -527,13 +686,44 @@ Result<size_t> Volume::write(uint64_t inode, uint64_t offset, std::span<const st
     const uint64_t end = offset + data.size();
     const uint64_t first = offset / unit_;
     const uint64_t count = div_up(end, unit_) - first;
-    if (auto allocated = allocate_holes(*node, first, count, /*unwritten=*/false); !allocated) {
-      return std::unexpected(allocated.error());
+
+    // The blocks this write needs: holes not already awaiting allocation and, on
+    // a copy-on-write profile, written blocks it overwrites (they move).
+    std::vector<BlockRange> holes;
+    for (const BlockRange& hole : node->extents.holes(first, count)) {
+      for (const BlockRange& gap : node->delayed.gaps(hole.start, hole.length)) {
+        holes.push_back(gap);
+      }
+    }
+    std::vector<Extent> overwritten;
+    if (references_) {
+      for (const Extent& e : node->extents.find(first, count)) {
+        if (!e.unwritten) overwritten.push_back(e);  // btrfs writes prealloc extents in place
+      }
+    }
+    uint64_t needed = blocks_in(holes);
+    for (const Extent& e : overwritten) needed += e.length;
+    if (auto reserved = allocator_.reserve(needed); !reserved) return std::unexpected(reserved.error());
+
+    node->size = std::max(node->size, end);
+    for (const Extent& e : overwritten) {
+      free_blocks(node->extents.unmap(e.logical, e.length));
+      allocate_range(*node, e.logical, e.length, /*unwritten=*/false, /*preallocate=*/false);
+    }
+    for (const BlockRange& hole : holes) {
+      if (profile_.delayed_allocation) {
+        node->delayed.add(hole.start, hole.length);
+      } else {
+        allocate_range(*node, hole.start, hole.length, /*unwritten=*/false, /*preallocate=*/true);
+      }
     }
     node->extents.mark_written(first, count);
     node->data->write(offset, data);
-    node->size = std::max(node->size, end);
     node->mtime = node->ctime = clock_.now();
+    // Background writeback of a file with much delayed data.
+    if (profile_.writeback_bytes > 0 && node->delayed.blocks() * unit_ >= profile_.writeback_bytes) {
+      flush_delayed(*node);
+    }
     return data.size();
   }();
   return counters_.record(Op::kWrite, result.value_or(0), std::move(result));
@@ -544,11 +734,11 @@ void Volume::truncate_locked(Inode& node, uint64_t size) {
     // Whole blocks past the new end are freed (so are blocks preallocated past
     // EOF); the tail of the last block stays allocated and is zeroed.
     const uint64_t keep_blocks = div_up(size, unit_);
-    for (const BlockRange& run :
-         node.extents.unmap(keep_blocks, std::numeric_limits<uint64_t>::max() / 2 - keep_blocks)) {
-      allocator_.release(run);
-    }
+    allocator_.unreserve(node.delayed.remove(keep_blocks, kAllBlocks - keep_blocks));
+    discard_reservation(node);
+    free_blocks(node.extents.unmap(keep_blocks, kAllBlocks - keep_blocks));
     node.data->zero(size, node.size - size);
+    if (size == 0) node.preallocation = {};
   }
   node.size = size;
 }
@@ -558,10 +748,10 @@ void Volume::punch_locked(Inode& node, uint64_t offset, uint64_t length) {
   const uint64_t first_whole = div_up(offset, unit_);
   const uint64_t end_whole = end / unit_;
   if (first_whole < end_whole) {
-    for (const BlockRange& run : node.extents.unmap(first_whole, end_whole - first_whole)) {
-      allocator_.release(run);
-    }
+    allocator_.unreserve(node.delayed.remove(first_whole, end_whole - first_whole));
+    free_blocks(node.extents.unmap(first_whole, end_whole - first_whole));
   }
+  discard_reservation(node);  // as ext4: a punch ends the file's preallocation
   if (offset < node.size) node.data->zero(offset, std::min(end, node.size) - offset);
 }
 
@@ -592,6 +782,7 @@ Result<void> Volume::do_fallocate(Inode& node, int mode, uint64_t offset, uint64
     case FallocateMode::kAllocate:
     case FallocateMode::kKeepSize:
       if (auto r = allocate_holes(node, first, count, /*unwritten=*/true); !r) return r;
+      node.fallocated = true;
       break;
     case FallocateMode::kPunchHole:
       punch_locked(node, offset, length);
@@ -600,6 +791,7 @@ Result<void> Volume::do_fallocate(Inode& node, int mode, uint64_t offset, uint64
       // As ext4: whole blocks become unwritten extents, partial ones are zeroed in place.
       punch_locked(node, offset, length);
       if (auto r = allocate_holes(node, first, count, /*unwritten=*/true); !r) return r;
+      node.fallocated = true;
       break;
   }
   const timespec now = clock_.now();
@@ -622,12 +814,19 @@ Result<void> Volume::fallocate(uint64_t inode, int mode, uint64_t offset, uint64
     spdlog::debug("fallocate(inode {}, mode {:#x}, {}+{}): {}", inode, mode, offset, length,
                   errno_name(result.error().value));
   }
-  return counters_.record(Op::kFallocate, 0, std::move(result));
+  const bool punch = (mode & FALLOC_FL_PUNCH_HOLE) != 0;
+  return counters_.record(punch ? Op::kPunch : Op::kFallocate, punch ? length : 0,
+                          std::move(result));
 }
 
 Result<void> Volume::fsync(uint64_t inode, bool /*datasync*/) {
   auto result = [&]() -> Result<void> {
-    if (!find(inode)) return fail(ENOENT);
+    auto node = find(inode);
+    if (!node) return fail(ENOENT);
+    if (node->is_regular()) {
+      std::lock_guard lock(node->mutex);
+      flush_delayed(*node);
+    }
     return {};
   }();
   return counters_.record(Op::kFsync, 0, std::move(result));
@@ -642,14 +841,24 @@ Result<uint64_t> Volume::seek(uint64_t inode, uint64_t offset, int whence) {
     std::lock_guard lock(node->mutex);
     if (offset >= node->size) return fail(ENXIO);
     const uint64_t block = offset / unit_;
+    // Delayed blocks are data: they hold written bytes not yet given device blocks.
     if (whence == SEEK_DATA) {
-      auto data_block = node->extents.next_data(block);
+      std::optional<uint64_t> data_block = node->extents.next_data(block);
+      if (auto pending = node->delayed.at_or_after(block)) {
+        const uint64_t pending_block = std::max(block, pending->start);
+        if (!data_block || pending_block < *data_block) data_block = pending_block;
+      }
       if (!data_block) return fail(ENXIO);
       const uint64_t position = std::max(offset, *data_block * unit_);
       if (position >= node->size) return fail(ENXIO);
       return position;
     }
-    const uint64_t position = std::max(offset, node->extents.next_hole(block) * unit_);
+    uint64_t hole = node->extents.next_hole(block);
+    while (auto pending = node->delayed.at_or_after(hole)) {
+      if (pending->start > hole) break;
+      hole = node->extents.next_hole(pending->start + pending->length);
+    }
+    const uint64_t position = std::max(offset, hole * unit_);
     return std::min(position, node->size);  // EOF is a hole
   }();
   return counters_.record(Op::kLseek, 0, std::move(result));
@@ -661,7 +870,7 @@ FilesystemStats Volume::statfs() {
   s.block_size = profile_.statfs_block_size;
   s.fragment_size = profile_.statfs_fragment_size;
   s.blocks = profile_.capacity_bytes / s.fragment_size;
-  s.blocks_free = space.free_blocks * unit_ / s.fragment_size;
+  s.blocks_free = (space.free_blocks - space.reserved_blocks) * unit_ / s.fragment_size;
   s.blocks_available = s.blocks_free;
   s.files = kMaxInodes;
   {
@@ -735,6 +944,7 @@ Result<void> Volume::removexattr(uint64_t inode, const std::string& name) {
 
 FileStats Volume::file_stats_locked(const Inode& node) const {
   const ExtentSummary summary = node.extents.summarize();
+  const uint64_t size_blocks = div_up(node.size, unit_);
   FileStats f;
   f.inode = node.number;
   f.size = node.size;
@@ -742,7 +952,22 @@ FileStats Volume::file_stats_locked(const Inode& node) const {
   f.extents = summary.extents;
   f.fragments = summary.fragments;
   f.unwritten_extents = summary.unwritten_extents;
-  f.holes = node.extents.count_holes(div_up(node.size, unit_));
+  if (node.delayed.empty()) {
+    f.holes = node.extents.count_holes(size_blocks);
+  } else {
+    for (const BlockRange& hole : node.extents.holes(0, size_blocks)) {
+      f.holes += node.delayed.gaps(hole.start, hole.length).size();
+    }
+  }
+  f.delayed_bytes = node.delayed.blocks() * unit_;
+  uint64_t mapped_past_eof = 0;
+  for (const Extent& e : node.extents.find(size_blocks, kAllBlocks - size_blocks)) {
+    mapped_past_eof += e.length;
+  }
+  f.preallocated_bytes = (mapped_past_eof + node.reservation.length) * unit_;
+  for (const auto& [blocks, count] : summary.length_histogram) {
+    f.extent_size_histogram[blocks * unit_] = count;
+  }
   return f;
 }
 
@@ -767,6 +992,9 @@ StatsSnapshot Volume::snapshot() {
   s.device.allocation_unit = unit_;
   s.device.capacity_bytes = profile_.capacity_bytes;
   s.device.allocated_bytes = (space.total_blocks - space.free_blocks) * unit_;
+  s.device.metadata_bytes = space.metadata_blocks * unit_;
+  s.device.unreferenced_bytes = references_ ? references_->unreferenced_blocks() * unit_ : 0;
+  s.device.reserved_bytes = space.reserved_blocks * unit_;
   s.device.free_bytes = space.free_blocks * unit_;
   s.device.free_extents = space.free_extents;
   s.device.largest_free_extent_bytes = space.largest_free_extent * unit_;

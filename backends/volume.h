@@ -5,7 +5,14 @@
 //
 // Thread-safety: every public method may be called from any thread.
 // Lock order (acquire left to right, never the reverse):
-//   Volume::namespace_mutex_  ->  Inode::mutex  ->  Allocator's mutex  ->  counters
+//   Volume::namespace_mutex_ -> Inode::mutex -> ExtentReferences -> Allocator -> counters
+//
+// Allocation: a write reserves the blocks it needs (so ENOSPC comes at once and
+// nothing is half done), then either allocates them or, on a profile with delayed
+// allocation, records them in the file's delayed set until fsync, close or
+// writeback. Where blocks go is the PlacementPolicy's choice, how many extra a
+// growing file gets is the PreallocationPolicy's, and on a copy-on-write profile
+// ExtentReferences decides when freed blocks really become free.
 #pragma once
 
 #include <sys/types.h>
@@ -20,10 +27,13 @@
 #include <unordered_map>
 #include <vector>
 
-#include "backends/allocation_policy.h"
 #include "backends/allocator.h"
+#include "backends/block_range_set.h"
 #include "backends/data_store.h"
 #include "backends/extent_map.h"
+#include "backends/extent_references.h"
+#include "backends/placement_policy.h"
+#include "backends/preallocation_policy.h"
 #include "backends/profile.h"
 #include "backends/result.h"
 #include "backends/stats.h"
@@ -116,8 +126,15 @@ class Volume {
   [[nodiscard]] Result<std::vector<DirectoryEntry>> read_directory(uint64_t inode);
 
   // --- Files. `flags` are open(2)'s.
-  // O_TRUNC empties a regular file, as open(2) does.
+  // O_TRUNC empties a regular file, as open(2) does. Each open is one handle,
+  // until release().
   [[nodiscard]] Result<void> open(uint64_t inode, int flags);
+  // close(2) of a descriptor: delayed allocation happens now; when this is the
+  // file's last open handle, the last-close work too (see release()).
+  [[nodiscard]] Result<void> flush(uint64_t inode);
+  // The last reference to an open handle is gone. When it was the file's last
+  // handle: delayed allocation happens, an inode reservation is given back and
+  // speculative preallocation past EOF is trimmed (unless the file was fallocated).
   void release(uint64_t inode);
   // Reads up to out.size() bytes; fewer at EOF. Holes and unwritten extents read as zeros.
   [[nodiscard]] Result<size_t> read(uint64_t inode, uint64_t offset, std::span<std::byte> out);
@@ -128,7 +145,9 @@ class Volume {
                                      std::span<const std::byte> data, bool append);
   // fallocate(2) with Linux's mode bits. A mode the profile lacks: EOPNOTSUPP,
   // every time (never ENOSYS, which would disable fallocate for the whole mount).
+  // PUNCH_HOLE is counted as its own operation, "punch".
   [[nodiscard]] Result<void> fallocate(uint64_t inode, int mode, uint64_t offset, uint64_t length);
+  // Delayed allocation of the file happens now.
   [[nodiscard]] Result<void> fsync(uint64_t inode, bool datasync);
   // SEEK_DATA or SEEK_HOLE; ENXIO at or past EOF, as Linux.
   [[nodiscard]] Result<uint64_t> seek(uint64_t inode, uint64_t offset, int whence);
@@ -158,14 +177,28 @@ class Volume {
   // Drops one link of `child`, destroying it when unreferenced; requires namespace_mutex_.
   void drop_link_locked(const std::shared_ptr<Inode>& child);
   void destroy_locked(const std::shared_ptr<Inode>& inode);  // requires namespace_mutex_
-  std::shared_ptr<Inode> new_inode(uint32_t mode, Owner owner);
+  // A new inode in `parent`'s allocation group; a directory starts the next group.
+  std::shared_ptr<Inode> new_inode(uint32_t mode, Owner owner, const Inode& parent);
   Attributes attributes(const Inode& inode) const;  // requires inode.mutex
 
   Result<Attributes> do_setattr(Inode& inode, const AttributeChanges& changes);
   void truncate_locked(Inode& inode, uint64_t size);  // requires inode.mutex
-  // Maps every hole among blocks [first, first+count) to newly allocated blocks, all
-  // or nothing (ENOSPC). Requires inode.mutex.
+  // Maps every hole among blocks [first, first+count) that is not awaiting delayed
+  // allocation to newly allocated blocks, all or nothing (ENOSPC). Requires inode.mutex.
   Result<void> allocate_holes(Inode& inode, uint64_t first, uint64_t count, bool unwritten);
+  // Maps blocks [logical, logical+count) of a file, which must be unmapped, from its
+  // reservation or new blocks; the caller has reserved `count` blocks. With
+  // `preallocate`, the PreallocationPolicy may add blocks. Requires inode.mutex.
+  void allocate_range(Inode& inode, uint64_t logical, uint64_t count, bool unwritten,
+                      bool preallocate);
+  // Gives blocks a file no longer uses back (through ExtentReferences on a
+  // copy-on-write profile). Requires inode.mutex.
+  void free_blocks(const std::vector<BlockRange>& runs);
+  // Allocates every delayed block of the file. Requires inode.mutex.
+  void flush_delayed(Inode& inode);
+  void discard_reservation(Inode& inode);  // requires inode.mutex
+  // What closing the file's last handle does. Requires inode.mutex.
+  void last_close(Inode& inode);
   // Frees whole blocks inside [offset, offset+length) and zeroes the bytes of the
   // rest. Requires inode.mutex.
   void punch_locked(Inode& inode, uint64_t offset, uint64_t length);
@@ -176,13 +209,16 @@ class Volume {
   const uint64_t unit_;  // profile_.allocation_unit, in bytes
   const std::unique_ptr<DataStore> store_;
   const WallClock& clock_;
-  const std::unique_ptr<AllocationPolicy> policy_;
+  const std::unique_ptr<PlacementPolicy> placement_;
+  const std::unique_ptr<PreallocationPolicy> preallocation_;  // null: none
   Allocator allocator_;
+  const std::unique_ptr<ExtentReferences> references_;  // copy-on-write profiles only
   OperationCounters counters_;
 
   std::mutex namespace_mutex_;
   std::unordered_map<uint64_t, std::shared_ptr<Inode>> inodes_;  // guarded by namespace_mutex_
   uint64_t next_inode_ = kFirstFileInode;                        // guarded by namespace_mutex_
+  uint64_t next_directory_group_ = 1;                            // guarded by namespace_mutex_
 };
 
 }  // namespace mimicfs

@@ -288,6 +288,10 @@ void on_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
     if (ControlFiles::owns(parent)) return EPERM;
     auto result = self.volume().create(parent, name, mode, 0, owner_of(req));
     if (!result) return result.error().value;
+    // The new file is open: one handle, released by RELEASE like any other.
+    if (auto opened = self.volume().open(result->inode, fi->flags & ~O_TRUNC); !opened) {
+      return opened.error().value;
+    }
     auto h = std::make_unique<Handle>();
     h->flags = fi->flags;
     fi->fh = reinterpret_cast<uint64_t>(h.get());
@@ -345,7 +349,16 @@ void on_write(fuse_req_t req, fuse_ino_t ino, const char* data, size_t size, off
   });
 }
 
-void on_flush(fuse_req_t req, fuse_ino_t, fuse_file_info*) { fuse_reply_err(req, 0); }
+void on_flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
+  serve(req, "flush", [&] {
+    if (!ControlFiles::owns(ino)) {
+      auto result = adapter(req).volume().flush(ino);
+      if (!result) return result.error().value;
+    }
+    fuse_reply_err(req, 0);
+    return 0;
+  });
+}
 
 void on_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info*) {
   serve(req, "fsync", [&] {

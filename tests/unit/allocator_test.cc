@@ -23,17 +23,17 @@ Ranges take(Allocator& allocator, uint64_t goal, uint64_t count) {
 }
 
 TEST(Allocator, NewAllocatorIsOneFreeExtent) {
-  Allocator allocator(100);
+  Allocator allocator(DeviceGeometry{100});
   const FreeSpaceSummary s = allocator.summary();
   EXPECT_EQ(s.total_blocks, 100u);
   EXPECT_EQ(s.free_blocks, 100u);
   EXPECT_EQ(s.free_extents, 1u);
   EXPECT_EQ(s.largest_free_extent, 100u);
-  EXPECT_EQ(allocator.cursor(), 0u);
+  EXPECT_EQ(allocator.cursor(0), 0u);
 }
 
 TEST(Allocator, AllocatesAtGoal) {
-  Allocator allocator(100);
+  Allocator allocator(DeviceGeometry{100});
   EXPECT_EQ(take(allocator, 40, 10), (Ranges{{40, 10}}));
   EXPECT_EQ(allocator.free_blocks(), 90u);
   const FreeSpaceSummary s = allocator.summary();
@@ -42,55 +42,55 @@ TEST(Allocator, AllocatesAtGoal) {
 }
 
 TEST(Allocator, ZeroBlocksAllocatesNothing) {
-  Allocator allocator(100);
+  Allocator allocator(DeviceGeometry{100});
   EXPECT_EQ(take(allocator, 40, 0), Ranges{});
   EXPECT_EQ(allocator.free_blocks(), 100u);
 }
 
 TEST(Allocator, GoalInsideUsedRegionMovesToNextFreeExtent) {
-  Allocator allocator(100);
+  Allocator allocator(DeviceGeometry{100});
   ASSERT_EQ(take(allocator, 10, 20), (Ranges{{10, 20}}));
   EXPECT_EQ(take(allocator, 15, 5), (Ranges{{30, 5}}));
 }
 
 TEST(Allocator, GoalPastLastFreeExtentWrapsToBlockZero) {
-  Allocator allocator(100);
+  Allocator allocator(DeviceGeometry{100});
   ASSERT_EQ(take(allocator, 90, 10), (Ranges{{90, 10}}));
   EXPECT_EQ(take(allocator, 95, 5), (Ranges{{0, 5}}));
 }
 
 TEST(Allocator, GoalBeyondDeviceWrapsModuloItsSize) {
-  Allocator allocator(100);
+  Allocator allocator(DeviceGeometry{100});
   EXPECT_EQ(take(allocator, 250, 5), (Ranges{{50, 5}}));
 }
 
 TEST(Allocator, AllocationRunningOffTheEndContinuesAtBlockZero) {
-  Allocator allocator(100);
+  Allocator allocator(DeviceGeometry{100});
   EXPECT_EQ(take(allocator, 95, 10), (Ranges{{95, 5}, {0, 5}}));
   EXPECT_EQ(allocator.free_blocks(), 90u);
 }
 
 TEST(Allocator, AllocationSplitAcrossFreeExtentsReturnsSeveralRuns) {
-  Allocator allocator(100);
+  Allocator allocator(DeviceGeometry{100});
   ASSERT_EQ(take(allocator, 10, 10), (Ranges{{10, 10}}));
   ASSERT_EQ(take(allocator, 30, 10), (Ranges{{30, 10}}));
   // Free: [0,10) [20,30) [40,100). From goal 5: 5 blocks, then 10, then 5.
   EXPECT_EQ(take(allocator, 5, 20), (Ranges{{5, 5}, {20, 10}, {40, 5}}));
   EXPECT_EQ(allocator.free_blocks(), 100u - 40u);
-  EXPECT_EQ(allocator.cursor(), 45u);
+  EXPECT_EQ(allocator.cursor(0), 45u);
 }
 
 TEST(Allocator, AdjacentRunsAreMerged) {
-  Allocator allocator(100);
+  Allocator allocator(DeviceGeometry{100});
   // Goal 0 with [0,100) free is one run even though nothing split it.
   EXPECT_EQ(take(allocator, 0, 100), (Ranges{{0, 100}}));
 }
 
 TEST(Allocator, NotEnoughFreeIsEnospcWithNothingAllocated) {
-  Allocator allocator(100);
+  Allocator allocator(DeviceGeometry{100});
   ASSERT_EQ(take(allocator, 0, 60), (Ranges{{0, 60}}));
   const FreeSpaceSummary before = allocator.summary();
-  const uint64_t cursor_before = allocator.cursor();
+  const uint64_t cursor_before = allocator.cursor(0);
   auto result = allocator.allocate(70, 41);
   ASSERT_FALSE(result.has_value());
   EXPECT_EQ(result.error(), Errno{ENOSPC});
@@ -98,13 +98,13 @@ TEST(Allocator, NotEnoughFreeIsEnospcWithNothingAllocated) {
   EXPECT_EQ(after.free_blocks, before.free_blocks);
   EXPECT_EQ(after.free_extents, before.free_extents);
   EXPECT_EQ(after.largest_free_extent, before.largest_free_extent);
-  EXPECT_EQ(allocator.cursor(), cursor_before);
+  EXPECT_EQ(allocator.cursor(0), cursor_before);
   // Exactly what is free still succeeds.
   EXPECT_EQ(take(allocator, 70, 40), (Ranges{{70, 30}, {60, 10}}));
 }
 
 TEST(Allocator, ExhaustingSpaceExactlyThenOneMoreBlockIsEnospc) {
-  Allocator allocator(64);
+  Allocator allocator(DeviceGeometry{64});
   ASSERT_EQ(take(allocator, 0, 32), (Ranges{{0, 32}}));
   ASSERT_EQ(take(allocator, 0, 32), (Ranges{{32, 32}}));
   EXPECT_EQ(allocator.free_blocks(), 0u);
@@ -117,7 +117,7 @@ TEST(Allocator, ExhaustingSpaceExactlyThenOneMoreBlockIsEnospc) {
 }
 
 TEST(Allocator, ReleaseMergesWithBothNeighbours) {
-  Allocator allocator(100);
+  Allocator allocator(DeviceGeometry{100});
   ASSERT_EQ(take(allocator, 0, 100), (Ranges{{0, 100}}));
   allocator.release({10, 10});
   allocator.release({30, 10});
@@ -130,7 +130,7 @@ TEST(Allocator, ReleaseMergesWithBothNeighbours) {
 }
 
 TEST(Allocator, ReleaseMergesWithLeftOrRightNeighbourOnly) {
-  Allocator allocator(100);
+  Allocator allocator(DeviceGeometry{100});
   ASSERT_EQ(take(allocator, 0, 100), (Ranges{{0, 100}}));
   allocator.release({10, 10});
   allocator.release({20, 5});  // touches the left free extent
@@ -145,7 +145,7 @@ TEST(Allocator, ReleaseMergesWithLeftOrRightNeighbourOnly) {
 }
 
 TEST(Allocator, ReleaseEverythingRestoresOneExtent) {
-  Allocator allocator(100);
+  Allocator allocator(DeviceGeometry{100});
   const Ranges a = take(allocator, 0, 30);
   const Ranges b = take(allocator, 0, 30);
   const Ranges c = take(allocator, 0, 40);
@@ -159,7 +159,7 @@ TEST(Allocator, ReleaseEverythingRestoresOneExtent) {
 }
 
 TEST(Allocator, DoubleReleaseThrowsLogicError) {
-  Allocator allocator(100);
+  Allocator allocator(DeviceGeometry{100});
   ASSERT_EQ(take(allocator, 0, 50), (Ranges{{0, 50}}));
   allocator.release({10, 10});
   EXPECT_THROW(allocator.release({10, 10}), std::logic_error);  // the same range
@@ -172,26 +172,26 @@ TEST(Allocator, DoubleReleaseThrowsLogicError) {
 }
 
 TEST(Allocator, ReleaseZeroLengthDoesNothing) {
-  Allocator allocator(100);
+  Allocator allocator(DeviceGeometry{100});
   allocator.release({10, 0});  // even inside free space
   EXPECT_EQ(allocator.free_blocks(), 100u);
 }
 
 TEST(Allocator, CursorIsWhereTheLastAllocationEnded) {
-  Allocator allocator(100);
+  Allocator allocator(DeviceGeometry{100});
   ASSERT_EQ(take(allocator, 20, 5), (Ranges{{20, 5}}));
-  EXPECT_EQ(allocator.cursor(), 25u);
-  ASSERT_EQ(take(allocator, allocator.cursor(), 5), (Ranges{{25, 5}}));
-  EXPECT_EQ(allocator.cursor(), 30u);
+  EXPECT_EQ(allocator.cursor(0), 25u);
+  ASSERT_EQ(take(allocator, allocator.cursor(0), 5), (Ranges{{25, 5}}));
+  EXPECT_EQ(allocator.cursor(0), 30u);
   ASSERT_EQ(take(allocator, 95, 10), (Ranges{{95, 5}, {0, 5}}));
-  EXPECT_EQ(allocator.cursor(), 5u);
+  EXPECT_EQ(allocator.cursor(0), 5u);
 }
 
 TEST(Allocator, FailedAllocationLeavesCursorAlone) {
-  Allocator allocator(10);
+  Allocator allocator(DeviceGeometry{10});
   ASSERT_EQ(take(allocator, 3, 2), (Ranges{{3, 2}}));
   ASSERT_FALSE(allocator.allocate(0, 9).has_value());
-  EXPECT_EQ(allocator.cursor(), 5u);
+  EXPECT_EQ(allocator.cursor(0), 5u);
 }
 
 }  // namespace

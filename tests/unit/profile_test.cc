@@ -30,7 +30,7 @@ name_max = 200
 modes = ["allocate", "punch_hole"]
 
 [allocation]
-policy = "goal"
+placement = "goal"
 )";
 
 // kComplete with the first occurrence of `from` replaced by `to`.
@@ -63,7 +63,7 @@ void expect_equal(const Profile& a, const Profile& b) {
   EXPECT_EQ(a.statfs_fragment_size, b.statfs_fragment_size);
   EXPECT_EQ(a.name_max, b.name_max);
   EXPECT_EQ(a.fallocate_modes, b.fallocate_modes);
-  EXPECT_EQ(a.allocation_policy, b.allocation_policy);
+  EXPECT_EQ(a.placement, b.placement);
 }
 
 // --- built-in profiles
@@ -101,7 +101,7 @@ TEST(Profile, NfsHas512ByteUnitsMebibyteStatfsAndNoFallocate) {
   EXPECT_FALSE(nfs->supports(FallocateMode::kKeepSize));
   EXPECT_FALSE(nfs->supports(FallocateMode::kPunchHole));
   EXPECT_FALSE(nfs->supports(FallocateMode::kZeroRange));
-  EXPECT_EQ(nfs->allocation_policy, "goal");
+  EXPECT_EQ(nfs->placement, "goal");
 }
 
 TEST(Profile, IdealHas4KiBUnitsAndEveryFallocateMode) {
@@ -172,7 +172,7 @@ TEST(Profile, CustomProfileRoundTripsThroughToToml) {
   original.name_max = 1;
   original.fallocate_modes = static_cast<uint8_t>(FallocateMode::kKeepSize) |
                              static_cast<uint8_t>(FallocateMode::kZeroRange);
-  original.allocation_policy = "goal";
+  original.placement = "goal";
   auto again = parse_profile(original.to_toml(), "custom.toml");
   ASSERT_TRUE(again.has_value()) << again.error() << "\n" << original.to_toml();
   expect_equal(original, *again);
@@ -271,9 +271,9 @@ TEST(Profile, StringWhereTableOrArrayExpectedIsRejected) {
   expect_one_line(modes);
   EXPECT_NE(modes.find("my.toml:14: fallocate.modes:"), std::string::npos) << modes;
 
-  const std::string policy = error_of(complete_with("policy = \"goal\"", "policy = 1"));
+  const std::string policy = error_of(complete_with("placement = \"goal\"", "placement = 1"));
   expect_one_line(policy);
-  EXPECT_NE(policy.find("my.toml:17: allocation.policy:"), std::string::npos) << policy;
+  EXPECT_NE(policy.find("my.toml:17: allocation.placement:"), std::string::npos) << policy;
 }
 
 TEST(Profile, MalformedTomlNamesSourceAndLine) {
@@ -291,9 +291,9 @@ TEST(Profile, UnknownFallocateModeIsNamed) {
 }
 
 TEST(Profile, UnknownAllocationPolicyIsNamed) {
-  const std::string message = error_of(complete_with("policy = \"goal\"", "policy = \"best\""));
+  const std::string message = error_of(complete_with("placement = \"goal\"", "placement = \"best\""));
   expect_one_line(message);
-  EXPECT_NE(message.find("my.toml:17: allocation.policy:"), std::string::npos) << message;
+  EXPECT_NE(message.find("my.toml:17: allocation.placement:"), std::string::npos) << message;
   EXPECT_NE(message.find("best"), std::string::npos) << message;
 }
 

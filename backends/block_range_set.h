@@ -1,0 +1,44 @@
+// BlockRangeSet: a set of file blocks kept as merged, sorted ranges.
+//
+// A file's delayed allocation is one: blocks written to the page cache that have
+// no device blocks yet. O(log n + k) per operation for n ranges, k touched.
+// Not thread-safe: the owning inode's mutex guards it.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <vector>
+
+#include "backends/extent_map.h"
+
+namespace mimicfs {
+
+class BlockRangeSet {
+ public:
+  // Adds [start, start+length); returns how many of those blocks were not in the set.
+  uint64_t add(uint64_t start, uint64_t length);
+  // Removes [start, start+length); returns how many of those blocks were in the set.
+  uint64_t remove(uint64_t start, uint64_t length);
+
+  // The parts of [start, start+length) in the set, in order.
+  std::vector<BlockRange> overlapping(uint64_t start, uint64_t length) const;
+  // The parts of [start, start+length) not in the set, in order.
+  std::vector<BlockRange> gaps(uint64_t start, uint64_t length) const;
+  // The range containing `block`, else the first one after it.
+  std::optional<BlockRange> at_or_after(uint64_t block) const;
+
+  const std::map<uint64_t, uint64_t>& ranges() const { return ranges_; }  // start -> length
+  uint64_t blocks() const { return blocks_; }
+  bool empty() const { return ranges_.empty(); }
+  void clear() {
+    ranges_.clear();
+    blocks_ = 0;
+  }
+
+ private:
+  std::map<uint64_t, uint64_t> ranges_;  // start -> length; disjoint, never adjacent
+  uint64_t blocks_ = 0;
+};
+
+}  // namespace mimicfs

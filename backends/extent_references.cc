@@ -1,0 +1,61 @@
+#include "backends/extent_references.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace mimicfs {
+
+void ExtentReferences::add(BlockRange allocated) {
+  std::lock_guard lock(mutex_);
+  for (uint64_t done = 0; done < allocated.length;) {
+    const uint64_t length = max_extent_blocks_ == 0
+                                ? allocated.length - done
+                                : std::min(max_extent_blocks_, allocated.length - done);
+    extents_.emplace(allocated.start + done, DataExtent{length, length});
+    done += length;
+  }
+}
+
+std::vector<BlockRange> ExtentReferences::drop(BlockRange unreferenced) {
+  std::lock_guard lock(mutex_);
+  std::vector<BlockRange> freed;
+  uint64_t position = unreferenced.start;
+  const uint64_t end = unreferenced.start + unreferenced.length;
+  while (position < end) {
+    auto it = extents_.upper_bound(position);
+    if (it == extents_.begin() || std::prev(it)->first + std::prev(it)->second.length <= position) {
+      throw std::logic_error(
+          fmt::format("ExtentReferences::drop: block {} is in no data extent", position));
+    }
+    --it;
+    DataExtent& extent = it->second;
+    const uint64_t overlap = std::min(end, it->first + extent.length) - position;
+    if (overlap > extent.referenced) {
+      throw std::logic_error(fmt::format(
+          "ExtentReferences::drop: {} blocks of the extent at {} dropped twice", overlap, it->first));
+    }
+    extent.referenced -= overlap;
+    unreferenced_blocks_ += overlap;
+    if (extent.referenced == 0) {
+      unreferenced_blocks_ -= extent.length;
+      freed.push_back({it->first, extent.length});
+      extents_.erase(it);
+    }
+    position += overlap;
+  }
+  return freed;
+}
+
+uint64_t ExtentReferences::unreferenced_blocks() const {
+  std::lock_guard lock(mutex_);
+  return unreferenced_blocks_;
+}
+
+uint64_t ExtentReferences::data_extent_count() const {
+  std::lock_guard lock(mutex_);
+  return extents_.size();
+}
+
+}  // namespace mimicfs

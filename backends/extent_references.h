@@ -1,0 +1,50 @@
+// ExtentReferences: copy-on-write data extents and the blocks that still use them.
+//
+// On btrfs a write allocates a data extent (at most 128 MiB); files refer to
+// parts of it. Overwriting or punching part of it only drops those references:
+// the whole data extent stays allocated, as a "bookend", until no part of it is
+// referenced. This table is that bookkeeping. Files never share blocks here (no
+// reflinks), so a count of referenced blocks per data extent is enough.
+//
+// Thread-safe: mutex_ guards everything below it. Lock order: after the inode's
+// mutex, before the Allocator's.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <vector>
+
+#include "backends/extent_map.h"
+
+namespace mimicfs {
+
+class ExtentReferences {
+ public:
+  // `max_extent_blocks`: the longest data extent; 0 for no limit.
+  explicit ExtentReferences(uint64_t max_extent_blocks) : max_extent_blocks_(max_extent_blocks) {}
+
+  // Newly allocated device blocks: new data extents, every block referenced.
+  void add(BlockRange allocated);
+  // Blocks a file no longer refers to. Returns the data extents that are now
+  // unreferenced as a whole, which the caller frees; the rest stay allocated.
+  // Dropping a block that is not in a data extent is a bug (std::logic_error).
+  [[nodiscard]] std::vector<BlockRange> drop(BlockRange unreferenced);
+
+  // Blocks that stay allocated although no file refers to them.
+  uint64_t unreferenced_blocks() const;
+  uint64_t data_extent_count() const;
+
+ private:
+  struct DataExtent {
+    uint64_t length = 0;
+    uint64_t referenced = 0;
+  };
+
+  const uint64_t max_extent_blocks_;
+  mutable std::mutex mutex_;
+  std::map<uint64_t, DataExtent> extents_;  // first device block -> extent; guarded by mutex_
+  uint64_t unreferenced_blocks_ = 0;        // guarded by mutex_
+};
+
+}  // namespace mimicfs
