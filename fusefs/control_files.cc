@@ -84,6 +84,10 @@ std::optional<Result<std::string>> ControlFiles::virtual_xattr(uint64_t inode,
     value = stats->allocated_bytes;
   } else if (key == "holes") {
     value = stats->holes;
+  } else if (key == "delayed_bytes") {
+    value = stats->delayed_bytes;
+  } else if (key == "preallocated_bytes") {
+    value = stats->preallocated_bytes;
   } else {
     return fail(ENODATA);
   }

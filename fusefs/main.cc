@@ -53,6 +53,12 @@ int run(int argc, char** argv) {
                                         "Built-in profile (default nfs; see `mimicfs profiles`)");
   mount->add_option("--profile-file", profile_file, "Profile TOML file (may set base = \"nfs\")")
       ->excludes(profile_opt);
+  std::vector<std::string> overrides;
+  mount
+      ->add_option("--set", overrides,
+                   "Override a profile key for this mount, KEY=VALUE (repeatable), e.g. "
+                   "--set allocation.speculative_preallocation=false")
+      ->allow_extra_args(false);
   mount->add_flag("-f,--foreground", foreground, "Serve in the foreground until unmounted");
   mount->add_option("--log-level", log_level, "trace, debug, info, warn, error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
@@ -68,6 +74,9 @@ int run(int argc, char** argv) {
   std::string show_name;
   CLI::App* show = profiles->add_subcommand("show", "Print a profile's effective TOML");
   show->add_option("NAME", show_name, "Built-in profile name or a TOML file")->required();
+  std::vector<std::string> show_overrides;
+  show->add_option("--set", show_overrides, "Apply KEY=VALUE first, as mount --set does")
+      ->allow_extra_args(false);
 
   // stats
   CLI::App* stats = app.add_subcommand("stats", "Print a mounted volume's statistics");
@@ -97,6 +106,7 @@ int run(int argc, char** argv) {
         profile_file.empty()
             ? load_builtin_profile(profile_name.empty() ? kDefaultProfile : profile_name)
             : load_profile_file(profile_file);
+    if (profile) profile = apply_overrides(std::move(*profile), overrides);
     if (!profile) return usage_error(profile.error());
     if (auto why = check_mountpoint(mountpoint); !why.empty()) return usage_error(why);
     if (auto why = check_fuse_device(); !why.empty()) return usage_error(why);
@@ -107,6 +117,7 @@ int run(int argc, char** argv) {
     if (*show) {
       auto profile = show_name.ends_with(".toml") ? load_profile_file(show_name)
                                                   : load_builtin_profile(show_name);
+      if (profile) profile = apply_overrides(std::move(*profile), show_overrides);
       if (!profile) return usage_error(profile.error());
       fmt::print("{}", profile->to_toml());
       return kExitOk;

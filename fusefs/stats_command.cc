@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -36,14 +37,34 @@ std::string stats_key(const std::string& mountpoint, const std::string& path) {
   return key;
 }
 
+// "4K×12 8K×3 1M×2": an extent-size histogram on one line.
+std::string histogram_line(const nlohmann::json& histogram) {
+  std::vector<std::pair<uint64_t, uint64_t>> buckets;
+  for (const auto& [bytes, n] : histogram.items()) {
+    buckets.emplace_back(std::stoull(bytes), n.get<uint64_t>());
+  }
+  std::sort(buckets.begin(), buckets.end());
+  std::string line;
+  for (const auto& [bytes, n] : buckets) {
+    std::string size = bytes >= (uint64_t{1} << 30) ? fmt::format("{}G", bytes >> 30)
+                       : bytes >= (uint64_t{1} << 20) ? fmt::format("{}M", bytes >> 20)
+                       : bytes >= 1024                ? fmt::format("{}K", bytes >> 10)
+                                                      : fmt::format("{}", bytes);
+    line += fmt::format("{}<={}:{}", line.empty() ? "" : " ", size, n);
+  }
+  return line;
+}
+
 void print_tables(const nlohmann::json& s) {
   const auto& d = s["device"];
   fmt::print("profile {}\n", s["profile"].get<std::string>());
   fmt::print(
-      "device  unit {} B, capacity {} B, allocated {} B, free extents {}, largest free {} B\n",
+      "device  unit {} B, capacity {} B, allocated {} B (metadata {} B, unreferenced {} B), "
+      "reserved {} B, free extents {}, largest free {} B\n",
       d["allocation_unit"].get<uint64_t>(), d["capacity_bytes"].get<uint64_t>(),
-      d["allocated_bytes"].get<uint64_t>(), d["free_extents"].get<uint64_t>(),
-      d["largest_free_extent_bytes"].get<uint64_t>());
+      d["allocated_bytes"].get<uint64_t>(), d["metadata_bytes"].get<uint64_t>(),
+      d["unreferenced_bytes"].get<uint64_t>(), d["reserved_bytes"].get<uint64_t>(),
+      d["free_extents"].get<uint64_t>(), d["largest_free_extent_bytes"].get<uint64_t>());
   fmt::print("\n{:<12} {:>12} {:>16}  {}\n", "operation", "count", "bytes", "errors");
   for (const auto& [name, op] : s["ops"].items()) {
     std::string errors;
@@ -53,13 +74,16 @@ void print_tables(const nlohmann::json& s) {
     fmt::print("{:<12} {:>12} {:>16}  {}\n", name, op["count"].get<uint64_t>(),
                op["bytes"].get<uint64_t>(), errors);
   }
-  fmt::print("\n{:<40} {:>14} {:>14} {:>9} {:>9} {:>10} {:>7}\n", "file", "size", "allocated",
-             "extents", "fragments", "unwritten", "holes");
+  fmt::print("\n{:<32} {:>12} {:>12} {:>8} {:>9} {:>9} {:>6} {:>10} {:>12}  {}\n", "file", "size",
+             "allocated", "extents", "fragments", "unwritten", "holes", "delayed", "prealloc",
+             "extent sizes");
   for (const auto& [path, f] : s["files"].items()) {
-    fmt::print("{:<40} {:>14} {:>14} {:>9} {:>9} {:>10} {:>7}\n", path, f["size"].get<uint64_t>(),
-               f["allocated_bytes"].get<uint64_t>(), f["extents"].get<uint64_t>(),
-               f["fragments"].get<uint64_t>(), f["unwritten_extents"].get<uint64_t>(),
-               f["holes"].get<uint64_t>());
+    fmt::print("{:<32} {:>12} {:>12} {:>8} {:>9} {:>9} {:>6} {:>10} {:>12}  {}\n", path,
+               f["size"].get<uint64_t>(), f["allocated_bytes"].get<uint64_t>(),
+               f["extents"].get<uint64_t>(), f["fragments"].get<uint64_t>(),
+               f["unwritten_extents"].get<uint64_t>(), f["holes"].get<uint64_t>(),
+               f["delayed_bytes"].get<uint64_t>(), f["preallocated_bytes"].get<uint64_t>(),
+               histogram_line(f["extent_size_histogram"]));
   }
 }
 
