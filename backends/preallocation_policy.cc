@@ -18,9 +18,15 @@ uint64_t InodeWindows::extra_blocks(const AllocationRequest& request,
 uint64_t SpeculativeEndOfFile::extra_blocks(const AllocationRequest& request,
                                             PreallocationState& /*state*/) const {
   const uint64_t end = request.logical + request.count;
-  // Only an allocation that extends the file, at its end, is speculative.
+  // Only an allocation that extends the file, at its end, is speculative, and a
+  // file smaller than the minimum (xfs's allocsize) gets none.
   if (request.logical < request.mapped_end || end < request.size_blocks) return 0;
-  return std::clamp(std::bit_floor(end), min_blocks_, max_blocks_);
+  if (end < min_blocks_) return 0;
+  // The allocation reaches the next power of two of the file's size; past twice
+  // the minimum, strictly beyond it, so the file doubles: O_SYNC appends get
+  // chunks of 32 KiB, 32 KiB, 64 KiB, 128 KiB ..., as xfs gives them.
+  const uint64_t target = std::bit_ceil(end + (end >= 2 * min_blocks_ ? 1 : 0));
+  return std::min(target - end, max_blocks_);
 }
 
 std::unique_ptr<PreallocationPolicy> make_preallocation_policy(const Profile& profile) {

@@ -1,5 +1,5 @@
 // Seed 000 (MDEV-32268): InnoDB extends files with posix_fallocate(). NFS before
-// 4.2 has no fallocate, so glibc falls back to writing one byte per 4 KiB (its
+// 4.2 has no fallocate (profile nfs; nfs42 has ALLOCATE), so glibc falls back to writing one byte per 4 KiB (its
 // step is fstatfs's f_bsize, the 1 MiB wsize, capped at 4096). A server with
 // 512-byte blocks allocates one 512 B unit per byte written: one extent per 4 KiB,
 // and every gap must be filled (and fragmented further) by later writes.
@@ -7,6 +7,8 @@
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <unistd.h>
+
+#include <vector>
 
 #include "tests/support/mounted_volume.h"
 
@@ -85,6 +87,41 @@ TEST(NfsPosixFallocate, FillingTheGapsLaterFragmentsTheFile) {
   }
   close(plain);
   EXPECT_EQ(vol.file_stats("plain.ibd")["extents"], 1);
+}
+
+// NFS 4.2 has ALLOCATE: the same posix_fallocate is one real fallocate, no byte
+// is written, and the file is one unwritten extent that reads as zeros. Writing
+// it afterwards converts the extent in place: still one extent.
+TEST(NfsPosixFallocate, OnNfs42ItIsOneRealFallocate) {
+  MIMICFS_REQUIRE_MOUNTABLE();
+  MountedVolume vol("nfs42");
+  ASSERT_TRUE(vol.mounted()) << vol.error();
+  const int fd = open(vol.file("ibdata1").c_str(), O_CREAT | O_RDWR, 0644);
+  ASSERT_GE(fd, 0);
+  vol.reset_counters();
+
+  ASSERT_EQ(posix_fallocate(fd, 0, kFileSize), 0);
+  const auto stats = vol.stats();
+  EXPECT_EQ(stats["ops"]["fallocate"]["count"], 1);
+  EXPECT_TRUE(stats["ops"]["fallocate"]["errors"].empty()) << stats["ops"]["fallocate"];
+  EXPECT_FALSE(stats["ops"].contains("write")) << "no fallback writes";
+  auto file = stats["files"]["/ibdata1"];
+  EXPECT_EQ(file["size"], kFileSize);
+  EXPECT_EQ(file["allocated_bytes"], kFileSize);
+  EXPECT_EQ(file["extents"], 1);
+  EXPECT_EQ(file["unwritten_extents"], 1);
+  char byte = 1;
+  ASSERT_EQ(pread(fd, &byte, 1, kFileSize / 2), 1);
+  EXPECT_EQ(byte, 0);
+
+  const std::vector<char> page(16384, 'x');
+  for (off_t offset = 0; offset < kFileSize; offset += page.size()) {
+    ASSERT_EQ(pwrite(fd, page.data(), page.size(), offset), static_cast<ssize_t>(page.size()));
+  }
+  close(fd);
+  file = vol.file_stats("ibdata1");
+  EXPECT_EQ(file["extents"], 1);
+  EXPECT_EQ(file["unwritten_extents"], 0);
 }
 
 }  // namespace
