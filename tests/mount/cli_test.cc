@@ -102,6 +102,43 @@ TEST_F(CommandLine, HelpAndVersionSucceed) {
   }
 }
 
+// --set goes through the same validation as a profile file, and a refused
+// override mounts nothing.
+TEST_F(CommandLine, BadOverrideIsAUsageError) {
+  ExpectUsageError(Mimicfs({"mount", "--profile", "xfs", "--set", "allocation.placement=best", dir_}),
+                   "--set allocation.placement: unknown placement \"best\"");
+  ExpectUsageError(Mimicfs({"mount", "--set", "device.allocation_unit=1000", dir_}),
+                   "--set device.allocation_unit: must be a power of two");
+  ExpectUsageError(Mimicfs({"mount", "--set", "allocation.speed=3", dir_}),
+                   "--set allocation.speed: unknown key");
+  ExpectUsageError(Mimicfs({"mount", "--set", "allocation.copy_on_write", dir_}),
+                   "--set allocation.copy_on_write: expected KEY=VALUE");
+  ExpectUsageError(Mimicfs({"mount", "--profile", "ext4", "--set",
+                            "allocation.speculative_preallocation=true", dir_}),
+                   "cannot be combined with allocation.inode_window_max_bytes");
+}
+
+// A file that starts from a built-in and overrides one key: `profiles show` prints
+// the effective TOML, every key present, and it mounts.
+TEST_F(CommandLine, ProfileFileInheritsFromABuiltin) {
+  const std::string file = dir_ + "-xfs-allocsize-4k.toml";
+  std::ofstream(file) << "base = \"xfs\"\n[allocation]\nspeculative_preallocation = false\n";
+  auto show = Mimicfs({"profiles", "show", file});
+  EXPECT_EQ(show.exit_status, 0) << show.err;
+  EXPECT_TRUE(Contains(show.out, "speculative_preallocation = false"));
+  EXPECT_TRUE(Contains(show.out, "placement = 'shared_cursor'"));
+  EXPECT_TRUE(Contains(show.out, "allocation_group_bytes = 274877906944"));
+  auto overridden = Mimicfs({"profiles", "show", "xfs", "--set", "allocation.placement=goal"});
+  EXPECT_EQ(overridden.exit_status, 0) << overridden.err;
+  EXPECT_TRUE(Contains(overridden.out, "placement = 'goal'"));
+  auto bad_line = dir_ + "-bad.toml";
+  std::ofstream(bad_line) << "base = \"xfs\"\n\n[allocation]\nspeculative_preallocation = 1\n";
+  ExpectUsageError(Mimicfs({"profiles", "show", bad_line}),
+                   bad_line + ":4: allocation.speculative_preallocation: expected true or false");
+  std::filesystem::remove(file);
+  std::filesystem::remove(bad_line);
+}
+
 TEST_F(CommandLine, ProfilesListsAndShows) {
   auto list = Mimicfs({"profiles"});
   EXPECT_EQ(list.exit_status, 0);
@@ -112,6 +149,10 @@ TEST_F(CommandLine, ProfilesListsAndShows) {
   EXPECT_TRUE(Contains(show.out, "allocation_unit = 512"));
   EXPECT_TRUE(Contains(show.out, "block_size = 1048576"));
   ExpectUsageError(Mimicfs({"profiles", "show", "zfs"}), "unknown profile");
+  for (const char* name : {"nfs42", "ext4", "xfs", "btrfs"}) {
+    EXPECT_TRUE(Contains(list.out, name));
+    EXPECT_EQ(Mimicfs({"profiles", "show", name}).exit_status, 0) << name;
+  }
 }
 
 TEST_F(CommandLine, UnusableFuseDeviceIsAUsageError) {
