@@ -6,8 +6,8 @@
 //   .mimicfs/ctl         write a command: "reset" zeroes the operation counters
 //
 // and the per-file xattrs user.mimicfs.{extents,fragments,unwritten_extents,
-// allocated_bytes,holes}, readable by name on every regular file and not listed
-// (so cp -a and tar do not try to copy them). Knows nothing of libfuse.
+// allocated_bytes,holes,delayed_bytes,preallocated_bytes}, readable by name on
+// every regular file and not listed (so cp -a and tar do not try to copy them). Knows nothing of libfuse.
 #pragma once
 
 #include <cstdint>
