@@ -193,48 +193,57 @@ using NodeOf = std::function<const toml::node*(std::string_view)>;
 
 std::expected<void, std::string> validate(const Profile& p, std::string_view source_name,
                                           const NodeOf& node_of) {
-  auto error = [&](std::string_view key, std::string_view message) -> Error {
-    if (const toml::node* node = node_of(key)) return key_error(*node, key, message);
+  // Names the first of `keys` this layer sets (the one the user can change), else
+  // the first.
+  auto error = [&](std::initializer_list<std::string_view> keys,
+                   std::string_view message) -> Error {
+    for (std::string_view key : keys) {
+      if (const toml::node* node = node_of(key)) return key_error(*node, key, message);
+    }
+    const std::string_view key = *keys.begin();
     if (source_name == kOverrideSource) return Error(fmt::format("--set {}: {}", key, message));
     return Error(fmt::format("{}: {}: {}", source_name, key, message));
   };
   const uint64_t unit = p.allocation_unit;
   if (p.capacity_bytes % unit != 0 || p.capacity_bytes < unit) {
-    return error(node_of("device.capacity_bytes") ? "device.capacity_bytes"
-                                                  : "device.allocation_unit",
-                 fmt::format("device.capacity_bytes must be a positive multiple of "
+    return error({"device.capacity_bytes", "device.allocation_unit"},
+                 fmt::format("device.capacity_bytes ({}) must be a positive multiple of "
                              "device.allocation_unit ({})",
-                             unit));
+                             p.capacity_bytes, unit));
   }
-  auto multiple_of_unit = [&](std::string_view key, uint64_t value) -> std::expected<void, std::string> {
-    if (value % unit != 0) {
-      return error(key, fmt::format("must be a multiple of device.allocation_unit ({}) (got {})",
-                                    unit, value));
-    }
-    return {};
-  };
   for (auto [key, value] : {std::pair{"device.allocation_group_bytes", p.allocation_group_bytes},
                             std::pair{"device.group_metadata_bytes", p.group_metadata_bytes},
                             std::pair{"device.max_extent_bytes", p.max_extent_bytes}}) {
-    if (auto r = multiple_of_unit(key, value); !r) return r;
+    if (value % unit != 0) {
+      return error({key, "device.allocation_unit"},
+                   fmt::format("{} ({}) must be a multiple of device.allocation_unit ({})", key,
+                               value, unit));
+    }
   }
   if (p.allocation_group_bytes > p.capacity_bytes) {
-    return error("device.allocation_group_bytes",
-                 fmt::format("must not exceed device.capacity_bytes ({})", p.capacity_bytes));
+    return error({"device.capacity_bytes", "device.allocation_group_bytes"},
+                 fmt::format("device.allocation_group_bytes ({}) must not exceed "
+                             "device.capacity_bytes ({})",
+                             p.allocation_group_bytes, p.capacity_bytes));
   }
   const uint64_t group = p.allocation_group_bytes == 0 ? p.capacity_bytes : p.allocation_group_bytes;
   if (p.group_metadata_bytes >= group) {
-    return error("device.group_metadata_bytes",
-                 fmt::format("must be smaller than an allocation group ({} bytes)", group));
+    return error({"device.group_metadata_bytes", "device.allocation_group_bytes",
+                  "device.capacity_bytes"},
+                 fmt::format("device.group_metadata_bytes ({}) must be smaller than an "
+                             "allocation group ({} bytes)",
+                             p.group_metadata_bytes, group));
   }
   if (p.speculative_preallocation && p.inode_window_max_bytes > 0) {
-    return error("allocation.speculative_preallocation",
-                 "cannot be combined with allocation.inode_window_max_bytes (choose one "
-                 "preallocation policy)");
+    return error({"allocation.speculative_preallocation", "allocation.inode_window_max_bytes"},
+                 "allocation.speculative_preallocation cannot be combined with "
+                 "allocation.inode_window_max_bytes (choose one preallocation policy)");
   }
   if (p.speculative_preallocation_min_bytes > p.speculative_preallocation_max_bytes) {
-    return error("allocation.speculative_preallocation_min_bytes",
-                 "must not exceed allocation.speculative_preallocation_max_bytes");
+    return error({"allocation.speculative_preallocation_min_bytes",
+                  "allocation.speculative_preallocation_max_bytes"},
+                 "allocation.speculative_preallocation_min_bytes must not exceed "
+                 "allocation.speculative_preallocation_max_bytes");
   }
   return {};
 }
@@ -343,6 +352,7 @@ std::expected<Profile, std::string> load_profile_file(const std::string& path) {
 std::expected<Profile, std::string> apply_overrides(Profile profile,
                                                     const std::vector<std::string>& assignments) {
   if (assignments.empty()) return profile;
+  std::vector<std::pair<std::string, toml::table>> layer;  // key -> its parsed value
   for (const std::string& assignment : assignments) {
     const size_t equals = assignment.find('=');
     if (equals == std::string::npos || equals == 0) {
@@ -363,9 +373,15 @@ std::expected<Profile, std::string> apply_overrides(Profile profile,
     }
     const toml::node& node = *parsed.get("value");
     if (auto r = spec->apply(node, profile); !r) return Error(r.error());
+    layer.emplace_back(key, std::move(parsed));
   }
-  // Cross-key checks name the override when one of its keys is at fault.
-  auto node_of = [](std::string_view) -> const toml::node* { return nullptr; };
+  // Cross-key checks name an override when one of its keys is at fault.
+  auto node_of = [&](std::string_view key) -> const toml::node* {
+    for (const auto& [set_key, table] : layer) {
+      if (set_key == key) return table.get("value");
+    }
+    return nullptr;
+  };
   if (auto r = validate(profile, kOverrideSource, node_of); !r) return Error(r.error());
   return profile;
 }

@@ -193,17 +193,30 @@ void Volume::drop_link_locked(const std::shared_ptr<Inode>& child) {
     std::lock_guard lock(child->mutex);
     child->ctime = clock_.now();
   }
-  if (remaining == 0 && child->references == 0) destroy_locked(child);
+  if (remaining == 0 && child->references == 0) {
+    destroy_locked(child);
+  } else if (remaining == 0 && child->is_regular()) {
+    // As Linux's final iput: the last link of a file nobody has open frees its
+    // blocks now; the kernel's cached reference only keeps the inode number.
+    std::lock_guard lock(child->mutex);
+    if (child->open_handles == 0) release_storage(*child);
+  }
+}
+
+void Volume::release_storage(Inode& inode) {
+  allocator_.unreserve(inode.delayed.blocks());
+  inode.delayed.clear();
+  discard_reservation(inode);
+  free_blocks(inode.extents.unmap(0, kAllBlocks));
+  if (inode.data) inode.data->zero(0, inode.size);
+  inode.size = 0;
 }
 
 void Volume::destroy_locked(const std::shared_ptr<Inode>& inode) {
   if (inode->number == kRootInode) return;
   inodes_.erase(inode->number);
   std::lock_guard lock(inode->mutex);
-  allocator_.unreserve(inode->delayed.blocks());
-  inode->delayed.clear();
-  discard_reservation(*inode);
-  free_blocks(inode->extents.unmap(0, kAllBlocks));
+  release_storage(*inode);
   inode->data.reset();
 }
 
@@ -539,7 +552,10 @@ void Volume::release(uint64_t inode) {
   if (auto node = find(inode); node && node->is_regular()) {
     std::lock_guard lock(node->mutex);
     if (node->open_handles > 0) --node->open_handles;
-    if (node->open_handles == 0) last_close(*node);
+    if (node->open_handles == 0) {
+      last_close(*node);
+      if (node->nlink.load() == 0) release_storage(*node);  // unlinked while open
+    }
   }
   counters_.record(Op::kRelease, 0, 0);
 }

@@ -177,6 +177,8 @@ class Volume {
   // Drops one link of `child`, destroying it when unreferenced; requires namespace_mutex_.
   void drop_link_locked(const std::shared_ptr<Inode>& child);
   void destroy_locked(const std::shared_ptr<Inode>& inode);  // requires namespace_mutex_
+  // Frees every block and byte of a file that is gone. Requires inode.mutex.
+  void release_storage(Inode& inode);
   // A new inode in `parent`'s allocation group; a directory starts the next group.
   std::shared_ptr<Inode> new_inode(uint32_t mode, Owner owner, const Inode& parent);
   Attributes attributes(const Inode& inode) const;  // requires inode.mutex
