@@ -63,8 +63,9 @@ Result<std::vector<BlockRange>> Allocator::allocate(uint64_t goal, uint64_t coun
   std::lock_guard lock(mutex_);
   std::vector<BlockRange> runs;
   if (reserved > count || reserved > reserved_blocks_) {
-    throw std::logic_error(fmt::format("Allocator::allocate: {} of {} blocks from a reservation of {}",
-                                       reserved, count, reserved_blocks_));
+    throw std::logic_error(
+        fmt::format("Allocator::allocate: {} of {} blocks from a reservation of {}", reserved,
+                    count, reserved_blocks_));
   }
   if (count == 0) return runs;
   if (count - reserved > free_blocks_ - reserved_blocks_) return fail(ENOSPC);

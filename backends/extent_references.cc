@@ -33,8 +33,9 @@ std::vector<BlockRange> ExtentReferences::drop(BlockRange unreferenced) {
     DataExtent& extent = it->second;
     const uint64_t overlap = std::min(end, it->first + extent.length) - position;
     if (overlap > extent.referenced) {
-      throw std::logic_error(fmt::format(
-          "ExtentReferences::drop: {} blocks of the extent at {} dropped twice", overlap, it->first));
+      throw std::logic_error(
+          fmt::format("ExtentReferences::drop: {} blocks of the extent at {} dropped twice",
+                      overlap, it->first));
     }
     extent.referenced -= overlap;
     unreferenced_blocks_ += overlap;

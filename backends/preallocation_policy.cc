@@ -9,8 +9,7 @@ uint64_t InodeWindows::extra_blocks(const AllocationRequest& request,
                                     PreallocationState& state) const {
   // Only a stream (an append past everything the file has) gets a window.
   if (request.logical < request.mapped_end) return 0;
-  const uint64_t window =
-      std::min(max_blocks_, std::max(request.count, state.next_window));
+  const uint64_t window = std::min(max_blocks_, std::max(request.count, state.next_window));
   state.next_window = std::min(max_blocks_, std::max(window, request.count) * 2);
   return window > request.count ? window - request.count : 0;
 }

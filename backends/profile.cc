@@ -226,13 +226,14 @@ std::expected<void, std::string> validate(const Profile& p, std::string_view sou
                              "device.capacity_bytes ({})",
                              p.allocation_group_bytes, p.capacity_bytes));
   }
-  const uint64_t group = p.allocation_group_bytes == 0 ? p.capacity_bytes : p.allocation_group_bytes;
+  const uint64_t group =
+      p.allocation_group_bytes == 0 ? p.capacity_bytes : p.allocation_group_bytes;
   if (p.group_metadata_bytes >= group) {
-    return error({"device.group_metadata_bytes", "device.allocation_group_bytes",
-                  "device.capacity_bytes"},
-                 fmt::format("device.group_metadata_bytes ({}) must be smaller than an "
-                             "allocation group ({} bytes)",
-                             p.group_metadata_bytes, group));
+    return error(
+        {"device.group_metadata_bytes", "device.allocation_group_bytes", "device.capacity_bytes"},
+        fmt::format("device.group_metadata_bytes ({}) must be smaller than an "
+                    "allocation group ({} bytes)",
+                    p.group_metadata_bytes, group));
   }
   if (p.speculative_preallocation && p.inode_window_max_bytes > 0) {
     return error({"allocation.speculative_preallocation", "allocation.inode_window_max_bytes"},

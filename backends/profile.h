@@ -26,11 +26,11 @@ struct Profile {
   std::string description;
 
   // [device]: the emulated device or server filesystem.
-  uint64_t allocation_unit = 4096;     // bytes; the unit a write allocates
-  uint64_t capacity_bytes = 0;         // a multiple of allocation_unit
-  uint64_t allocation_group_bytes = 0; // bytes; 0: the device is one group
-  uint64_t group_metadata_bytes = 0;   // bytes at the start of each group, never free
-  uint64_t max_extent_bytes = 0;       // bytes; the longest extent record, 0: no limit
+  uint64_t allocation_unit = 4096;      // bytes; the unit a write allocates
+  uint64_t capacity_bytes = 0;          // a multiple of allocation_unit
+  uint64_t allocation_group_bytes = 0;  // bytes; 0: the device is one group
+  uint64_t group_metadata_bytes = 0;    // bytes at the start of each group, never free
+  uint64_t max_extent_bytes = 0;        // bytes; the longest extent record, 0: no limit
 
   // [statfs]: the geometry statfs(2) reports.
   uint64_t statfs_block_size = 4096;     // f_bsize; glibc's posix_fallocate steps by it (max 4096)
@@ -41,9 +41,9 @@ struct Profile {
   uint8_t fallocate_modes = 0;
 
   // [allocation]: how blocks are chosen (placement_policy.h, preallocation_policy.h).
-  std::string placement = "goal";  // "goal" or "shared_cursor"
-  bool delayed_allocation = false;  // allocate at fsync, close or writeback, not at write
-  uint64_t writeback_bytes = 0;     // a file's delayed bytes that trigger writeback; 0: never
+  std::string placement = "goal";       // "goal" or "shared_cursor"
+  bool delayed_allocation = false;      // allocate at fsync, close or writeback, not at write
+  uint64_t writeback_bytes = 0;         // a file's delayed bytes that trigger writeback; 0: never
   uint64_t inode_window_max_bytes = 0;  // ext4 per-inode preallocation windows; 0: off
   bool speculative_preallocation = false;  // xfs speculative EOF preallocation
   uint64_t speculative_preallocation_min_bytes = 65536;

@@ -64,9 +64,9 @@ struct FileStats {
   uint64_t extents = 0;    // FIEMAP records: a hole always ends one
   uint64_t fragments = 0;  // filefrag's count
   uint64_t unwritten_extents = 0;
-  uint64_t holes = 0;                // runs inside [0, size) with neither blocks nor delayed data
-  uint64_t delayed_bytes = 0;        // written, awaiting delayed allocation (in st_blocks)
-  uint64_t preallocated_bytes = 0;   // mapped past EOF, or reserved for the file's next blocks
+  uint64_t holes = 0;               // runs inside [0, size) with neither blocks nor delayed data
+  uint64_t delayed_bytes = 0;       // written, awaiting delayed allocation (in st_blocks)
+  uint64_t preallocated_bytes = 0;  // mapped past EOF, or reserved for the file's next blocks
   // Extent lengths in bytes, each rounded up to a power of two -> number of extents.
   std::map<uint64_t, uint64_t> extent_size_histogram;
 };

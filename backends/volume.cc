@@ -94,9 +94,9 @@ Volume::Volume(Profile profile, std::unique_ptr<DataStore> store, const WallCloc
       allocator_(DeviceGeometry{profile_.capacity_bytes / unit_,
                                 profile_.allocation_group_bytes / unit_,
                                 profile_.group_metadata_bytes / unit_}),
-      references_(profile_.copy_on_write ? std::make_unique<ExtentReferences>(
-                                               profile_.cow_extent_max_bytes / unit_)
-                                         : nullptr) {
+      references_(profile_.copy_on_write
+                      ? std::make_unique<ExtentReferences>(profile_.cow_extent_max_bytes / unit_)
+                      : nullptr) {
   if (!placement_) {
     throw std::invalid_argument(
         fmt::format("unknown allocation placement \"{}\"", profile_.placement));
@@ -719,7 +719,8 @@ Result<size_t> Volume::write(uint64_t inode, uint64_t offset, std::span<const st
     }
     uint64_t needed = blocks_in(holes);
     for (const Extent& e : overwritten) needed += e.length;
-    if (auto reserved = allocator_.reserve(needed); !reserved) return std::unexpected(reserved.error());
+    if (auto reserved = allocator_.reserve(needed); !reserved)
+      return std::unexpected(reserved.error());
 
     node->size = std::max(node->size, end);
     for (const Extent& e : overwritten) {
@@ -737,7 +738,8 @@ Result<size_t> Volume::write(uint64_t inode, uint64_t offset, std::span<const st
     node->data->write(offset, data);
     node->mtime = node->ctime = clock_.now();
     // Background writeback of a file with much delayed data.
-    if (profile_.writeback_bytes > 0 && node->delayed.blocks() * unit_ >= profile_.writeback_bytes) {
+    if (profile_.writeback_bytes > 0 &&
+        node->delayed.blocks() * unit_ >= profile_.writeback_bytes) {
       flush_delayed(*node);
     }
     return data.size();

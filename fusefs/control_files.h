@@ -7,7 +7,8 @@
 //
 // and the per-file xattrs user.mimicfs.{extents,fragments,unwritten_extents,
 // allocated_bytes,holes,delayed_bytes,preallocated_bytes}, readable by name on
-// every regular file and not listed (so cp -a and tar do not try to copy them). Knows nothing of libfuse.
+// every regular file and not listed (so cp -a and tar do not try to copy them). Knows nothing of
+// libfuse.
 #pragma once
 
 #include <cstdint>

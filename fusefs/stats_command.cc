@@ -46,7 +46,7 @@ std::string histogram_line(const nlohmann::json& histogram) {
   std::sort(buckets.begin(), buckets.end());
   std::string line;
   for (const auto& [bytes, n] : buckets) {
-    std::string size = bytes >= (uint64_t{1} << 30) ? fmt::format("{}G", bytes >> 30)
+    std::string size = bytes >= (uint64_t{1} << 30)   ? fmt::format("{}G", bytes >> 30)
                        : bytes >= (uint64_t{1} << 20) ? fmt::format("{}M", bytes >> 20)
                        : bytes >= 1024                ? fmt::format("{}K", bytes >> 10)
                                                       : fmt::format("{}", bytes);

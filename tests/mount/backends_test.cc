@@ -77,8 +77,7 @@ INSTANTIATE_TEST_SUITE_P(Profiles, FallocateModes,
 // ext4, xfs and btrfs (as measured), the 1 MiB wsize on both NFS profiles.
 TEST(Backends, StatfsGeometry) {
   MIMICFS_REQUIRE_MOUNTABLE();
-  for (const auto& [profile, block] :
-       std::vector<std::pair<std::string, long>>{
+  for (const auto& [profile, block] : std::vector<std::pair<std::string, long>>{
            {"ext4", 4096}, {"xfs", 4096}, {"btrfs", 4096}, {"nfs42", 1 << 20}}) {
     MountedVolume vol(profile);
     ASSERT_TRUE(vol.mounted()) << vol.error();

@@ -105,8 +105,9 @@ TEST_F(CommandLine, HelpAndVersionSucceed) {
 // --set goes through the same validation as a profile file, and a refused
 // override mounts nothing.
 TEST_F(CommandLine, BadOverrideIsAUsageError) {
-  ExpectUsageError(Mimicfs({"mount", "--profile", "xfs", "--set", "allocation.placement=best", dir_}),
-                   "--set allocation.placement: unknown placement \"best\"");
+  ExpectUsageError(
+      Mimicfs({"mount", "--profile", "xfs", "--set", "allocation.placement=best", dir_}),
+      "--set allocation.placement: unknown placement \"best\"");
   ExpectUsageError(Mimicfs({"mount", "--set", "device.allocation_unit=1000", dir_}),
                    "--set device.allocation_unit: must be a power of two");
   ExpectUsageError(Mimicfs({"mount", "--set", "allocation.speed=3", dir_}),

@@ -138,10 +138,8 @@ INSTANTIATE_TEST_SUITE_P(
         NdbCase{"xfs_4_writers", "xfs", {}, 4, false, 1, 13},
         NdbCase{"xfs_4_writers_reserved", "xfs", {}, 4, true, 1, 1},
         // xfs -o allocsize=4k: the shared cursor interleaves the writers (2006's 13-212).
-        NdbCase{"xfs_allocsize_4k_2_writers", "xfs", kNoSpeculation, 2, false, 100,
-                kWritesPerFile},
-        NdbCase{"xfs_allocsize_4k_4_writers", "xfs", kNoSpeculation, 4, false, 100,
-                kWritesPerFile},
+        NdbCase{"xfs_allocsize_4k_2_writers", "xfs", kNoSpeculation, 2, false, 100, kWritesPerFile},
+        NdbCase{"xfs_allocsize_4k_4_writers", "xfs", kNoSpeculation, 4, false, 100, kWritesPerFile},
         NdbCase{"xfs_allocsize_4k_4_writers_reserved", "xfs", kNoSpeculation, 4, true, 1, 1},
         // btrfs: about one extent per write; real 3948-4093 per file.
         NdbCase{"btrfs_2_writers", "btrfs", {}, 2, false, kWritesPerFile / 2, kWritesPerFile},

@@ -1,6 +1,6 @@
 // Seed 000 (MDEV-32268): InnoDB extends files with posix_fallocate(). NFS before
-// 4.2 has no fallocate (profile nfs; nfs42 has ALLOCATE), so glibc falls back to writing one byte per 4 KiB (its
-// step is fstatfs's f_bsize, the 1 MiB wsize, capped at 4096). A server with
+// 4.2 has no fallocate (profile nfs; nfs42 has ALLOCATE), so glibc falls back to writing one byte
+// per 4 KiB (its step is fstatfs's f_bsize, the 1 MiB wsize, capped at 4096). A server with
 // 512-byte blocks allocates one 512 B unit per byte written: one extent per 4 KiB,
 // and every gap must be filled (and fragmented further) by later writes.
 #include <fcntl.h>

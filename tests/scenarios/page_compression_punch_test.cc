@@ -17,7 +17,6 @@
 #include <unistd.h>
 
 #include <cstring>
-
 #include <string>
 #include <vector>
 
