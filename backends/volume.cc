@@ -748,14 +748,16 @@ Result<size_t> Volume::write(uint64_t inode, uint64_t offset, std::span<const st
 }
 
 void Volume::truncate_locked(Inode& node, uint64_t size) {
-  if (size < node.size) {
-    // Whole blocks past the new end are freed (so are blocks preallocated past
-    // EOF); the tail of the last block stays allocated and is zeroed.
+  // Whole blocks past the new end are freed, blocks preallocated past EOF too,
+  // even when the size does not change (as ext4 and xfs do: truncating to the
+  // current size is how a program drops its preallocation); the tail of the last
+  // block stays allocated and is zeroed.
+  if (size <= node.size) {
     const uint64_t keep_blocks = div_up(size, unit_);
     allocator_.unreserve(node.delayed.remove(keep_blocks, kAllBlocks - keep_blocks));
     discard_reservation(node);
     free_blocks(node.extents.unmap(keep_blocks, kAllBlocks - keep_blocks));
-    node.data->zero(size, node.size - size);
+    if (size < node.size) node.data->zero(size, node.size - size);
     if (size == 0) node.preallocation = {};
   }
   node.size = size;

@@ -22,6 +22,11 @@ Ranges take(Allocator& allocator, uint64_t goal, uint64_t count) {
   return runs.value_or(Ranges{});
 }
 
+Errno error_of(const auto& result) {
+  EXPECT_FALSE(result.has_value());
+  return result ? Errno{0} : result.error();
+}
+
 TEST(Allocator, NewAllocatorIsOneFreeExtent) {
   Allocator allocator(DeviceGeometry{100});
   const FreeSpaceSummary s = allocator.summary();
@@ -192,6 +197,172 @@ TEST(Allocator, FailedAllocationLeavesCursorAlone) {
   ASSERT_EQ(take(allocator, 3, 2), (Ranges{{3, 2}}));
   ASSERT_FALSE(allocator.allocate(0, 9).has_value());
   EXPECT_EQ(allocator.cursor(0), 5u);
+}
+
+// --- allocation groups
+
+// Every group starts with metadata blocks that are never free, so the free
+// space is one extent per group.
+TEST(Allocator, GroupMetadataIsNeverFree) {
+  Allocator allocator(DeviceGeometry{100, 25, 2});
+  const FreeSpaceSummary s = allocator.summary();
+  EXPECT_EQ(s.total_blocks, 100u);
+  EXPECT_EQ(s.metadata_blocks, 8u);
+  EXPECT_EQ(s.free_blocks, 92u);
+  EXPECT_EQ(s.free_extents, 4u);
+  EXPECT_EQ(s.largest_free_extent, 23u);
+  EXPECT_EQ(allocator.group_count(), 4u);
+  EXPECT_EQ(allocator.group_of(24), 0u);
+  EXPECT_EQ(allocator.group_of(25), 1u);
+}
+
+// A last, shorter group still has its metadata, but never more blocks than it has.
+TEST(Allocator, LastPartialGroupHasMetadataToo) {
+  Allocator partial(DeviceGeometry{110, 25, 2});
+  EXPECT_EQ(partial.group_count(), 5u);
+  EXPECT_EQ(partial.summary().metadata_blocks, 10u);
+  EXPECT_EQ(partial.summary().free_blocks, 100u);
+  Allocator tiny(DeviceGeometry{101, 25, 2});  // the last group is a single block
+  EXPECT_EQ(tiny.summary().metadata_blocks, 9u);
+  EXPECT_EQ(tiny.summary().free_blocks, 92u);
+}
+
+// No group size, or one larger than the device, is one group.
+TEST(Allocator, NoGroupSizeIsOneGroup) {
+  EXPECT_EQ(Allocator(DeviceGeometry{100, 0, 0}).group_count(), 1u);
+  EXPECT_EQ(Allocator(DeviceGeometry{100, 1000, 0}).group_count(), 1u);
+  EXPECT_EQ(Allocator(DeviceGeometry{100, 0, 3}).summary().metadata_blocks, 3u);
+}
+
+// Groups without metadata are one free extent: a boundary splits nothing.
+TEST(Allocator, GroupsWithoutMetadataAreOneFreeExtent) {
+  Allocator allocator(DeviceGeometry{100, 25, 0});
+  EXPECT_EQ(allocator.group_count(), 4u);
+  EXPECT_EQ(allocator.summary().free_extents, 1u);
+  EXPECT_EQ(take(allocator, 20, 10), (Ranges{{20, 10}}));
+}
+
+// An allocation crossing into the next group skips its metadata, so it comes back
+// as two runs (ext4: a file crossing a block group is split there).
+TEST(Allocator, AllocationCrossingAGroupSkipsItsMetadata) {
+  Allocator allocator(DeviceGeometry{100, 25, 2});
+  EXPECT_EQ(take(allocator, 20, 10), (Ranges{{20, 5}, {27, 5}}));
+  EXPECT_EQ(allocator.free_blocks(), 82u);
+  EXPECT_EQ(allocator.summary().metadata_blocks, 8u);
+}
+
+// A goal inside a group's metadata moves to the group's first data block.
+TEST(Allocator, GoalInsideMetadataMovesToTheFirstDataBlock) {
+  Allocator allocator(DeviceGeometry{100, 25, 2});
+  EXPECT_EQ(take(allocator, 25, 3), (Ranges{{27, 3}}));
+}
+
+// Filling the device never hands out a metadata block.
+TEST(Allocator, FillingTheDeviceNeverAllocatesMetadata) {
+  Allocator allocator(DeviceGeometry{100, 25, 2});
+  const Ranges runs = take(allocator, 0, 92);
+  for (const BlockRange& run : runs) {
+    for (uint64_t b = run.start; b < run.start + run.length; ++b) {
+      EXPECT_GE(b % 25, 2u) << "metadata block " << b << " allocated";
+    }
+  }
+  EXPECT_EQ(allocator.free_blocks(), 0u);
+  EXPECT_EQ(error_of(allocator.allocate(0, 1)), Errno{ENOSPC});
+}
+
+// Each group has its own cursor; an unused group's is its first data block.
+TEST(Allocator, CursorIsPerGroup) {
+  Allocator allocator(DeviceGeometry{100, 25, 2});
+  EXPECT_EQ(allocator.cursor(0), 2u);
+  EXPECT_EQ(allocator.cursor(1), 27u);
+  EXPECT_EQ(allocator.cursor(3), 77u);
+  ASSERT_EQ(take(allocator, allocator.cursor(1), 5), (Ranges{{27, 5}}));
+  EXPECT_EQ(allocator.cursor(1), 32u);
+  EXPECT_EQ(allocator.cursor(0), 2u);
+  EXPECT_EQ(allocator.cursor(2), 52u);
+  // An allocation that starts in group 0 and ends in group 1 moves group 0's cursor only.
+  ASSERT_EQ(take(allocator, 24, 3), (Ranges{{24, 1}, {32, 2}}));
+  EXPECT_EQ(allocator.cursor(0), 34u);
+  EXPECT_EQ(allocator.cursor(1), 32u);
+}
+
+// --- reservations
+
+// A reservation keeps free blocks for its owner: they stay free (statfs counts
+// them as used) and nobody else can allocate them.
+TEST(Allocator, ReservedBlocksStayFreeButCannotBeTaken) {
+  Allocator allocator(DeviceGeometry{100});
+  ASSERT_TRUE(allocator.reserve(60).has_value());
+  EXPECT_EQ(allocator.summary().reserved_blocks, 60u);
+  EXPECT_EQ(allocator.free_blocks(), 100u);
+  EXPECT_EQ(error_of(allocator.allocate(0, 41)), Errno{ENOSPC});
+  EXPECT_EQ(take(allocator, 0, 40), (Ranges{{0, 40}}));
+  EXPECT_EQ(error_of(allocator.allocate(0, 1)), Errno{ENOSPC});
+  EXPECT_EQ(allocator.free_blocks(), 60u);
+  EXPECT_EQ(allocator.summary().reserved_blocks, 60u);
+}
+
+// A reservation bigger than the unreserved free space fails with nothing reserved.
+TEST(Allocator, ReserveBeyondUnreservedFreeIsEnospcWithNothingChanged) {
+  Allocator allocator(DeviceGeometry{100});
+  ASSERT_TRUE(allocator.reserve(60).has_value());
+  EXPECT_EQ(error_of(allocator.reserve(41)), Errno{ENOSPC});
+  EXPECT_EQ(allocator.summary().reserved_blocks, 60u);
+  EXPECT_EQ(allocator.free_blocks(), 100u);
+  EXPECT_TRUE(allocator.reserve(40).has_value());  // exactly what is left
+  EXPECT_EQ(allocator.summary().reserved_blocks, 100u);
+  EXPECT_TRUE(allocator.reserve(0).has_value());
+}
+
+// allocate(goal, count, reserved) spends the caller's reservation, even when no
+// unreserved block is free.
+TEST(Allocator, AllocateFromTheCallersReservation) {
+  Allocator allocator(DeviceGeometry{100});
+  ASSERT_TRUE(allocator.reserve(100).has_value());
+  auto runs = allocator.allocate(10, 30, 30);
+  ASSERT_TRUE(runs.has_value());
+  EXPECT_EQ(*runs, (Ranges{{10, 30}}));
+  EXPECT_EQ(allocator.summary().reserved_blocks, 70u);
+  EXPECT_EQ(allocator.free_blocks(), 70u);
+}
+
+// Blocks beyond the reservation (a preallocation's extra) need unreserved space:
+// ENOSPC with the reservation intact when there is none.
+TEST(Allocator, AllocatingBeyondTheReservationNeedsUnreservedSpace) {
+  Allocator allocator(DeviceGeometry{100});
+  ASSERT_TRUE(allocator.reserve(90).has_value());
+  auto runs = allocator.allocate(0, 20, 10);  // 10 reserved + 10 unreserved: all there is
+  ASSERT_TRUE(runs.has_value());
+  EXPECT_EQ(*runs, (Ranges{{0, 20}}));
+  EXPECT_EQ(allocator.summary().reserved_blocks, 80u);
+  const uint64_t cursor = allocator.cursor(0);
+  EXPECT_EQ(error_of(allocator.allocate(0, 81, 80)), Errno{ENOSPC});
+  EXPECT_EQ(allocator.summary().reserved_blocks, 80u);
+  EXPECT_EQ(allocator.free_blocks(), 80u);
+  EXPECT_EQ(allocator.cursor(0), cursor);
+  EXPECT_TRUE(allocator.allocate(0, 80, 80).has_value());
+  EXPECT_EQ(allocator.summary().reserved_blocks, 0u);
+  EXPECT_EQ(allocator.free_blocks(), 0u);
+}
+
+// unreserve gives a reservation back.
+TEST(Allocator, UnreserveGivesTheReservationBack) {
+  Allocator allocator(DeviceGeometry{100});
+  ASSERT_TRUE(allocator.reserve(100).has_value());
+  allocator.unreserve(30);
+  EXPECT_EQ(allocator.summary().reserved_blocks, 70u);
+  EXPECT_EQ(take(allocator, 0, 30), (Ranges{{0, 30}}));
+}
+
+// Spending or returning more than is reserved is a caller bug.
+TEST(Allocator, OverdrawingTheReservationThrowsLogicError) {
+  Allocator allocator(DeviceGeometry{100});
+  ASSERT_TRUE(allocator.reserve(10).has_value());
+  EXPECT_THROW(allocator.unreserve(11), std::logic_error);
+  EXPECT_THROW((void)allocator.allocate(0, 11, 11), std::logic_error);  // more than reserved
+  EXPECT_THROW((void)allocator.allocate(0, 5, 6), std::logic_error);    // more than count
+  EXPECT_EQ(allocator.summary().reserved_blocks, 10u);
+  EXPECT_EQ(allocator.free_blocks(), 100u);
 }
 
 }  // namespace

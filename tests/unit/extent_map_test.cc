@@ -2,9 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <optional>
 #include <random>
 #include <stdexcept>
+#include <utility>
 #include <vector>
 
 namespace mimicfs {
@@ -360,6 +362,123 @@ TEST(ExtentMap, CountHolesIgnoresExtentsPastTheEnd) {
   map.map(50, 200, 2, false);  // e.g. preallocated beyond EOF
   EXPECT_EQ(map.count_holes(4), 1u);
   EXPECT_EQ(map.count_holes(2), 0u);
+}
+
+// --- maximum extent length
+
+// Neighbours whose combined length would exceed the longest record stay two
+// records, as ext4 refuses to merge past its 15-bit length.
+TEST(ExtentMap, MergingStopsAtTheMaxLength) {
+  ExtentMap map(8);
+  map.map(0, 100, 5, false);
+  map.map(5, 105, 5, false);
+  EXPECT_EQ(map.all(), (Extents{{0, 100, 5, false}, {5, 105, 5, false}}));
+  EXPECT_EQ(map.mapped_blocks(), 10u);
+}
+
+// Merging up to exactly the maximum is allowed.
+TEST(ExtentMap, MergingUpToExactlyTheMaxLengthIsOneRecord) {
+  ExtentMap map(8);
+  map.map(0, 100, 4, false);
+  map.map(8, 108, 4, false);
+  map.map(4, 104, 4, false);  // joins the first; the third would exceed the max
+  EXPECT_EQ(map.all(), (Extents{{0, 100, 8, false}, {8, 108, 4, false}}));
+}
+
+// A run longer than the maximum is mapped as several full-length records.
+TEST(ExtentMap, MapOfALongerRunIsSplitIntoMaxLengthRecords) {
+  ExtentMap map(8);
+  map.map(0, 100, 20, true);
+  EXPECT_EQ(map.all(), (Extents{{0, 100, 8, true}, {8, 108, 8, true}, {16, 116, 4, true}}));
+  EXPECT_EQ(map.extent_count(), 3u);
+  EXPECT_EQ(map.unwritten_extent_count(), 3u);
+  EXPECT_EQ(map.mapped_blocks(), 20u);
+  // Converting it to written keeps the records within the maximum.
+  map.mark_written(0, 20);
+  for (const Extent& e : map.all()) {
+    EXPECT_LE(e.length, 8u);
+    EXPECT_FALSE(e.unwritten);
+  }
+  EXPECT_EQ(map.mapped_blocks(), 20u);
+}
+
+// A punched hole refilled in place merges back as far as the maximum allows.
+TEST(ExtentMap, RemapAfterPunchMergesBackUpToTheMax) {
+  ExtentMap map(8);
+  map.map(0, 100, 8, false);
+  ASSERT_EQ(map.unmap(2, 2), (Ranges{{102, 2}}));
+  map.map(2, 102, 2, false);
+  EXPECT_EQ(map.all(), (Extents{{0, 100, 8, false}}));
+}
+
+// Random map, unmap and mark_written with a maximum: every record is within it,
+// and the blocks are the model's.
+TEST(ExtentMap, RandomOperationsKeepRecordsWithinTheMaxLength) {
+  constexpr uint64_t kBlocks = 64;
+  constexpr uint64_t kMax = 5;
+  std::mt19937_64 random(99);  // fixed seed: the same operations every run
+  auto below = [&](uint64_t n) { return random() % n; };
+  ExtentMap map(kMax);
+  std::vector<std::optional<std::pair<uint64_t, bool>>> model(kBlocks);  // physical, unwritten
+  for (int step = 0; step < 5000; ++step) {
+    const uint64_t start = below(kBlocks);
+    const uint64_t length = 1 + below(std::min<uint64_t>(16, kBlocks - start));
+    switch (below(3)) {
+      case 0: {
+        const bool unwritten = below(2) == 0;
+        for (const BlockRange& hole : map.holes(start, length)) {
+          map.map(hole.start, hole.start + 1000, hole.length, unwritten);
+          for (uint64_t b = hole.start; b < hole.start + hole.length; ++b) {
+            model[b] = std::pair{b + 1000, unwritten};
+          }
+        }
+        break;
+      }
+      case 1:
+        (void)map.unmap(start, length);
+        for (uint64_t b = start; b < start + length; ++b) model[b].reset();
+        break;
+      case 2:
+        map.mark_written(start, length);
+        for (uint64_t b = start; b < start + length; ++b) {
+          if (model[b]) model[b]->second = false;
+        }
+        break;
+    }
+    std::vector<std::optional<std::pair<uint64_t, bool>>> seen(kBlocks);
+    uint64_t mapped = 0;
+    for (const Extent& e : map.all()) {
+      ASSERT_GT(e.length, 0u) << "step " << step;
+      ASSERT_LE(e.length, kMax) << "step " << step;
+      for (uint64_t b = 0; b < e.length; ++b) {
+        seen[e.logical + b] = std::pair{e.physical + b, e.unwritten};
+      }
+      mapped += e.length;
+    }
+    ASSERT_EQ(seen, model) << "step " << step;
+    ASSERT_EQ(map.mapped_blocks(), mapped) << "step " << step;
+  }
+}
+
+// --- length histogram
+
+// Each extent counts in the bucket of its length rounded up to a power of two.
+TEST(ExtentMap, LengthHistogramBucketsByPowerOfTwo) {
+  ExtentMap map;
+  map.map(0, 100, 1, false);
+  map.map(10, 200, 3, false);
+  map.map(20, 300, 4, true);
+  map.map(30, 400, 5, false);
+  const ExtentSummary s = map.summarize();
+  EXPECT_EQ(s.length_histogram, (std::map<uint64_t, uint64_t>{{1, 1}, {4, 2}, {8, 1}}));
+}
+
+// A run split at the maximum shows as full-length records plus the remainder.
+TEST(ExtentMap, LengthHistogramOfASplitRun) {
+  ExtentMap map(8);
+  map.map(0, 100, 20, false);
+  EXPECT_EQ(map.summarize().length_histogram, (std::map<uint64_t, uint64_t>{{4, 1}, {8, 2}}));
+  EXPECT_TRUE(ExtentMap().summarize().length_histogram.empty());
 }
 
 // --- scale

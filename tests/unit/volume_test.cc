@@ -12,125 +12,22 @@
 #include <algorithm>
 #include <cstddef>
 #include <map>
-#include <random>
 #include <ostream>
+#include <random>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "backends/memory_data_store.h"
+#include "tests/unit/volume_fixture.h"
 
 namespace mimicfs {
-
-// Failures print "ENOSPC" rather than the bytes of an Errno.
-static void PrintTo(Errno e, std::ostream* os) { *os << errno_name(e.value); }
-
 namespace {
 
-constexpr uint64_t kRoot = Volume::kRootInode;
-constexpr uint64_t kKiB = 1024;
-constexpr uint64_t kMiB = 1024 * kKiB;
-
-// Timestamps the test chooses; it never reads the real clock.
-class FixedWallClock final : public WallClock {
- public:
-  timespec now() const override { return now_; }
-  void set(timespec t) { now_ = t; }
-
- private:
-  timespec now_{1'700'000'000, 123};
-};
-
-Profile builtin(std::string_view name) {
-  auto profile = load_builtin_profile(name);
-  if (!profile) throw std::runtime_error(profile.error());
-  return *profile;
-}
-
-// A profile on `base` with a small device, so ENOSPC is easy to reach.
-Profile small(std::string_view base, uint64_t capacity_bytes) {
-  auto profile = parse_profile(
-      fmt::format("base = \"{}\"\n[device]\ncapacity_bytes = {}\n", base, capacity_bytes),
-      "small.toml");
-  if (!profile) throw std::runtime_error(profile.error());
-  return *profile;
-}
-
-std::span<const std::byte> as_bytes(std::string_view text) {
-  return std::as_bytes(std::span(text.data(), text.size()));
-}
-
-// A deterministic, never-zero pattern.
-std::string pattern(size_t length, char seed) {
-  std::string out(length, '\0');
-  for (size_t i = 0; i < length; ++i) out[i] = static_cast<char>('A' + (seed + i) % 26);
-  return out;
-}
-
-struct Fs {
-  explicit Fs(std::string_view profile_name) : Fs(builtin(profile_name)) {}
-  explicit Fs(Profile profile)
-      : volume(std::move(profile), std::make_unique<MemoryDataStore>(), clock) {}
-
-  uint64_t create(const std::string& name, uint64_t parent = kRoot) {
-    auto attributes = volume.create(parent, name, S_IFREG | 0644, 0, Owner{1000, 100});
-    EXPECT_TRUE(attributes.has_value()) << "create " << name;
-    return attributes ? attributes->inode : 0;
-  }
-  uint64_t mkdir(const std::string& name, uint64_t parent = kRoot) {
-    auto attributes = volume.mkdir(parent, name, 0755, Owner{1000, 100});
-    EXPECT_TRUE(attributes.has_value()) << "mkdir " << name;
-    return attributes ? attributes->inode : 0;
-  }
-  Result<size_t> write(uint64_t inode, uint64_t offset, std::string_view text,
-                       bool append = false) {
-    return volume.write(inode, offset, as_bytes(text), append);
-  }
-  // Reads up to `length` bytes; "" and a test failure on error.
-  std::string read(uint64_t inode, uint64_t offset, size_t length) {
-    std::vector<std::byte> out(length, std::byte{'?'});
-    auto n = volume.read(inode, offset, out);
-    EXPECT_TRUE(n.has_value());
-    if (!n) return "";
-    return std::string(reinterpret_cast<const char*>(out.data()), *n);
-  }
-  FileStats stats(uint64_t inode) {
-    auto s = volume.file_stats(inode);
-    EXPECT_TRUE(s.has_value());
-    return s.value_or(FileStats{});
-  }
-  Attributes attributes(uint64_t inode) {
-    auto a = volume.getattr(inode);
-    EXPECT_TRUE(a.has_value());
-    return a.value_or(Attributes{});
-  }
-  uint64_t device_allocated() { return volume.snapshot().device.allocated_bytes; }
-  Result<Attributes> truncate(uint64_t inode, uint64_t size) {
-    AttributeChanges changes;
-    changes.size = size;
-    return volume.setattr(inode, changes);
-  }
-  // The inode `name` in `parent` names, 0 if none; takes no lasting reference.
-  uint64_t inode_of(const std::string& name, uint64_t parent = kRoot) {
-    auto a = volume.lookup(parent, name);
-    if (!a) return 0;
-    volume.forget(a->inode, 1);
-    return a->inode;
-  }
-
-  FixedWallClock clock;  // before volume: the volume keeps a reference
-  Volume volume;
-};
-
-std::string zeros(size_t length) { return std::string(length, '\0'); }
+using namespace volume_fixture;
 
 bool same_time(timespec a, timespec b) { return a.tv_sec == b.tv_sec && a.tv_nsec == b.tv_nsec; }
-
-Errno error_of(const auto& result) {
-  EXPECT_FALSE(result.has_value());
-  return result ? Errno{0} : result.error();
-}
 
 // --- namespace basics
 
@@ -495,9 +392,8 @@ TEST(Volume, PunchHoleFreesWholeUnitsAndZeroesPartialOnes) {
   // From inside block 1 to inside block 3: only block 2 is whole.
   const uint64_t offset = 4096 + 100;
   const uint64_t length = 2 * 4096;
-  ASSERT_TRUE(
-      fs.volume.fallocate(file, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, offset, length)
-          .has_value());
+  ASSERT_TRUE(fs.volume.fallocate(file, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, offset, length)
+                  .has_value());
   std::string expected = data;
   std::fill(expected.begin() + offset, expected.begin() + offset + length, '\0');
   EXPECT_EQ(fs.read(file, 0, data.size()), expected);
@@ -524,8 +420,7 @@ TEST(Volume, PunchHoleWithoutKeepSizeIsEopnotsupp) {
   Fs fs("ideal");
   const uint64_t file = fs.create("file");
   ASSERT_TRUE(fs.write(file, 0, pattern(8192, 7)).has_value());
-  EXPECT_EQ(error_of(fs.volume.fallocate(file, FALLOC_FL_PUNCH_HOLE, 0, 8192)),
-            Errno{EOPNOTSUPP});
+  EXPECT_EQ(error_of(fs.volume.fallocate(file, FALLOC_FL_PUNCH_HOLE, 0, 8192)), Errno{EOPNOTSUPP});
   EXPECT_EQ(fs.stats(file).allocated_bytes, 8192u);
   EXPECT_EQ(fs.read(file, 0, 8192), pattern(8192, 7));
 }
@@ -730,9 +625,12 @@ TEST(Volume, SeekWithOtherWhenceIsEinval) {
 
 // --- unlink and references
 
-TEST(Volume, UnlinkedOpenFileStaysReadableUntilForgotten) {
+// An unlinked file that is open keeps its blocks until its last handle is
+// released; the inode itself lives until the kernel forgets it.
+TEST(Volume, UnlinkedOpenFileStaysReadableUntilReleased) {
   Fs fs("nfs");
   const uint64_t file = fs.create("file");  // the caller holds one reference
+  ASSERT_TRUE(fs.volume.open(file, O_RDWR).has_value());
   ASSERT_TRUE(fs.write(file, 0, "still here").has_value());
   const uint64_t allocated = fs.device_allocated();
   ASSERT_GT(allocated, 0u);
@@ -745,8 +643,10 @@ TEST(Volume, UnlinkedOpenFileStaysReadableUntilForgotten) {
   EXPECT_EQ(fs.device_allocated(), allocated);
   EXPECT_TRUE(fs.volume.snapshot().files.empty());
 
+  fs.volume.release(file);
+  EXPECT_EQ(fs.device_allocated(), 0u) << "the last close of an unlinked file frees it";
+  EXPECT_TRUE(fs.volume.getattr(file).has_value()) << "until the kernel forgets it";
   fs.volume.forget(file, 1);
-  EXPECT_EQ(fs.device_allocated(), 0u);
   EXPECT_EQ(error_of(fs.volume.getattr(file)), Errno{ENOENT});
 }
 
@@ -761,6 +661,8 @@ TEST(Volume, UnlinkAfterLastReferenceFreesAtOnce) {
   EXPECT_EQ(error_of(fs.volume.getattr(file)), Errno{ENOENT});
 }
 
+// Lookups keep the inode (its number and attributes) until forgotten, but the
+// blocks of a file nobody has open go with its last link, as on Linux.
 TEST(Volume, EveryLookupIsAReferenceToForget) {
   Fs fs("nfs");
   const uint64_t file = fs.create("file");
@@ -768,11 +670,11 @@ TEST(Volume, EveryLookupIsAReferenceToForget) {
   ASSERT_TRUE(fs.volume.lookup(kRoot, "file").has_value());
   ASSERT_TRUE(fs.volume.lookup(kRoot, "file").has_value());
   ASSERT_TRUE(fs.volume.unlink(kRoot, "file").has_value());
-  fs.volume.forget(file, 2);
-  EXPECT_EQ(fs.read(file, 0, 10), "data");  // one reference left
-  EXPECT_EQ(fs.device_allocated(), 512u);
-  fs.volume.forget(file, 1);
   EXPECT_EQ(fs.device_allocated(), 0u);
+  fs.volume.forget(file, 2);
+  EXPECT_TRUE(fs.volume.getattr(file).has_value());  // one reference left
+  fs.volume.forget(file, 1);
+  EXPECT_EQ(error_of(fs.volume.getattr(file)), Errno{ENOENT});
 }
 
 TEST(Volume, UnlinkOfDirectoryIsEisdirAndOfMissingIsEnoent) {
@@ -801,10 +703,11 @@ TEST(Volume, RenameOfMissingSourceIsEnoent) {
   EXPECT_EQ(error_of(fs.volume.rename(kRoot, "missing", kRoot, "x", 0)), Errno{ENOENT});
 }
 
-TEST(Volume, RenameOntoExistingFileReplacesItAndFreesItsBlocksWhenUnreferenced) {
+TEST(Volume, RenameOntoExistingFileReplacesItAndFreesItsBlocksWhenClosed) {
   Fs fs("nfs");
   const uint64_t a = fs.create("a");
   const uint64_t b = fs.create("b");
+  ASSERT_TRUE(fs.volume.open(b, O_RDONLY).has_value());
   ASSERT_TRUE(fs.write(a, 0, std::string(512, 'a')).has_value());
   ASSERT_TRUE(fs.write(b, 0, std::string(3 * 512, 'b')).has_value());
   ASSERT_EQ(fs.device_allocated(), 4 * 512u);
@@ -814,10 +717,11 @@ TEST(Volume, RenameOntoExistingFileReplacesItAndFreesItsBlocksWhenUnreferenced) 
   EXPECT_EQ(fs.inode_of("b"), a);
   EXPECT_EQ(fs.attributes(b).nlink, 0u);
   EXPECT_EQ(fs.read(b, 0, 3), "bbb");          // still open
-  EXPECT_EQ(fs.device_allocated(), 4 * 512u);  // still referenced
+  EXPECT_EQ(fs.device_allocated(), 4 * 512u);  // still open
 
-  fs.volume.forget(b, 1);
+  fs.volume.release(b);
   EXPECT_EQ(fs.device_allocated(), 512u);
+  fs.volume.forget(b, 1);
   EXPECT_EQ(error_of(fs.volume.getattr(b)), Errno{ENOENT});
 }
 
@@ -1218,9 +1122,9 @@ TEST(Volume, RandomOperationsMatchAByteModel) {
         break;
       }
       case 3:
-        ASSERT_TRUE(fs.volume
-                        .fallocate(file, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, offset, length)
-                        .has_value())
+        ASSERT_TRUE(
+            fs.volume.fallocate(file, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, offset, length)
+                .has_value())
             << "step " << step;
         if (offset < model.size()) {
           const uint64_t stop = std::min<uint64_t>(end, model.size());
