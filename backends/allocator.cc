@@ -14,19 +14,17 @@ Allocator::Allocator(DeviceGeometry geometry)
                         : geometry.group_blocks),
       group_count_((total_blocks_ + group_blocks_ - 1) / group_blocks_),
       metadata_blocks_per_group_(geometry.metadata_blocks) {
+  // Groups without metadata are one free extent, as on the real device.
+  if (metadata_blocks_per_group_ == 0) {
+    if (total_blocks_ > 0) add_free(0, total_blocks_);
+    return;
+  }
   for (uint64_t group = 0; group < group_count_; ++group) {
     const uint64_t start = group * group_blocks_;
     const uint64_t length = std::min(group_blocks_, total_blocks_ - start);
     const uint64_t metadata = std::min(metadata_blocks_per_group_, length);
     metadata_blocks_ += metadata;
     if (length > metadata) add_free(start + metadata, length - metadata);
-  }
-  // Groups without metadata are one free extent, as on the real device.
-  if (metadata_blocks_per_group_ == 0) {
-    free_by_start_.clear();
-    free_by_length_.clear();
-    free_blocks_ = 0;
-    if (total_blocks_ > 0) add_free(0, total_blocks_);
   }
 }
 

@@ -84,6 +84,8 @@ Apply integer_key(std::string_view key, Field Profile::*field, uint64_t min, uin
 }
 
 constexpr uint64_t kMaxBytes = uint64_t{1} << 60;
+// Each allocation group is an entry in the allocator's maps: bound the memory.
+constexpr uint64_t kMaxGroups = uint64_t{1} << 20;
 
 const std::vector<KeySpec>& schema() {
   static const std::vector<KeySpec> keys = {
@@ -228,6 +230,12 @@ std::expected<void, std::string> validate(const Profile& p, std::string_view sou
   }
   const uint64_t group =
       p.allocation_group_bytes == 0 ? p.capacity_bytes : p.allocation_group_bytes;
+  if (p.capacity_bytes / group > kMaxGroups) {
+    return error({"device.allocation_group_bytes", "device.capacity_bytes"},
+                 fmt::format("device.capacity_bytes / device.allocation_group_bytes gives {} "
+                             "allocation groups; at most {}",
+                             p.capacity_bytes / group, kMaxGroups));
+  }
   if (p.group_metadata_bytes >= group) {
     return error(
         {"device.group_metadata_bytes", "device.allocation_group_bytes", "device.capacity_bytes"},

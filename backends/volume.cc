@@ -68,7 +68,8 @@ struct Volume::Inode {
   BlockRangeSet delayed;  // written blocks awaiting delayed allocation (each reserved)
   InodeReservation reservation;
   PreallocationState preallocation;
-  bool fallocated = false;  // as xfs's PREALLOC flag: blocks past EOF survive close
+  bool fallocated = false;   // as xfs's PREALLOC flag: blocks past EOF survive close
+  bool eof_trimmed = false;  // as xfs's IDIRTY_RELEASE: trimmed once, kept after
   uint32_t open_handles = 0;
   std::unique_ptr<FileData> data;  // regular files only
   std::string symlink_target;
@@ -296,7 +297,7 @@ Result<Attributes> Volume::do_setattr(Inode& node, const AttributeChanges& chang
 }
 
 Result<Attributes> Volume::create(uint64_t parent, const std::string& name, uint32_t mode,
-                                  uint64_t rdev, Owner owner) {
+                                  uint64_t rdev, Owner owner, bool open_handle) {
   auto result = [&]() -> Result<Attributes> {
     const uint32_t type = mode & S_IFMT;
     if (type == S_IFDIR || type == S_IFLNK) return fail(EINVAL);
@@ -305,6 +306,7 @@ Result<Attributes> Volume::create(uint64_t parent, const std::string& name, uint
     if (!dir) return std::unexpected(dir.error());
     auto child = new_inode(type == 0 ? (mode | S_IFREG) : mode, owner, **dir);
     child->rdev = rdev;
+    if (open_handle && child->is_regular()) child->open_handles = 1;
     return add_entry_locked(**dir, name, std::move(child));
   }();
   return counters_.record(Op::kCreate, 0, std::move(result));
@@ -530,11 +532,11 @@ Result<void> Volume::open(uint64_t inode, int flags) {
   return counters_.record(Op::kOpen, 0, std::move(result));
 }
 
-Result<void> Volume::flush(uint64_t inode) {
+Result<void> Volume::flush(uint64_t inode, bool writer) {
   auto result = [&]() -> Result<void> {
     auto node = find(inode);
     if (!node) return fail(ENOENT);
-    if (!node->is_regular()) return {};
+    if (!node->is_regular() || !writer) return {};
     std::lock_guard lock(node->mutex);
     // FUSE's RELEASE may arrive after close(2) has returned; the last close is
     // known here, so a stat right after close sees the file as the backend leaves it.
@@ -554,7 +556,9 @@ void Volume::release(uint64_t inode) {
     if (node->open_handles > 0) --node->open_handles;
     if (node->open_handles == 0) {
       last_close(*node);
-      if (node->nlink.load() == 0) release_storage(*node);  // unlinked while open
+      // Unlinked while open. nlink is read without the namespace lock: if an
+      // unlink races this, both free the storage, and release_storage is idempotent.
+      if (node->nlink.load() == 0) release_storage(*node);
     }
   }
   counters_.record(Op::kRelease, 0, 0);
@@ -563,11 +567,12 @@ void Volume::release(uint64_t inode) {
 void Volume::last_close(Inode& node) {
   flush_delayed(node);
   discard_reservation(node);
-  // xfs trims speculative preallocation on close, unless the file was fallocated.
   if (preallocation_ && preallocation_->kind() == PreallocationKind::kBeyondEndOfFile &&
-      !node.fallocated) {
+      !node.fallocated && !node.eof_trimmed) {
     const uint64_t keep = div_up(node.size, unit_);
-    free_blocks(node.extents.unmap(keep, kAllBlocks - keep));
+    const auto trimmed = node.extents.unmap(keep, kAllBlocks - keep);
+    if (!trimmed.empty()) node.eof_trimmed = true;
+    free_blocks(trimmed);
   }
 }
 
@@ -759,6 +764,7 @@ void Volume::truncate_locked(Inode& node, uint64_t size) {
     free_blocks(node.extents.unmap(keep_blocks, kAllBlocks - keep_blocks));
     if (size < node.size) node.data->zero(size, node.size - size);
     if (size == 0) node.preallocation = {};
+    node.eof_trimmed = false;  // as xfs: a truncated file is trimmed on close again
   }
   node.size = size;
 }
@@ -807,12 +813,22 @@ Result<void> Volume::do_fallocate(Inode& node, int mode, uint64_t offset, uint64
     case FallocateMode::kPunchHole:
       punch_locked(node, offset, length);
       break;
-    case FallocateMode::kZeroRange:
-      // As ext4: whole blocks become unwritten extents, partial ones are zeroed in place.
+    case FallocateMode::kZeroRange: {
+      // As ext4: whole blocks become unwritten extents, partial ones are zeroed in
+      // place. Every block of the range is reserved first, so ENOSPC changes nothing.
+      if (auto r = allocator_.reserve(count); !r) return r;
       punch_locked(node, offset, length);
-      if (auto r = allocate_holes(node, first, count, /*unwritten=*/true); !r) return r;
+      uint64_t used = 0;
+      for (const BlockRange& hole : node.extents.holes(first, count)) {
+        for (const BlockRange& gap : node.delayed.gaps(hole.start, hole.length)) {
+          allocate_range(node, gap.start, gap.length, /*unwritten=*/true, /*preallocate=*/false);
+          used += gap.length;
+        }
+      }
+      allocator_.unreserve(count - used);
       node.fallocated = true;
       break;
+    }
   }
   const timespec now = clock_.now();
   if (!keep_size && kind != FallocateMode::kPunchHole && end > node.size) {
@@ -889,7 +905,8 @@ FilesystemStats Volume::statfs() {
   FilesystemStats s;
   s.block_size = profile_.statfs_block_size;
   s.fragment_size = profile_.statfs_fragment_size;
-  s.blocks = profile_.capacity_bytes / s.fragment_size;
+  // As ext4 and xfs report it: group metadata is not part of the size.
+  s.blocks = (profile_.capacity_bytes - space.metadata_blocks * unit_) / s.fragment_size;
   s.blocks_free = (space.free_blocks - space.reserved_blocks) * unit_ / s.fragment_size;
   s.blocks_available = s.blocks_free;
   s.files = kMaxInodes;

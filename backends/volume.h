@@ -108,8 +108,10 @@ class Volume {
   [[nodiscard]] Result<Attributes> getattr(uint64_t inode);
   [[nodiscard]] Result<Attributes> setattr(uint64_t inode, const AttributeChanges& changes);
   // Regular files, FIFOs, sockets and device nodes (type from `mode`).
+  // With `open_handle`, the new file is also open (FUSE's CREATE): one handle,
+  // released by release(), and no separate "open" is counted.
   [[nodiscard]] Result<Attributes> create(uint64_t parent, const std::string& name, uint32_t mode,
-                                          uint64_t rdev, Owner owner);
+                                          uint64_t rdev, Owner owner, bool open_handle = false);
   [[nodiscard]] Result<Attributes> mkdir(uint64_t parent, const std::string& name, uint32_t mode,
                                          Owner owner);
   [[nodiscard]] Result<Attributes> symlink(uint64_t parent, const std::string& name,
@@ -129,18 +131,23 @@ class Volume {
   // O_TRUNC empties a regular file, as open(2) does. Each open is one handle,
   // until release().
   [[nodiscard]] Result<void> open(uint64_t inode, int flags);
-  // close(2) of a descriptor: delayed allocation happens now; when this is the
-  // file's last open handle, the last-close work too (see release()).
-  [[nodiscard]] Result<void> flush(uint64_t inode);
+  // close(2) of a descriptor opened for writing (`writer`): delayed allocation
+  // happens now and, when this is the file's last open handle, the last-close
+  // work too (see release()). Closing a read-only descriptor changes nothing.
+  [[nodiscard]] Result<void> flush(uint64_t inode, bool writer);
   // The last reference to an open handle is gone. When it was the file's last
   // handle: delayed allocation happens, an inode reservation is given back and
-  // speculative preallocation past EOF is trimmed (unless the file was fallocated).
+  // speculative preallocation past EOF is trimmed, as xfs does on the first
+  // close only (since Linux 6.12; before, through IDIRTY_RELEASE) and never for a
+  // fallocated file. An unlinked file's blocks are freed.
   void release(uint64_t inode);
   // Reads up to out.size() bytes; fewer at EOF. Holes and unwritten extents read as zeros.
   [[nodiscard]] Result<size_t> read(uint64_t inode, uint64_t offset, std::span<std::byte> out);
-  // Writes all of `data` at `offset` (at EOF when `append`), allocating exactly the
-  // allocation units it touches that have no blocks. All or nothing: on ENOSPC
-  // nothing is written or allocated and earlier data is intact.
+  // Writes all of `data` at `offset` (at EOF when `append`). The allocation units
+  // it touches that have no blocks (and, copy-on-write, those it overwrites) are
+  // reserved, then allocated now or, with delayed allocation, at fsync, close or
+  // writeback; the PreallocationPolicy may add blocks. All or nothing: on ENOSPC
+  // nothing is written, reserved or allocated and earlier data is intact.
   [[nodiscard]] Result<size_t> write(uint64_t inode, uint64_t offset,
                                      std::span<const std::byte> data, bool append);
   // fallocate(2) with Linux's mode bits. A mode the profile lacks: EOPNOTSUPP,

@@ -275,7 +275,11 @@ void on_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
       if (!result) return result.error().value;
     }
     fi->fh = reinterpret_cast<uint64_t>(h.get());
-    if (fuse_reply_open(req, fi) == 0) h.release();
+    if (fuse_reply_open(req, fi) == 0) {
+      h.release();
+    } else if (!ControlFiles::owns(ino)) {
+      self.volume().release(ino);  // interrupted: no RELEASE will come for this handle
+    }
     return 0;
   });
 }
@@ -286,17 +290,18 @@ void on_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
     auto& self = adapter(req);
     if (ControlFiles::reserved(parent, name)) return EEXIST;
     if (ControlFiles::owns(parent)) return EPERM;
-    auto result = self.volume().create(parent, name, mode, 0, owner_of(req));
-    if (!result) return result.error().value;
     // The new file is open: one handle, released by RELEASE like any other.
-    if (auto opened = self.volume().open(result->inode, fi->flags & ~O_TRUNC); !opened) {
-      return opened.error().value;
-    }
+    auto result = self.volume().create(parent, name, mode, 0, owner_of(req), /*open_handle=*/true);
+    if (!result) return result.error().value;
     auto h = std::make_unique<Handle>();
     h->flags = fi->flags;
     fi->fh = reinterpret_cast<uint64_t>(h.get());
     fuse_entry_param e = to_entry(self, *result);
-    if (fuse_reply_create(req, &e, fi) == 0) h.release();
+    if (fuse_reply_create(req, &e, fi) == 0) {
+      h.release();
+    } else {
+      self.volume().release(result->inode);  // interrupted: no RELEASE will come
+    }
     return 0;
   });
 }
@@ -349,10 +354,11 @@ void on_write(fuse_req_t req, fuse_ino_t ino, const char* data, size_t size, off
   });
 }
 
-void on_flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
+void on_flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   serve(req, "flush", [&] {
     if (!ControlFiles::owns(ino)) {
-      auto result = adapter(req).volume().flush(ino);
+      const bool writer = (handle(fi)->flags & O_ACCMODE) != O_RDONLY;
+      auto result = adapter(req).volume().flush(ino, writer);
       if (!result) return result.error().value;
     }
     fuse_reply_err(req, 0);

@@ -392,6 +392,44 @@ TEST(XfsSpeculativePreallocation, FallocatedFileKeepsItsBlocksOnClose) {
   EXPECT_EQ(fs.used_bytes(), 64 * kKiB);
 }
 
+// As xfs since Linux 6.12 (and IDIRTY_RELEASE before): only the first close
+// trims. A file opened, appended and closed over and over keeps its
+// preallocation after that, so it does not fragment one extent per close; a
+// truncate makes the next close trim again.
+TEST(XfsSpeculativePreallocation, OnlyTheFirstCloseTrims) {
+  Fs fs("xfs");
+  const uint64_t file = fs.create_open("file");
+  ASSERT_TRUE(fs.append(file, pattern(160 * kKiB, 23)).has_value());
+  fs.flush(file);
+  fs.volume.release(file);
+  ASSERT_EQ(fs.stats(file).preallocated_bytes, 0u) << "the first close trims";
+
+  fs.open(file);
+  ASSERT_TRUE(fs.append(file, pattern(40 * kKiB, 24)).has_value());
+  fs.flush(file);
+  fs.volume.release(file);
+  EXPECT_GT(fs.stats(file).preallocated_bytes, 0u) << "later closes keep it";
+
+  fs.open(file);
+  ASSERT_TRUE(fs.truncate(file, 100 * kKiB).has_value());
+  ASSERT_TRUE(fs.append(file, pattern(100 * kKiB, 25)).has_value());
+  fs.flush(file);
+  fs.volume.release(file);
+  EXPECT_EQ(fs.stats(file).preallocated_bytes, 0u) << "a truncated file is trimmed again";
+}
+
+// Closing a descriptor opened read-only changes nothing: no allocation, no trim.
+TEST(XfsSpeculativePreallocation, ReadOnlyCloseChangesNothing) {
+  Fs fs("xfs");
+  const uint64_t file = fs.create_open("file");
+  ASSERT_TRUE(fs.append(file, pattern(160 * kKiB, 26)).has_value());
+  EXPECT_TRUE(fs.volume.flush(file, /*writer=*/false).has_value());
+  EXPECT_EQ(fs.stats(file).delayed_bytes, 160 * kKiB);
+  fs.fsync(file);
+  EXPECT_TRUE(fs.volume.flush(file, /*writer=*/false).has_value());
+  EXPECT_GT(fs.stats(file).preallocated_bytes, 0u);
+}
+
 // --- the shared cursor (xfs without speculative preallocation)
 
 Profile xfs_allocsize_4k() { return with("xfs", {"allocation.speculative_preallocation=false"}); }
@@ -629,6 +667,35 @@ TEST(Truncate, ToTheSameSizeFreesBlocksFallocatedPastEof) {
 
 // Whole units in the range are freed; the partial ones at its edges are zeroed
 // and stay allocated.
+// ZERO_RANGE reserves every block of the range before it punches, so an ENOSPC
+// leaves the file as it was (on btrfs the punched blocks would stay allocated as
+// bookends and could not pay for the new ones).
+TEST(ZeroRange, EnospcChangesNothing) {
+  Fs fs(small("btrfs", 16 * kBlock));
+  const uint64_t file = fs.create_open("file");
+  const std::string data = pattern(12 * kBlock, 27);
+  ASSERT_TRUE(fs.write(file, 0, data).has_value());
+  fs.fsync(file);
+  const FileStats before = fs.stats(file);
+  const uint64_t used = fs.used_bytes();
+  EXPECT_EQ(error_of(fs.volume.fallocate(file, FALLOC_FL_ZERO_RANGE, 0, 8 * kBlock)),
+            Errno{ENOSPC});
+  EXPECT_EQ(fs.read(file, 0, data.size()), data);
+  EXPECT_EQ(fs.stats(file).allocated_bytes, before.allocated_bytes);
+  EXPECT_EQ(fs.used_bytes(), used);
+  EXPECT_EQ(fs.device().reserved_bytes, 0u);
+}
+
+// statfs leaves group metadata out of the size, as ext4 and xfs do: a fresh
+// volume reports everything free.
+TEST(Statfs, GroupMetadataIsNotPartOfTheSize) {
+  Fs fs("ext4");
+  const FilesystemStats s = fs.volume.statfs();
+  EXPECT_EQ(s.blocks, s.blocks_free);
+  EXPECT_EQ(s.blocks * s.fragment_size + fs.device().metadata_bytes,
+            fs.volume.profile().capacity_bytes);
+}
+
 TEST(Punch, FreesWholeUnitsAndZeroesPartialOnes) {
   Fs fs("nfs42");  // 512-byte units
   const uint64_t file = fs.create_open("file");

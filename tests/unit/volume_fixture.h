@@ -101,7 +101,8 @@ struct Fs {
     return inode;
   }
   void open(uint64_t inode) { EXPECT_TRUE(volume.open(inode, O_RDWR).has_value()); }
-  void flush(uint64_t inode) { EXPECT_TRUE(volume.flush(inode).has_value()); }
+  // close(2) of a descriptor open for writing.
+  void flush(uint64_t inode) { EXPECT_TRUE(volume.flush(inode, /*writer=*/true).has_value()); }
   void fsync(uint64_t inode) { EXPECT_TRUE(volume.fsync(inode, false).has_value()); }
   Result<size_t> write(uint64_t inode, uint64_t offset, std::string_view text,
                        bool append = false) {
