@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# Measures seed 003 and seed 004 on REAL ext4, xfs, xfs -o allocsize=4k and btrfs,
+# each on a fresh loop device, so the built-in profiles can be checked against
+# the kernel they imitate (docs/profiles.md quotes the figures). Needs root and
+# loop devices; installs xfsprogs and btrfs-progs if missing. Takes 5-15 minutes
+# (btrfs with 4 writers is slow). Everything it mounts and attaches is removed on
+# exit, on failure and on Ctrl-C.
+#
+#   sudo scripts/measure-real-fs.sh [RUNS]      # RUNS per case, default 3
+set -euo pipefail
+
+runs=${1:-3}
+[[ $runs =~ ^[1-9][0-9]*$ ]] || { echo "measure-real-fs.sh: RUNS must be a positive number" >&2; exit 2; }
+[ "$(id -u)" = 0 ] || { echo "measure-real-fs.sh: needs root (it makes loop devices)" >&2; exit 2; }
+for tool in mkfs.xfs:xfsprogs mkfs.btrfs:btrfs-progs filefrag:e2fsprogs cc:gcc; do
+  command -v "${tool%%:*}" >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${tool#*:}"
+done
+
+work=$(mktemp -d /tmp/mimicfs-realfs.XXXXXX)
+loop=""
+cleanup() {
+  mountpoint -q "$work/mnt" 2>/dev/null && umount "$work/mnt"
+  [ -n "$loop" ] && losetup -d "$loop" 2>/dev/null
+  rm -rf "$work"
+}
+trap cleanup EXIT INT TERM
+
+# The workloads: N processes start together and each writes a 128 MiB file of
+# zeros in 32 KiB O_SYNC writes, optionally after fallocate(KEEP_SIZE) of it all
+# (seed 003); or a 64 MiB file whose 16 KiB pages lose their last 8 KiB to
+# PUNCH_HOLE (seed 004).
+cat > "$work/load.c" <<'C'
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+int main(int argc, char** argv) {
+  if (argc == 3) {  /* punch FILE */
+    static char buf[1 << 20];
+    memset(buf, 0xab, sizeof buf);
+    int fd = open(argv[2], O_RDWR | O_CREAT | O_TRUNC, 0644);
+    for (long o = 0; o < 64L << 20; o += sizeof buf) if (write(fd, buf, sizeof buf) != sizeof buf) return 1;
+    if (fsync(fd) || close(fd)) return 1;
+    fd = open(argv[2], O_RDWR);
+    for (long page = 0; page < (64L << 20) / 16384; ++page)
+      if (fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, page * 16384 + 8192, 8192)) return 1;
+    return fsync(fd) || close(fd);
+  }
+  /* ndb DIR WRITERS RESERVE */
+  int n = atoi(argv[2]), reserve = atoi(argv[3]), start[2];
+  if (pipe(start)) return 1;
+  for (int i = 0; i < n; ++i) {
+    if (fork() == 0) {
+      char path[4096], go, buf[32768] = {0};
+      close(start[1]);
+      snprintf(path, sizeof path, "%s/datafile%d", argv[1], i);
+      int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_SYNC, 0644);
+      if (fd < 0 || read(start[0], &go, 1) != 0) _exit(1);
+      if (reserve && fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, 128L << 20)) _exit(1);
+      for (long o = 0; o < 128L << 20; o += sizeof buf) if (pwrite(fd, buf, sizeof buf, o) != sizeof buf) _exit(1);
+      _exit(close(fd) != 0);
+    }
+  }
+  close(start[0]);
+  close(start[1]);
+  int status, failed = 0;
+  while (wait(&status) > 0) failed |= !WIFEXITED(status) || WEXITSTATUS(status);
+  return failed;
+}
+C
+cc -O2 -o "$work/load" "$work/load.c"
+mkdir "$work/mnt"
+
+fresh() {  # fresh FS [MOUNT OPTIONS]
+  [ -n "$loop" ] && { umount "$work/mnt"; losetup -d "$loop"; }
+  rm -f "$work/image" && truncate -s 4G "$work/image"
+  loop=$(losetup --find --show "$work/image")
+  case $1 in
+    ext4) mkfs.ext4 -q -F "$loop" ;;
+    xfs) mkfs.xfs -q -f "$loop" ;;
+    btrfs) mkfs.btrfs -q -f "$loop" >/dev/null ;;
+  esac
+  mount ${2:+-o "$2"} "$loop" "$work/mnt"
+}
+
+extents() { filefrag "$1" | grep -oE '[0-9]+ extents? found' | cut -d' ' -f1; }
+
+echo "seed 003: extents per 128 MiB file (each line one run; filefrag's count)"
+for fs in ext4 xfs xfs:allocsize=4k btrfs; do
+  fresh "${fs%%:*}" "$([[ $fs == *:* ]] && echo "${fs#*:}")"
+  for reserve in 0 1; do
+    for writers in 2 4; do
+      line=""
+      for run in $(seq "$runs"); do
+        rm -f "$work"/mnt/datafile*; sync
+        "$work/load" "$work/mnt" "$writers" "$reserve"; sync
+        counts=$(for i in $(seq 0 $((writers - 1))); do extents "$work/mnt/datafile$i"; done | paste -sd,)
+        line+=" [$counts]"
+      done
+      printf '  %-18s writers=%d reserved=%d:%s\n' "$fs" "$writers" "$reserve" "$line"
+    done
+  done
+done
+
+echo "seed 004: 64 MiB of 16 KiB pages, last 8 KiB of each punched"
+for fs in ext4 xfs btrfs; do
+  fresh "$fs"
+  sync; before=$(df -B1 --output=used "$work/mnt" | tail -1)
+  "$work/load" punch "$work/mnt/t1.ibd"; sync
+  [ "$fs" = btrfs ] && btrfs filesystem sync "$work/mnt" >/dev/null
+  after=$(df -B1 --output=used "$work/mnt" | tail -1)
+  printf "  %-6s st_blocks*512=%d fiemap_records=%d filefrag=%s device_used_after_write_and_punch=%d\n" "$fs" \
+    $(( $(stat -c %b "$work/mnt/t1.ibd") * 512 )) \
+    "$(filefrag -v "$work/mnt/t1.ibd" | grep -cE '^ *[0-9]+:')" "$(extents "$work/mnt/t1.ibd")" \
+    $(( after - before ))
+done
