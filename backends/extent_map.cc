@@ -10,7 +10,7 @@ namespace mimicfs {
 bool ExtentMap::mergeable(const Extent& a, const Extent& b) const {
   return a.logical_end() == b.logical && a.physical_end() == b.physical &&
          a.unwritten == b.unwritten &&
-         (max_extent_blocks_ == 0 || a.length + b.length <= max_extent_blocks_);
+         (max_length(a.unwritten) == 0 || a.length + b.length <= max_length(a.unwritten));
 }
 
 void ExtentMap::insert(const Extent& extent) {
@@ -73,9 +73,10 @@ void ExtentMap::map(uint64_t logical, uint64_t physical, uint64_t length, bool u
         fmt::format("ExtentMap::map: blocks {}+{} are already mapped", logical, length));
   }
   // A run longer than the longest record is mapped as several records.
-  if (max_extent_blocks_ != 0 && length > max_extent_blocks_) {
+  const uint64_t max = max_length(unwritten);
+  if (max != 0 && length > max) {
     for (uint64_t done = 0; done < length;) {
-      const uint64_t piece = std::min(max_extent_blocks_, length - done);
+      const uint64_t piece = std::min(max, length - done);
       map(logical + done, physical + done, piece, unwritten);
       done += piece;
     }

@@ -47,8 +47,11 @@ struct ExtentSummary {
 
 class ExtentMap {
  public:
-  // `max_extent_blocks`: the longest extent record; 0 for no limit.
-  explicit ExtentMap(uint64_t max_extent_blocks = 0) : max_extent_blocks_(max_extent_blocks) {}
+  // `max_extent_blocks`: the longest extent record, `max_unwritten_blocks` the
+  // longest unwritten one (ext4: 32768 and 32767); 0 for no limit.
+  explicit ExtentMap(uint64_t max_extent_blocks = 0, uint64_t max_unwritten_blocks = 0)
+      : max_extent_blocks_(max_extent_blocks),
+        max_unwritten_blocks_(max_unwritten_blocks ? max_unwritten_blocks : max_extent_blocks) {}
 
   // Maps [logical, logical+length) to device blocks from `physical`. The file range
   // must be unmapped (a precondition; violating it throws std::logic_error).
@@ -102,7 +105,12 @@ class ExtentMap {
 
   bool mergeable(const Extent& a, const Extent& b) const;
 
+  uint64_t max_length(bool unwritten) const {
+    return unwritten ? max_unwritten_blocks_ : max_extent_blocks_;
+  }
+
   uint64_t max_extent_blocks_;
+  uint64_t max_unwritten_blocks_;
   Map extents_;
   uint64_t mapped_blocks_ = 0;
   uint64_t unwritten_extents_ = 0;

@@ -112,6 +112,10 @@ const std::vector<KeySpec>& schema() {
        false},
       {"device.max_extent_bytes",
        integer_key("device.max_extent_bytes", &Profile::max_extent_bytes, 0, kMaxBytes), false},
+      {"device.max_unwritten_extent_bytes",
+       integer_key("device.max_unwritten_extent_bytes", &Profile::max_unwritten_extent_bytes, 0,
+                   kMaxBytes),
+       false},
       {"statfs.block_size",
        integer_key("statfs.block_size", &Profile::statfs_block_size, 1, uint64_t{1} << 30)},
       {"statfs.fragment_size",
@@ -213,9 +217,11 @@ std::expected<void, std::string> validate(const Profile& p, std::string_view sou
                              "device.allocation_unit ({})",
                              p.capacity_bytes, unit));
   }
-  for (auto [key, value] : {std::pair{"device.allocation_group_bytes", p.allocation_group_bytes},
-                            std::pair{"device.group_metadata_bytes", p.group_metadata_bytes},
-                            std::pair{"device.max_extent_bytes", p.max_extent_bytes}}) {
+  for (auto [key, value] :
+       {std::pair{"device.allocation_group_bytes", p.allocation_group_bytes},
+        std::pair{"device.group_metadata_bytes", p.group_metadata_bytes},
+        std::pair{"device.max_extent_bytes", p.max_extent_bytes},
+        std::pair{"device.max_unwritten_extent_bytes", p.max_unwritten_extent_bytes}}) {
     if (value % unit != 0) {
       return error({key, "device.allocation_unit"},
                    fmt::format("{} ({}) must be a multiple of device.allocation_unit ({})", key,
@@ -414,6 +420,7 @@ std::string Profile::to_toml() const {
       "allocation_group_bytes = {}  # bytes, 0: one group\n"
       "group_metadata_bytes = {}  # bytes at the start of each group\n"
       "max_extent_bytes = {}  # bytes, 0: no limit\n"
+      "max_unwritten_extent_bytes = {}  # bytes, 0: as max_extent_bytes\n"
       "\n[statfs]\n"
       "block_size = {}  # bytes, f_bsize\n"
       "fragment_size = {}  # bytes, f_frsize\n"
@@ -431,9 +438,9 @@ std::string Profile::to_toml() const {
       "copy_on_write = {}\n"
       "cow_extent_max_bytes = {}  # bytes, 0: no limit\n",
       quoted(name), quoted(description), allocation_unit, capacity_bytes, allocation_group_bytes,
-      group_metadata_bytes, max_extent_bytes, statfs_block_size, statfs_fragment_size, name_max,
-      modes, quoted(placement), delayed_allocation, writeback_bytes, inode_window_max_bytes,
-      speculative_preallocation, speculative_preallocation_min_bytes,
+      group_metadata_bytes, max_extent_bytes, max_unwritten_extent_bytes, statfs_block_size,
+      statfs_fragment_size, name_max, modes, quoted(placement), delayed_allocation, writeback_bytes,
+      inode_window_max_bytes, speculative_preallocation, speculative_preallocation_min_bytes,
       speculative_preallocation_max_bytes, copy_on_write, cow_extent_max_bytes);
 }
 

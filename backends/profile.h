@@ -26,11 +26,12 @@ struct Profile {
   std::string description;
 
   // [device]: the emulated device or server filesystem.
-  uint64_t allocation_unit = 4096;      // bytes; the unit a write allocates
-  uint64_t capacity_bytes = 0;          // a multiple of allocation_unit
-  uint64_t allocation_group_bytes = 0;  // bytes; 0: the device is one group
-  uint64_t group_metadata_bytes = 0;    // bytes at the start of each group, never free
-  uint64_t max_extent_bytes = 0;        // bytes; the longest extent record, 0: no limit
+  uint64_t allocation_unit = 4096;          // bytes; the unit a write allocates
+  uint64_t capacity_bytes = 0;              // a multiple of allocation_unit
+  uint64_t allocation_group_bytes = 0;      // bytes; 0: the device is one group
+  uint64_t group_metadata_bytes = 0;        // bytes at the start of each group, never free
+  uint64_t max_extent_bytes = 0;            // bytes; the longest extent record, 0: no limit
+  uint64_t max_unwritten_extent_bytes = 0;  // bytes; the longest unwritten one, 0: as written
 
   // [statfs]: the geometry statfs(2) reports.
   uint64_t statfs_block_size = 4096;     // f_bsize; glibc's posix_fallocate steps by it (max 4096)

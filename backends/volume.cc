@@ -50,8 +50,12 @@ struct InodeReservation {
 };
 
 struct Volume::Inode {
-  Inode(uint64_t number, uint32_t mode, uint64_t group, uint64_t max_extent_blocks)
-      : number(number), mode(mode), group(group), extents(max_extent_blocks) {}
+  Inode(uint64_t number, uint32_t mode, uint64_t group, uint64_t max_extent_blocks,
+        uint64_t max_unwritten_blocks)
+      : number(number),
+        mode(mode),
+        group(group),
+        extents(max_extent_blocks, max_unwritten_blocks) {}
   const uint64_t number;
   const uint32_t mode;   // type bits never change; permission bits live in `permissions`
   const uint64_t group;  // the allocation group its blocks are placed in
@@ -102,7 +106,7 @@ Volume::Volume(Profile profile, std::unique_ptr<DataStore> store, const WallCloc
     throw std::invalid_argument(
         fmt::format("unknown allocation placement \"{}\"", profile_.placement));
   }
-  auto root = std::make_shared<Inode>(kRootInode, S_IFDIR, 0, 0);
+  auto root = std::make_shared<Inode>(kRootInode, S_IFDIR, 0, 0, 0);
   root->permissions = 0755;
   root->atime = root->mtime = root->ctime = clock_.now();
   root->nlink = 2;
@@ -139,7 +143,8 @@ std::shared_ptr<Volume::Inode> Volume::new_inode(uint32_t mode, Owner owner, con
   const uint64_t group =
       S_ISDIR(mode) ? next_directory_group_++ % allocator_.group_count() : parent.group;
   auto inode = std::make_shared<Inode>(next_inode_++, mode & S_IFMT, group,
-                                       profile_.max_extent_bytes / unit_);
+                                       profile_.max_extent_bytes / unit_,
+                                       profile_.max_unwritten_extent_bytes / unit_);
   inode->permissions = mode & 07777;
   inode->uid = owner.uid;
   inode->gid = owner.gid;
@@ -678,8 +683,17 @@ Result<void> Volume::allocate_holes(Inode& node, uint64_t first, uint64_t count,
     for (const BlockRange& gap : node.delayed.gaps(hole.start, hole.length)) needed.push_back(gap);
   }
   if (auto reserved = allocator_.reserve(blocks_in(needed)); !reserved) return reserved;
+  // As ext4_alloc_file_blocks: one allocation per longest unwritten record, so
+  // files fallocated at the same time interleave in such pieces.
+  const uint64_t piece = unwritten && profile_.max_unwritten_extent_bytes != 0
+                             ? profile_.max_unwritten_extent_bytes / unit_
+                             : kAllBlocks;
   for (const BlockRange& range : needed) {
-    allocate_range(node, range.start, range.length, unwritten, /*preallocate=*/false);
+    for (uint64_t done = 0; done < range.length;) {
+      const uint64_t length = std::min(piece, range.length - done);
+      allocate_range(node, range.start + done, length, unwritten, /*preallocate=*/false);
+      done += length;
+    }
   }
   return {};
 }

@@ -603,41 +603,59 @@ TEST(BtrfsCopyOnWrite, OverwriteOnAFullDeviceIsEnospc) {
 
 // --- ext4: extent length and group metadata
 
-// An extent record holds at most 32768 blocks: 256 MiB fallocated on a device
-// without group metadata is two full records, contiguous on the device.
+// An extent record holds at most 32768 blocks, an unwritten one 32767 (as
+// ext4's EXT_INIT_MAX_LEN and EXT_UNWRITTEN_MAX_LEN): 256 MiB fallocated on a
+// device without group metadata is three unwritten records, contiguous on the
+// device; written, they become two full records.
 TEST(Ext4ExtentLength, FallocateOf256MiBIsRecordsOfAtMost32768Blocks) {
   Fs fs(with("ext4", {"device.group_metadata_bytes=0"}));
   const uint64_t file = fs.create_open("file");
   ASSERT_TRUE(fs.volume.fallocate(file, 0, 0, 256 * kMiB).has_value());
-  const std::vector<Extent> extents = fs.extents(file);
+  std::vector<Extent> extents = fs.extents(file);
+  ASSERT_EQ(extents.size(), 3u);
+  EXPECT_EQ(extents[0].length, 32767u);
+  EXPECT_EQ(extents[1].length, 32767u);
+  EXPECT_EQ(extents[2].length, 2u);
+  EXPECT_EQ(extents[1].physical, extents[0].physical_end());
+  EXPECT_EQ(fs.stats(file).unwritten_extents, 3u);
+
+  const std::string chunk(kMiB, 'w');
+  for (uint64_t offset = 0; offset < 256 * kMiB; offset += kMiB) {
+    ASSERT_TRUE(fs.write(file, offset, chunk).has_value());
+  }
+  extents = fs.extents(file);
   ASSERT_EQ(extents.size(), 2u);
   for (const Extent& e : extents) EXPECT_EQ(e.length, 32768u);
-  EXPECT_EQ(extents[1].physical, extents[0].physical_end());
   const FileStats s = fs.stats(file);
   EXPECT_EQ(s.fragments, 1u);
+  EXPECT_EQ(s.unwritten_extents, 0u);
   EXPECT_EQ(s.extent_size_histogram, (std::map<uint64_t, uint64_t>{{128 * kMiB, 2}}));
 }
 
-// Each block group starts with metadata, so a file that crosses groups is split
-// there, and no extent covers a group's metadata.
+// Each flex group (16 block groups, 2 GiB) starts with the bitmaps and inode
+// tables of its groups, so a file that crosses one is split there, no extent
+// covers metadata, and filefrag sees exactly one more fragment.
 TEST(Ext4ExtentLength, GroupMetadataSplitsAFileThatCrossesGroups) {
   Fs fs("ext4");
   const uint64_t file = fs.create_open("file");
-  ASSERT_TRUE(fs.volume.fallocate(file, 0, 0, 256 * kMiB).has_value());
+  ASSERT_TRUE(fs.volume.fallocate(file, 0, 0, 3 * 1024 * kMiB).has_value());
   const std::vector<Extent> extents = fs.extents(file);
-  EXPECT_EQ(extents.size(), 3u);
-  constexpr uint64_t kGroupBlocks = 32768;
-  constexpr uint64_t kMetadataBlocks = 256;
+  constexpr uint64_t kGroupBlocks = 524288;
+  constexpr uint64_t kMetadataBlocks = 8224;
+  // 516064 blocks in the first group, 270368 in the second, one allocation of at
+  // most 32767 blocks per unwritten record; the one that straddles the boundary
+  // is two records.
+  EXPECT_EQ(extents.size(), 16u + 10u);
   uint64_t mapped = 0;
   for (const Extent& e : extents) {
-    EXPECT_LE(e.length, 32768u);
+    EXPECT_LE(e.length, 32767u);
     EXPECT_GE(e.physical % kGroupBlocks, kMetadataBlocks) << "extent at " << e.logical;
     EXPECT_EQ(e.physical / kGroupBlocks, (e.physical_end() - 1) / kGroupBlocks)
         << "extent at " << e.logical << " crosses a group";
     mapped += e.length;
   }
-  EXPECT_EQ(mapped, 65536u);
-  EXPECT_EQ(fs.stats(file).fragments, 3u);
+  EXPECT_EQ(mapped, 786432u);
+  EXPECT_EQ(fs.stats(file).fragments, 2u);
 }
 
 // --- truncate

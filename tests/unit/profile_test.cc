@@ -469,8 +469,8 @@ TEST(Profile, EveryDocumentedBuiltinLoads) {
 TEST(Profile, Ext4HasGroupsDelayedAllocationAndInodeWindows) {
   const Profile ext4 = builtin("ext4");
   EXPECT_EQ(ext4.allocation_unit, 4096u);
-  EXPECT_EQ(ext4.allocation_group_bytes, 128u << 20);
-  EXPECT_EQ(ext4.group_metadata_bytes, 1u << 20);
+  EXPECT_EQ(ext4.allocation_group_bytes, uint64_t{2} << 30);  // a flex group of 16
+  EXPECT_EQ(ext4.group_metadata_bytes, 16u * (2 * 4096 + (2u << 20)));
   EXPECT_EQ(ext4.max_extent_bytes, 32768u * 4096);
   EXPECT_EQ(ext4.placement, "goal");
   EXPECT_TRUE(ext4.delayed_allocation);
