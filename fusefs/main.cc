@@ -1,4 +1,4 @@
-// The `mimicfs` command line: mount, profiles, stats, ctl.
+// The `mimicfs` command line: mount, run, profiles, stats, ctl.
 #include <fmt/format.h>
 #include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
@@ -10,6 +10,7 @@
 #include "backends/profile.h"
 #include "fusefs/exit_status.h"
 #include "fusefs/mount.h"
+#include "fusefs/run_command.h"
 #include "fusefs/stats_command.h"
 
 #ifndef MIMICFS_VERSION
@@ -69,6 +70,20 @@ int run(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   mount->add_option("DIR", mountpoint, "Empty directory to mount on")->required();
 
+  // run
+  CLI::App* run_app = app.add_subcommand(
+      "run", "Mount a temporary volume, run a command on it (MIMICFS_MOUNT), unmount");
+  std::string run_profile_name, run_profile_file, run_stats_out;
+  std::vector<std::string> run_overrides, run_args;
+  auto* run_profile_opt =
+      run_app->add_option("--profile", run_profile_name, "Built-in profile (default nfs)");
+  run_app->add_option("--profile-file", run_profile_file, "Profile TOML file")
+      ->excludes(run_profile_opt);
+  run_app->add_option("--set", run_overrides, "Override a profile key, KEY=VALUE (repeatable)")
+      ->allow_extra_args(false);
+  run_app->add_option("--stats-out", run_stats_out, "Write the final stats.json here");
+  run_app->add_option("COMMAND", run_args, "The command and its arguments, after --")->required();
+
   // profiles
   CLI::App* profiles = app.add_subcommand("profiles", "List the built-in profiles, or show one");
   std::string show_name;
@@ -112,6 +127,15 @@ int run(int argc, char** argv) {
     if (auto why = check_fuse_device(); !why.empty()) return usage_error(why);
     MountOptions options{mountpoint, std::move(*profile), foreground, adapter};
     return mount_and_serve(options);
+  }
+  if (*run_app) {
+    std::expected<Profile, std::string> profile =
+        run_profile_file.empty()
+            ? load_builtin_profile(run_profile_name.empty() ? kDefaultProfile : run_profile_name)
+            : load_profile_file(run_profile_file);
+    if (profile) profile = apply_overrides(std::move(*profile), run_overrides);
+    if (!profile) return usage_error(profile.error());
+    return run_with_mount(RunOptions{std::move(*profile), run_args, run_stats_out});
   }
   if (*profiles) {
     if (*show) {

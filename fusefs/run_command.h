@@ -1,0 +1,26 @@
+// `mimicfs run`: a temporary mount for the length of one command.
+//
+// Mounts the profile on a new directory, runs the command with MIMICFS_MOUNT set
+// to it, writes the final stats.json where asked, and unmounts and removes the
+// directory whatever the command did (failed, was killed, or was interrupted:
+// SIGINT, SIGTERM and SIGHUP are passed on to it). Returns the command's exit
+// status (128+N when signal N ended it), or kExitUsage after a one-line message
+// when the set-up fails.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "backends/profile.h"
+
+namespace mimicfs {
+
+struct RunOptions {
+  Profile profile;
+  std::vector<std::string> command;  // argv; command[0] is searched in PATH
+  std::string stats_out;             // "" for none
+};
+
+int run_with_mount(const RunOptions& options);
+
+}  // namespace mimicfs
