@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Runs each seed's competing strategies side by side on mimicfs profiles and
+# prints one table per scenario (tools/scenario_driver.cc). Needs root or a
+# usable /dev/fuse (it mounts).
+#
+#   scripts/scenarios.sh [--scenario extend|grow|concurrent|punch] [--profiles nfs,ext4] [--json]
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+"$root/scripts/build.sh" >/dev/null
+exec "$root/build/tools/mimicfs-scenarios" "$@"

@@ -1,0 +1,62 @@
+// scripts/scenarios.sh's driver: its table of seed 000's extension strategies
+// shows what the issue asks it to show, and bad input is a usage error.
+#include "tests/support/mounted_volume.h"
+
+namespace mimicfs::testing {
+namespace {
+
+const nlohmann::json* row(const nlohmann::json& scenario, const std::string& strategy,
+                          const std::string& profile) {
+  for (const auto& r : scenario["rows"]) {
+    if (r["strategy"] == strategy && r["profile"] == profile) return &r;
+  }
+  return nullptr;
+}
+
+// posix_fallocate on nfs: refused once, then glibc's one byte per 4 KiB (16384
+// writes for 64 MiB) and a file fragmented into an extent per 2 KiB once its
+// pages are written; the same call on nfs42 is one real fallocate; the fixed
+// strategy (fallocate, then 1 MiB zeros) is refused once and stays one extent.
+TEST(ScenarioDriver, ExtendTableShowsTheSeed000Pattern) {
+  MIMICFS_REQUIRE_MOUNTABLE();
+  auto r = run_command(
+      {MIMICFS_SCENARIOS_BINARY, "--scenario", "extend", "--profiles", "nfs,nfs42", "--json"});
+  ASSERT_EQ(r.exit_status, 0) << r.err;
+  const nlohmann::json doc = nlohmann::json::parse(r.out);
+  ASSERT_EQ(doc["scenarios"].size(), 1u);
+  const auto& extend = doc["scenarios"][0];
+  EXPECT_EQ(extend["name"], "extend");
+  ASSERT_EQ(extend["rows"].size(), 8u);
+
+  const auto* glibc = row(extend, "posix_fallocate", "nfs");
+  ASSERT_NE(glibc, nullptr);
+  EXPECT_EQ((*glibc)["fallocate_refused"], 1);
+  EXPECT_EQ((*glibc)["writes"], 16384 + 4096) << "the fallback's bytes, then the pages";
+  EXPECT_GE((*glibc)["extents"].get<uint64_t>(), 16384u);
+
+  const auto* fixed = row(extend, "fallocate_or_1MiB_zeros", "nfs");
+  ASSERT_NE(fixed, nullptr);
+  EXPECT_EQ((*fixed)["fallocate_refused"], 1);
+  EXPECT_EQ((*fixed)["writes"], 64 + 4096);
+  EXPECT_EQ((*fixed)["extents"], 1);
+
+  const auto* nfs42 = row(extend, "posix_fallocate", "nfs42");
+  ASSERT_NE(nfs42, nullptr);
+  EXPECT_EQ((*nfs42)["fallocate_refused"], 0);
+  EXPECT_EQ((*nfs42)["writes"], 4096);
+  EXPECT_EQ((*nfs42)["extents"], 1);
+  for (const auto& each : extend["rows"]) EXPECT_EQ(each["allocated_bytes"], 64 << 20);
+}
+
+TEST(ScenarioDriver, BadInputIsAUsageError) {
+  MIMICFS_REQUIRE_MOUNTABLE();
+  auto unknown = run_command({MIMICFS_SCENARIOS_BINARY, "--scenario", "nosuch"});
+  EXPECT_EQ(unknown.exit_status, 2);
+  EXPECT_NE(unknown.err.find("unknown scenario \"nosuch\""), std::string::npos) << unknown.err;
+  auto profile = run_command({MIMICFS_SCENARIOS_BINARY, "--scenario", "grow", "--profiles", "zfs"});
+  EXPECT_EQ(profile.exit_status, 2);
+  EXPECT_NE(profile.err.find("unknown profile \"zfs\""), std::string::npos) << profile.err;
+}
+
+}  // namespace
+}  // namespace mimicfs::testing

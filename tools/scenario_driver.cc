@@ -1,0 +1,302 @@
+// mimicfs-scenarios: each seed's competing strategies, side by side, per profile.
+//
+// Every (scenario, profile, strategy) runs on a fresh volume through
+// `mimicfs run`, which re-invokes this program with --perform to do the
+// strategy's syscalls on $MIMICFS_MOUNT; the final stats.json is what the table
+// shows. One table per scenario, or --json for machines.
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <linux/falloc.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#ifndef MIMICFS_BINARY
+#define MIMICFS_BINARY "mimicfs"
+#endif
+
+namespace {
+
+constexpr off_t kKiB = 1024;
+constexpr off_t kMiB = 1024 * kKiB;
+constexpr off_t kPage = 16 * kKiB;  // InnoDB's page
+
+using Strategy = std::function<bool(const std::string& mount)>;
+
+struct Scenario {
+  std::string name;
+  std::string seed_and_question;
+  std::vector<std::string> default_profiles;
+  std::vector<std::pair<std::string, Strategy>> strategies;
+};
+
+bool write_all(int fd, off_t offset, off_t length, char byte, off_t chunk) {
+  const std::vector<char> data(chunk, byte);
+  for (off_t done = 0; done < length; done += chunk) {
+    const size_t n = std::min(chunk, length - done);
+    if (pwrite(fd, data.data(), n, offset + done) != static_cast<ssize_t>(n)) return false;
+  }
+  return true;
+}
+
+// Seed 000: extend a tablespace to 64 MiB, then write it as 16 KiB pages.
+constexpr off_t kExtendSize = 64 * kMiB;
+
+bool extend_then_fill(const std::string& mount, const std::function<bool(int)>& extend) {
+  const int fd = open((mount + "/t1.ibd").c_str(), O_CREAT | O_RDWR, 0644);
+  if (fd < 0 || !extend(fd)) return false;
+  const bool ok = write_all(fd, 0, kExtendSize, 'p', kPage) && fsync(fd) == 0;
+  return close(fd) == 0 && ok;
+}
+
+Scenario extend_scenario() {
+  return {"extend",
+          "seed 000: how to extend a file to 64 MiB before writing its pages",
+          {"nfs", "nfs42", "ext4"},
+          {{"posix_fallocate",
+            [](const std::string& m) {
+              return extend_then_fill(
+                  m, [](int fd) { return posix_fallocate(fd, 0, kExtendSize) == 0; });
+            }},
+           {"fallocate_or_1MiB_zeros",
+            [](const std::string& m) {
+              return extend_then_fill(m, [](int fd) {
+                if (fallocate(fd, 0, 0, kExtendSize) == 0) return true;
+                return errno == EOPNOTSUPP && write_all(fd, 0, kExtendSize, '\0', kMiB);
+              });
+            }},
+           {"1MiB_zeros",
+            [](const std::string& m) {
+              return extend_then_fill(
+                  m, [](int fd) { return write_all(fd, 0, kExtendSize, '\0', kMiB); });
+            }},
+           {"ftruncate", [](const std::string& m) {
+              return extend_then_fill(m, [](int fd) { return ftruncate(fd, kExtendSize) == 0; });
+            }}}};
+}
+
+// Seed 001: grow a tablespace by 2000 pages, with an fsync after each extension.
+bool grow(const std::string& mount, off_t pages_per_extension) {
+  const int fd = open((mount + "/t1.ibd").c_str(), O_CREAT | O_RDWR, 0644);
+  if (fd < 0) return false;
+  bool ok = true;
+  for (off_t page = 0; ok && page < 2000; page += pages_per_extension) {
+    const off_t pages = std::min<off_t>(pages_per_extension, 2000 - page);
+    ok = write_all(fd, page * kPage, pages * kPage, '\0', pages * kPage) && fsync(fd) == 0;
+  }
+  return close(fd) == 0 && ok;
+}
+
+Scenario grow_scenario() {
+  return {"grow",
+          "seed 001: extend 2000 pages one page per fsync, or 128 pages per fsync",
+          {"ext4", "nfs"},
+          {{"1_page_per_fsync", [](const std::string& m) { return grow(m, 1); }},
+           {"128_pages_per_fsync", [](const std::string& m) { return grow(m, 128); }}}};
+}
+
+// Seed 003: 4 processes zero-fill 32 MiB files at once in 32 KiB O_SYNC writes.
+bool concurrent(const std::string& mount, bool reserve_first) {
+  constexpr off_t kSize = 32 * kMiB;
+  std::vector<pid_t> children;
+  for (int i = 0; i < 4; ++i) {
+    const pid_t pid = fork();
+    if (pid < 0) return false;
+    if (pid == 0) {
+      const std::string path = fmt::format("{}/datafile{}", mount, i);
+      const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_SYNC, 0644);
+      if (fd < 0) _exit(1);
+      if (reserve_first && fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, kSize) != 0) _exit(1);
+      _exit(write_all(fd, 0, kSize, '\0', 32 * kKiB) && close(fd) == 0 ? 0 : 1);
+    }
+    children.push_back(pid);
+  }
+  bool ok = true;
+  for (pid_t pid : children) {
+    int status = 0;
+    waitpid(pid, &status, 0);
+    ok = ok && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  }
+  return ok;
+}
+
+Scenario concurrent_scenario() {
+  return {
+      "concurrent",
+      "seed 003: 4 writers zero-fill 32 MiB files at once, 32 KiB O_SYNC writes",
+      {"ext4", "xfs", "btrfs"},
+      {{"write_only", [](const std::string& m) { return concurrent(m, false); }},
+       {"fallocate_keep_size_first", [](const std::string& m) { return concurrent(m, true); }}}};
+}
+
+// Seed 004: a 32 MiB table of 16 KiB pages, the last 8 KiB of each punched.
+bool pages(const std::string& mount, bool punch) {
+  constexpr off_t kSize = 32 * kMiB;
+  const std::string path = mount + "/t1.ibd";
+  int fd = open(path.c_str(), O_CREAT | O_WRONLY, 0644);
+  if (fd < 0 || !write_all(fd, 0, kSize, 'p', kMiB) || close(fd) != 0) return false;
+  fd = open(path.c_str(), O_RDWR);
+  bool ok = fd >= 0;
+  for (off_t page = 0; ok && punch && page < kSize / kPage; ++page) {
+    ok = fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, page * kPage + 8 * kKiB,
+                   8 * kKiB) == 0;
+  }
+  return ok && fsync(fd) == 0 && close(fd) == 0;
+}
+
+Scenario punch_scenario() {
+  return {"punch",
+          "seed 004: page compression by hole punching, against plain pages",
+          {"ext4", "xfs", "btrfs"},
+          {{"plain_pages", [](const std::string& m) { return pages(m, false); }},
+           {"punch_half_of_each_page", [](const std::string& m) { return pages(m, true); }}}};
+}
+
+std::vector<Scenario> all_scenarios() {
+  return {extend_scenario(), grow_scenario(), concurrent_scenario(), punch_scenario()};
+}
+
+uint64_t op_field(const nlohmann::json& stats, const char* op, const char* field) {
+  if (!stats["ops"].contains(op)) return 0;
+  return stats["ops"][op].value(field, uint64_t{0});
+}
+
+nlohmann::json row_of(const std::string& strategy, const std::string& profile,
+                      const nlohmann::json& stats) {
+  uint64_t extents = 0, allocated = 0;
+  for (const auto& [path, file] : stats["files"].items()) {
+    extents += file["extents"].get<uint64_t>();
+    allocated += file["allocated_bytes"].get<uint64_t>();
+  }
+  uint64_t refused = 0;
+  if (stats["ops"].contains("fallocate")) {
+    refused = stats["ops"]["fallocate"]["errors"].value("EOPNOTSUPP", uint64_t{0});
+  }
+  const auto& device = stats["device"];
+  return {{"strategy", strategy},
+          {"profile", profile},
+          {"writes", op_field(stats, "write", "count")},
+          {"write_bytes", op_field(stats, "write", "bytes")},
+          {"fsyncs", op_field(stats, "fsync", "count")},
+          {"fallocate_refused", refused},
+          {"punches", op_field(stats, "punch", "count")},
+          {"extents", extents},
+          {"allocated_bytes", allocated},
+          {"device_allocated_bytes",
+           device["allocated_bytes"].get<uint64_t>() - device["metadata_bytes"].get<uint64_t>()}};
+}
+
+void print_table(const Scenario& scenario, const nlohmann::json& rows) {
+  fmt::print("\n{} ({})\n", scenario.name, scenario.seed_and_question);
+  fmt::print("{:<28} {:<7} {:>8} {:>7} {:>8} {:>8} {:>8} {:>14} {:>14}\n", "strategy", "profile",
+             "writes", "fsyncs", "refused", "punches", "extents", "allocated", "device");
+  for (const auto& r : rows) {
+    fmt::print("{:<28} {:<7} {:>8} {:>7} {:>8} {:>8} {:>8} {:>14} {:>14}\n",
+               r["strategy"].get<std::string>(), r["profile"].get<std::string>(),
+               r["writes"].get<uint64_t>(), r["fsyncs"].get<uint64_t>(),
+               r["fallocate_refused"].get<uint64_t>(), r["punches"].get<uint64_t>(),
+               r["extents"].get<uint64_t>(), r["allocated_bytes"].get<uint64_t>(),
+               r["device_allocated_bytes"].get<uint64_t>());
+  }
+}
+
+std::vector<std::string> split(const std::string& list) {
+  std::vector<std::string> out;
+  std::stringstream in(list);
+  for (std::string item; std::getline(in, item, ',');) {
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
+int run(int argc, char** argv) {
+  CLI::App app{"Runs each seed's competing strategies side by side on mimicfs profiles",
+               "mimicfs-scenarios"};
+  std::string only, profiles, mimicfs = MIMICFS_BINARY;
+  std::vector<std::string> perform;
+  bool json = false;
+  app.add_option("--scenario", only, "Only this scenario: extend, grow, concurrent, punch");
+  app.add_option("--profiles", profiles, "Comma-separated profiles instead of each scenario's own");
+  app.add_option("--mimicfs", mimicfs, "The mimicfs binary");
+  app.add_flag("--json", json, "Print one JSON document instead of tables");
+  app.add_option("--perform", perform, "(internal) SCENARIO STRATEGY on $MIMICFS_MOUNT")
+      ->expected(2);
+  CLI11_PARSE(app, argc, argv);
+
+  const auto scenarios = all_scenarios();
+  if (!perform.empty()) {
+    const char* mount = std::getenv("MIMICFS_MOUNT");
+    if (!mount) return 2;
+    for (const auto& s : scenarios) {
+      if (s.name != perform[0]) continue;
+      for (const auto& [name, strategy] : s.strategies) {
+        if (name == perform[1]) return strategy(mount) ? 0 : 1;
+      }
+    }
+    return 2;
+  }
+  if (!only.empty() && std::none_of(scenarios.begin(), scenarios.end(),
+                                    [&](const Scenario& s) { return s.name == only; })) {
+    fmt::print(stderr,
+               "mimicfs-scenarios: unknown scenario \"{}\" (known: extend, grow, "
+               "concurrent, punch)\n",
+               only);
+    return 2;
+  }
+
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+  const std::string stats_file = fmt::format(
+      "{}/mimicfs-scenarios.{}.json", std::filesystem::temp_directory_path().string(), getpid());
+  nlohmann::json document = {{"scenarios", nlohmann::json::array()}};
+  for (const auto& scenario : scenarios) {
+    if (!only.empty() && scenario.name != only) continue;
+    nlohmann::json rows = nlohmann::json::array();
+    for (const auto& profile : profiles.empty() ? scenario.default_profiles : split(profiles)) {
+      for (const auto& [strategy, perform_strategy] : scenario.strategies) {
+        const std::string command =
+            fmt::format("'{}' run --profile '{}' --stats-out '{}' -- '{}' --perform '{}' '{}'",
+                        mimicfs, profile, stats_file, self, scenario.name, strategy);
+        const int status = std::system(command.c_str());
+        if (status != 0) {
+          // `mimicfs run` has said what was wrong; a usage error stays one.
+          const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+          fmt::print(stderr, "mimicfs-scenarios: {} / {} on {} failed (status {})\n", scenario.name,
+                     strategy, profile, code);
+          std::filesystem::remove(stats_file);
+          return code == 2 ? 2 : 1;
+        }
+        std::ifstream in(stats_file);
+        rows.push_back(row_of(strategy, profile, nlohmann::json::parse(in)));
+      }
+    }
+    std::filesystem::remove(stats_file);
+    if (json) {
+      document["scenarios"].push_back(
+          {{"name", scenario.name}, {"question", scenario.seed_and_question}, {"rows", rows}});
+    } else {
+      print_table(scenario, rows);
+    }
+  }
+  if (json) fmt::print("{}\n", document.dump(2));
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "mimicfs-scenarios: {}\n", e.what());
+    return 1;
+  }
+}
