@@ -1,0 +1,111 @@
+// ScopedMount: a mimicfs volume mounted for the lifetime of an object, for a
+// test suite that wants its code to meet emulated storage (GoogleTest or any
+// other: this header needs only POSIX, the C++ standard library and nlohmann/json).
+//
+//   TEST(Tablespace, ExtendsWithoutFragmentingOnNfs) {
+//     mimicfs::ScopedMount nas("nfs");                  // throws if it cannot mount
+//     my_engine_create_tablespace(nas.file("t1.ibd"));
+//     EXPECT_EQ(nas.file_stats("t1.ibd")["extents"], 1);
+//     EXPECT_EQ(nas.stats()["ops"]["fallocate"]["errors"]["EOPNOTSUPP"], 1);
+//   }
+//
+// The mimicfs binary is $MIMICFS_BINARY, else `mimicfs` in PATH. Mounting needs
+// root or a /dev/fuse the user may open. The stats are docs/stats.md's schema.
+#pragma once
+
+#include <spawn.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+extern char** environ;
+
+namespace mimicfs {
+
+class ScopedMount {
+ public:
+  // Mounts built-in `profile` with `--set` overrides ("allocation.placement=goal").
+  explicit ScopedMount(const std::string& profile = "nfs",
+                       const std::vector<std::string>& overrides = {}) {
+    char dir[] = "/tmp/mimicfs-scoped.XXXXXX";
+    if (!mkdtemp(dir)) throw std::runtime_error(std::string("mkdtemp: ") + std::strerror(errno));
+    path_ = dir;
+    std::vector<std::string> argv = {binary(), "mount", "--profile", profile};
+    for (const auto& o : overrides) argv.insert(argv.end(), {"--set", o});
+    argv.push_back(path_);
+    const int status = run(argv);
+    if (status != 0) {
+      std::filesystem::remove(path_);
+      throw std::runtime_error("mimicfs mount --profile " + profile + " failed with status " +
+                               std::to_string(status) + " (see its stderr)");
+    }
+  }
+  ~ScopedMount() {
+    // A lazy unmount never fails on a busy mount; the daemon exits when it is gone.
+    for (int attempt = 0; attempt < 20; ++attempt) {
+      if (run({"fusermount3", "-u", "-q", path_}) == 0) break;
+      if (attempt == 19) run({"fusermount3", "-u", "-z", "-q", path_});
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    std::error_code ec;
+    std::filesystem::remove(path_, ec);
+  }
+  ScopedMount(const ScopedMount&) = delete;
+  ScopedMount& operator=(const ScopedMount&) = delete;
+
+  const std::string& path() const { return path_; }
+  std::string file(const std::string& name) const { return path_ + "/" + name; }
+
+  // The whole stats.json document, read now.
+  nlohmann::json stats() const {
+    std::ifstream in(path_ + "/.mimicfs/stats.json");
+    if (!in) throw std::runtime_error("cannot read " + path_ + "/.mimicfs/stats.json");
+    return nlohmann::json::parse(in);
+  }
+  // One file's entry ("t1.ibd" or "dir/t1.ibd"); null when there is none.
+  nlohmann::json file_stats(const std::string& name) const {
+    const nlohmann::json s = stats();
+    const std::string key = name.starts_with("/") ? name : "/" + name;
+    return s["files"].contains(key) ? s["files"][key] : nlohmann::json();
+  }
+  // Zeroes the operation counters (allocation state is kept).
+  void reset_counters() const {
+    std::ofstream ctl(path_ + "/.mimicfs/ctl");
+    ctl << "reset\n";
+    ctl.flush();
+    if (!ctl) throw std::runtime_error("cannot write " + path_ + "/.mimicfs/ctl");
+  }
+
+ private:
+  static std::string binary() {
+    const char* configured = std::getenv("MIMICFS_BINARY");
+    return configured && *configured ? configured : "mimicfs";
+  }
+  // Runs argv (searched in PATH) to completion; its exit status, 127 if it could not start.
+  static int run(const std::vector<std::string>& args) {
+    std::vector<char*> argv;
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    pid_t pid = 0;
+    if (posix_spawnp(&pid, argv[0], nullptr, nullptr, argv.data(), environ) != 0) return 127;
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+
+  std::string path_;
+};
+
+}  // namespace mimicfs
