@@ -1036,23 +1036,24 @@ Result<std::vector<Extent>> Volume::file_extents(uint64_t inode) {
   return node->extents.all();
 }
 
-StatsSnapshot Volume::snapshot() {
-  StatsSnapshot s;
-  s.profile = profile_.name;
+DeviceStats Volume::device_stats() const {
   const FreeSpaceSummary space = allocator_.summary();
-  s.device.allocation_unit = unit_;
-  s.device.capacity_bytes = profile_.capacity_bytes;
-  s.device.allocated_bytes = (space.total_blocks - space.free_blocks) * unit_;
-  s.device.metadata_bytes = space.metadata_blocks * unit_;
-  s.device.unreferenced_bytes = references_ ? references_->unreferenced_blocks() * unit_ : 0;
-  s.device.reserved_bytes = space.reserved_blocks * unit_;
-  s.device.free_bytes = space.free_blocks * unit_;
-  s.device.free_extents = space.free_extents;
-  s.device.largest_free_extent_bytes = space.largest_free_extent * unit_;
-  s.ops = counters_.snapshot();
+  DeviceStats d;
+  d.allocation_unit = unit_;
+  d.capacity_bytes = profile_.capacity_bytes;
+  d.allocated_bytes = (space.total_blocks - space.free_blocks) * unit_;
+  d.metadata_bytes = space.metadata_blocks * unit_;
+  d.unreferenced_bytes = references_ ? references_->unreferenced_blocks() * unit_ : 0;
+  d.reserved_bytes = space.reserved_blocks * unit_;
+  d.free_bytes = space.free_blocks * unit_;
+  d.free_extents = space.free_extents;
+  d.largest_free_extent_bytes = space.largest_free_extent * unit_;
+  return d;
+}
 
-  // Paths of regular files, depth first; a file with several links is listed once,
-  // under the first path found.
+void Volume::for_each_file(const std::function<void(const std::string&, const Inode&)>& visit) {
+  // Paths of regular files, depth first; a file with several links is visited
+  // once, under the first path found.
   std::lock_guard lock(namespace_mutex_);
   std::vector<uint64_t> seen;
   std::function<void(const Inode&, const std::string&)> walk = [&](const Inode& dir,
@@ -1065,12 +1066,34 @@ StatsSnapshot Volume::snapshot() {
                  std::find(seen.begin(), seen.end(), child->number) == seen.end()) {
         if (child->nlink > 1) seen.push_back(child->number);
         std::lock_guard child_lock(child->mutex);
-        s.files.emplace(path, file_stats_locked(*child));
+        visit(path, *child);
       }
     }
   };
   walk(*inodes_.at(kRootInode), "");
+}
+
+StatsSnapshot Volume::snapshot() {
+  StatsSnapshot s;
+  s.profile = profile_.name;
+  s.device = device_stats();
+  s.ops = counters_.snapshot();
+  for_each_file([&](const std::string& path, const Inode& node) {
+    s.files.emplace(path, file_stats_locked(node));
+  });
   return s;
+}
+
+DeviceLayout Volume::layout() {
+  DeviceLayout l;
+  l.profile = profile_.name;
+  l.device = device_stats();
+  l.allocation_group_bytes = profile_.allocation_group_bytes;
+  l.group_metadata_bytes = profile_.group_metadata_bytes;
+  for_each_file([&](const std::string& path, const Inode& node) {
+    l.files.emplace(path, FileLayout{node.number, node.size, node.extents.all()});
+  });
+  return l;
 }
 
 }  // namespace mimicfs

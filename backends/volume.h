@@ -19,6 +19,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -32,6 +33,7 @@
 #include "backends/data_store.h"
 #include "backends/extent_map.h"
 #include "backends/extent_references.h"
+#include "backends/layout.h"
 #include "backends/placement_policy.h"
 #include "backends/preallocation_policy.h"
 #include "backends/profile.h"
@@ -171,6 +173,8 @@ class Volume {
   [[nodiscard]] Result<FileStats> file_stats(uint64_t inode);
   [[nodiscard]] Result<std::vector<Extent>> file_extents(uint64_t inode);
   StatsSnapshot snapshot();
+  // Every file's extents with their device positions (O(total extents)).
+  DeviceLayout layout();
   void reset_counters() { counters_.reset(); }
 
  private:
@@ -213,6 +217,10 @@ class Volume {
   void punch_locked(Inode& inode, uint64_t offset, uint64_t length);
   Result<void> do_fallocate(Inode& inode, int mode, uint64_t offset, uint64_t length);
   FileStats file_stats_locked(const Inode& inode) const;  // requires inode.mutex
+  DeviceStats device_stats() const;
+  // Calls `visit` with each regular file's path and inode (its mutex held);
+  // takes namespace_mutex_.
+  void for_each_file(const std::function<void(const std::string&, const Inode&)>& visit);
 
   const Profile profile_;
   const uint64_t unit_;  // profile_.allocation_unit, in bytes

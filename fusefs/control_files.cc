@@ -14,7 +14,7 @@ Attributes ControlFiles::attributes(uint64_t inode) const {
   if (inode == kDirectoryInode) {
     a.mode = S_IFDIR | 0555;
     a.nlink = 2;
-  } else if (inode == kStatsInode) {
+  } else if (inode == kStatsInode || inode == kLayoutInode) {
     a.mode = S_IFREG | 0444;
   } else {
     a.mode = S_IFREG | 0200;
@@ -28,6 +28,7 @@ std::optional<Result<Attributes>> ControlFiles::lookup(uint64_t parent,
   if (parent != kDirectoryInode) return std::nullopt;
   if (name == "stats.json") return attributes(kStatsInode);
   if (name == "ctl") return attributes(kCtlInode);
+  if (name == "layout.json") return attributes(kLayoutInode);
   if (name == ".") return attributes(kDirectoryInode);
   if (name == "..") return volume_.getattr(Volume::kRootInode);
   return fail(ENOENT);
@@ -40,6 +41,7 @@ Result<std::vector<DirectoryEntry>> ControlFiles::read_directory(uint64_t inode)
   return std::vector<DirectoryEntry>{{".", kDirectoryInode, S_IFDIR},
                                      {"..", Volume::kRootInode, S_IFDIR},
                                      {"ctl", kCtlInode, S_IFREG},
+                                     {"layout.json", kLayoutInode, S_IFREG},
                                      {"stats.json", kStatsInode, S_IFREG}};
 }
 
@@ -49,6 +51,10 @@ Result<std::string> ControlFiles::open_contents(uint64_t inode, int flags) const
   if (inode == kStatsInode) {
     if (access != O_RDONLY) return fail(EACCES);
     return to_json(volume_.snapshot()).dump(2) + "\n";
+  }
+  if (inode == kLayoutInode) {
+    if (access != O_RDONLY) return fail(EACCES);
+    return to_json(volume_.layout()).dump() + "\n";
   }
   if (access == O_RDONLY) return fail(EACCES);
   return std::string();

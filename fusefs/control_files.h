@@ -4,6 +4,7 @@
 //
 //   .mimicfs/stats.json  read: the StatsSnapshot as JSON, taken at open
 //   .mimicfs/ctl         write a command: "reset" zeroes the operation counters
+//   .mimicfs/layout.json read: every file's extents and device positions, taken at open
 //
 // and the per-file xattrs user.mimicfs.{extents,fragments,unwritten_extents,
 // allocated_bytes,holes,delayed_bytes,preallocated_bytes}, readable by name on
@@ -28,10 +29,11 @@ class ControlFiles {
   static constexpr uint64_t kDirectoryInode = 2;
   static constexpr uint64_t kStatsInode = 3;
   static constexpr uint64_t kCtlInode = 4;
+  static constexpr uint64_t kLayoutInode = 5;
 
   explicit ControlFiles(Volume& volume) : volume_(volume) {}
 
-  static bool owns(uint64_t inode) { return inode >= kDirectoryInode && inode <= kCtlInode; }
+  static bool owns(uint64_t inode) { return inode >= kDirectoryInode && inode <= kLayoutInode; }
   // True for the name that may not be created in the root: ".mimicfs".
   static bool reserved(uint64_t parent, std::string_view name) {
     return parent == Volume::kRootInode && name == kDirectoryName;

@@ -1,4 +1,4 @@
-// The `mimicfs` command line: mount, run, profiles, stats, ctl.
+// The `mimicfs` command line: mount, run, profiles, stats, report, ctl.
 #include <fmt/format.h>
 #include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
@@ -10,6 +10,7 @@
 #include "backends/profile.h"
 #include "fusefs/exit_status.h"
 #include "fusefs/mount.h"
+#include "fusefs/report_command.h"
 #include "fusefs/run_command.h"
 #include "fusefs/stats_command.h"
 
@@ -101,6 +102,12 @@ int run(int argc, char** argv) {
   stats->add_option("PATH", stats_path, "Only this file (inside the mount)");
   stats->add_flag("--json", stats_json, "Print the stats.json document");
 
+  // report
+  CLI::App* report = app.add_subcommand("report", "Draw a mounted volume's device layout as SVG");
+  std::string report_mount, report_out;
+  report->add_option("MOUNT", report_mount, "The mountpoint")->required();
+  report->add_option("--out", report_out, "The .svg file to write")->required();
+
   // ctl
   CLI::App* ctl = app.add_subcommand("ctl", "Send a command to a mounted volume");
   std::string ctl_mount;
@@ -155,6 +162,7 @@ int run(int argc, char** argv) {
   }
   if (*stats) return print_stats(stats_mount, stats_path, stats_json);
   if (*ctl) return send_control(ctl_mount, ctl_words);
+  if (*report) return write_report(report_mount, report_out);
   return kExitUsage;
 }
 
