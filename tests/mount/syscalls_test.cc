@@ -687,7 +687,7 @@ TEST(ControlDirectory, IsReachableByPathThoughNeverListed) {
   EXPECT_EQ(stats["profile"], "nfs");
   EXPECT_EQ(list_directory(vol.path()).count(".mimicfs"), 0u);
   EXPECT_EQ(list_directory(vol.file(".mimicfs")),
-            (std::set<std::string>{".", "..", "ctl", "stats.json"}));
+            (std::set<std::string>{".", "..", "ctl", "layout.json", "stats.json"}));
 }
 
 TEST(ControlDirectory, CannotBeCreatedRemovedOrRenamed) {
