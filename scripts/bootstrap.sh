@@ -9,6 +9,7 @@ packages=(
   libgtest-dev libfmt-dev libspdlog-dev
   libcli11-dev nlohmann-json3-dev libtomlplusplus-dev
   attr
+  fio  # real software on the mount: the fio scenario (tools/scenario_driver.cc)
 )
 
 missing=()

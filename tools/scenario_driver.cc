@@ -161,8 +161,31 @@ Scenario punch_scenario() {
            {"punch_half_of_each_page", [](const std::string& m) { return pages(m, true); }}}};
 }
 
+// Seed 000 with software nobody here wrote: fio lays out a 16 MiB file with each
+// --fallocate mode, then writes it in 16 KiB blocks.
+bool fio(const std::string& mount, const std::string& mode) {
+  const std::string command = fmt::format(
+      "fio --name=t1 --directory='{}' --size=16M --bs=16k --rw=write --ioengine=psync "
+      "--end_fsync=1 --fallocate={} --minimal >/dev/null",
+      mount, mode);
+  return std::system(command.c_str()) == 0;
+}
+
+Scenario fio_scenario() {
+  std::vector<std::pair<std::string, Strategy>> strategies;
+  for (const char* mode : {"posix", "native", "none", "truncate"}) {
+    strategies.emplace_back(fmt::format("fio_fallocate_{}", mode),
+                            [mode](const std::string& m) { return fio(m, mode); });
+  }
+  return {"fio",
+          "seed 000 with fio --fallocate=posix|native|none|truncate (needs fio)",
+          {"nfs", "nfs42", "ext4"},
+          strategies};
+}
+
 std::vector<Scenario> all_scenarios() {
-  return {extend_scenario(), grow_scenario(), concurrent_scenario(), punch_scenario()};
+  return {extend_scenario(), grow_scenario(), concurrent_scenario(), punch_scenario(),
+          fio_scenario()};
 }
 
 uint64_t op_field(const nlohmann::json& stats, const char* op, const char* field) {
@@ -224,7 +247,7 @@ int run(int argc, char** argv) {
   std::string only, profiles, mimicfs = MIMICFS_BINARY;
   std::vector<std::string> perform;
   bool json = false;
-  app.add_option("--scenario", only, "Only this scenario: extend, grow, concurrent, punch");
+  app.add_option("--scenario", only, "Only this scenario: extend, grow, concurrent, punch, fio");
   app.add_option("--profiles", profiles, "Comma-separated profiles instead of each scenario's own");
   app.add_option("--mimicfs", mimicfs, "The mimicfs binary");
   app.add_flag("--json", json, "Print one JSON document instead of tables");

@@ -48,6 +48,43 @@ TEST(ScenarioDriver, ExtendTableShowsTheSeed000Pattern) {
   for (const auto& each : extend["rows"]) EXPECT_EQ(each["allocated_bytes"], 64 << 20);
 }
 
+// fio, real software: --fallocate=posix on nfs is the pattern from before
+// MDEV-32268's fix (refused, then glibc's byte per 4 KiB: an extent per 2 KiB once
+// written); native is refused and fio writes its blocks alone (one extent); on
+// nfs42 posix is one real fallocate.
+TEST(ScenarioDriver, FioFallocateModes) {
+  MIMICFS_REQUIRE_MOUNTABLE();
+  if (run_command({"fio", "--version"}).exit_status != 0) {
+    if (fuse_required()) FAIL() << "fio is missing: scripts/bootstrap.sh installs it";
+    GTEST_SKIP() << "fio is not installed";
+  }
+  auto r = run_command(
+      {MIMICFS_SCENARIOS_BINARY, "--scenario", "fio", "--profiles", "nfs,nfs42", "--json"});
+  ASSERT_EQ(r.exit_status, 0) << r.err;
+  const nlohmann::json doc = nlohmann::json::parse(r.out);
+  const auto& fio = doc["scenarios"][0];
+  constexpr uint64_t kSteps = (16 << 20) / 4096;
+  constexpr uint64_t kBlocks = (16 << 20) / (16 << 10);
+
+  const auto* posix = row(fio, "fio_fallocate_posix", "nfs");
+  ASSERT_NE(posix, nullptr);
+  EXPECT_EQ((*posix)["fallocate_refused"], 1);
+  EXPECT_EQ((*posix)["writes"], kSteps + kBlocks);
+  EXPECT_GE((*posix)["extents"].get<uint64_t>(), 2 * kSteps);
+
+  const auto* native = row(fio, "fio_fallocate_native", "nfs");
+  ASSERT_NE(native, nullptr);
+  EXPECT_EQ((*native)["fallocate_refused"], 1);
+  EXPECT_EQ((*native)["writes"], kBlocks);
+  EXPECT_EQ((*native)["extents"], 1);
+
+  const auto* nfs42 = row(fio, "fio_fallocate_posix", "nfs42");
+  ASSERT_NE(nfs42, nullptr);
+  EXPECT_EQ((*nfs42)["fallocate_refused"], 0);
+  EXPECT_EQ((*nfs42)["writes"], kBlocks);
+  EXPECT_EQ((*nfs42)["extents"], 1);
+}
+
 TEST(ScenarioDriver, BadInputIsAUsageError) {
   MIMICFS_REQUIRE_MOUNTABLE();
   auto unknown = run_command({MIMICFS_SCENARIOS_BINARY, "--scenario", "nosuch"});
