@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Debian's MariaDB with its datadir on mimicfs (issue 5): seed 000's case scaled
+# down (a ROW_FORMAT=COMPRESSED table filled, then ALTER TABLE ... ADD COLUMN) on
+# nfs, ideal, xfs and ext4, and a PAGE_COMPRESSED table dropped on each. Prints
+# the table of `scripts/scenarios.sh --scenario mariadb`. Installs mariadb-server
+# if missing (no service is started: each run starts its own mariadbd on the mount).
+#
+#   scripts/mariadb-on-mimicfs.sh [--check]
+#
+# --check also asserts what the seed says Debian's MariaDB shows: it carries the
+# MDEV-32268 fix (fallocate() first; when NFS refuses it, its own zero writes), so
+# on nfs fallocate is refused and the tablespace still ends in one extent.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+if ! command -v mariadbd >/dev/null && ! [ -x /usr/sbin/mariadbd ]; then
+  sudo=""
+  [ "$(id -u)" = 0 ] || sudo=sudo
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends \
+    mariadb-server >/dev/null
+fi
+export PATH="$PATH:/usr/sbin"
+"$root/scripts/build.sh" >/dev/null
+driver="$root/build/tools/mimicfs-scenarios"
+"$driver" --scenario mariadb 2> >(grep -v max_open_files >&2)
+[ "${1:-}" = --check ] || exit 0
+
+json=$("$driver" --scenario mariadb --profiles nfs,ideal --json 2>/dev/null)
+perl -MJSON::PP -e '
+  my $doc = decode_json(join "", <STDIN>);
+  my %row = map { ("$_->{strategy}/$_->{profile}" => $_) } @{$doc->{scenarios}[0]{rows}};
+  my @failed;
+  my $nfs = $row{"alter_compressed_table/nfs"};
+  my $ideal = $row{"alter_compressed_table/ideal"};
+  push @failed, "nfs: no fallocate was refused" unless $nfs->{fallocate_refused} > 0;
+  push @failed, "nfs: $nfs->{ibd_files} .ibd files have $nfs->{ibd_extents} extents, not one each"
+    unless $nfs->{ibd_files} > 0 && $nfs->{ibd_extents} == $nfs->{ibd_files};
+  push @failed, "ideal: fallocate was refused" unless $ideal->{fallocate_refused} == 0;
+  push @failed, "drop: no unlink" unless $row{"drop_page_compressed_table/nfs"}{unlinks} >= 1;
+  if (@failed) { print STDERR "mariadb-on-mimicfs: $_\n" for @failed; exit 1 }
+  print "mariadb-on-mimicfs: nfs refused $nfs->{fallocate_refused} fallocate calls and the table stayed in one extent; ideal refused none\n";
+' <<<"$json"
