@@ -38,6 +38,16 @@ void set_up_logging(const std::string& level, const std::string& log_file) {
   spdlog::set_default_logger(logger);
 }
 
+// The profile --profile NAME or --profile-file FILE chose (nfs when neither),
+// with --set overrides applied.
+std::expected<Profile, std::string> chosen_profile(const std::string& name, const std::string& file,
+                                                   const std::vector<std::string>& overrides) {
+  auto profile = file.empty() ? load_builtin_profile(name.empty() ? kDefaultProfile : name)
+                              : load_profile_file(file);
+  if (!profile) return profile;
+  return apply_overrides(std::move(*profile), overrides);
+}
+
 int run(int argc, char** argv) {
   CLI::App app{
       "mimicfs: a FUSE filesystem that behaves like the storage a database meets in "
@@ -124,11 +134,7 @@ int run(int argc, char** argv) {
 
   if (*mount) {
     set_up_logging(log_level, log_file);
-    std::expected<Profile, std::string> profile =
-        profile_file.empty()
-            ? load_builtin_profile(profile_name.empty() ? kDefaultProfile : profile_name)
-            : load_profile_file(profile_file);
-    if (profile) profile = apply_overrides(std::move(*profile), overrides);
+    auto profile = chosen_profile(profile_name, profile_file, overrides);
     if (!profile) return usage_error(profile.error());
     if (auto why = check_mountpoint(mountpoint); !why.empty()) return usage_error(why);
     if (auto why = check_fuse_device(); !why.empty()) return usage_error(why);
@@ -136,11 +142,7 @@ int run(int argc, char** argv) {
     return mount_and_serve(options);
   }
   if (*run_app) {
-    std::expected<Profile, std::string> profile =
-        run_profile_file.empty()
-            ? load_builtin_profile(run_profile_name.empty() ? kDefaultProfile : run_profile_name)
-            : load_profile_file(run_profile_file);
-    if (profile) profile = apply_overrides(std::move(*profile), run_overrides);
+    auto profile = chosen_profile(run_profile_name, run_profile_file, run_overrides);
     if (!profile) return usage_error(profile.error());
     return run_with_mount(RunOptions{std::move(*profile), run_args, run_stats_out});
   }
