@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -190,6 +191,7 @@ std::string render_layout_svg(const nlohmann::json& layout) {
 }
 
 int write_report(const std::string& mountpoint, const std::string& out) {
+  // (render_layout_svg trusts its input; this checks what it reads first.)
   const std::string file = (std::filesystem::path(mountpoint) / ".mimicfs/layout.json").string();
   std::ifstream in(file);
   if (!in) {
@@ -204,7 +206,17 @@ int write_report(const std::string& mountpoint, const std::string& out) {
   nlohmann::json layout;
   try {
     layout = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
+    if (layout.at("schema_version") != 1) throw std::runtime_error("unknown schema_version");
+    if (layout.at("device").at("allocation_unit").get<uint64_t>() == 0) {
+      throw std::runtime_error("allocation_unit is 0");
+    }
+    for (const auto& [path, f] : layout.at("files").items()) {
+      for (const auto& e : f.at("extents")) {
+        if (e.size() != 4 || e[2].get<uint64_t>() == 0)
+          throw std::runtime_error("bad extent in " + path);
+      }
+    }
+  } catch (const std::exception& e) {
     fmt::print(stderr, "mimicfs report: {}: malformed layout: {}\n", file, e.what());
     return kExitFailure;
   }

@@ -25,9 +25,12 @@ namespace mimicfs {
 namespace {
 
 std::atomic<pid_t> g_command{0};
+std::atomic<int> g_signal{0};  // the last terminating signal the run received
 
-// Passes a terminating signal on to the command; its end ends the run.
+// Passes a terminating signal on to what runs (the mount, then the command) and
+// remembers it, so a signal between the two still ends the run.
 void forward_signal(int signal) {
+  g_signal = signal;
   if (const pid_t pid = g_command.load(); pid > 0) kill(pid, signal);
 }
 
@@ -44,9 +47,11 @@ std::optional<int> spawn_and_wait(const std::vector<std::string>& args, char** e
   }
   g_command = pid;
   int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  pid_t waited;
+  while ((waited = waitpid(pid, &status, 0)) < 0 && errno == EINTR) {
   }
   g_command = 0;
+  if (waited < 0) return 1;  // its status is lost (SIGCHLD ignored?): not a success
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
   return WEXITSTATUS(status);
 }
@@ -104,14 +109,20 @@ int run_with_mount(const RunOptions& options) {
   const auto mounted = spawn_and_wait(
       {self_path(), "mount", "--profile-file", profile_file, dir, "--log-file", dir + ".log"},
       environ);
-  std::filesystem::remove(profile_file);
-  if (mounted != kExitOk) {
+  std::error_code removed;
+  std::filesystem::remove(profile_file, removed);
+  if (mounted != kExitOk || g_signal != 0) {
+    // A mount interrupted half-way may be in place: take it down before leaving.
+    if (mounted == kExitOk) unmount(dir);
+    spawn_and_wait({"fusermount3", "-u", "-q", dir}, environ);
     restore_signals();
     std::ifstream log(dir + ".log");
     std::string last, line;
     while (std::getline(log, line)) last = line;
-    std::filesystem::remove(dir + ".log");
-    std::filesystem::remove(dir);
+    std::error_code ec;
+    std::filesystem::remove(dir + ".log", ec);
+    std::filesystem::remove(dir, ec);
+    if (g_signal != 0) return 128 + g_signal;
     return setup_error(fmt::format("could not mount {}{}", dir, last.empty() ? "" : ": " + last));
   }
 

@@ -9,8 +9,13 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 out="${1:-/tmp/mimicfs-report}"
 mkdir -p "$out"
-command -v chromium >/dev/null ||
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+out="$(cd "$out" && pwd)"  # file:// needs an absolute path
+if ! command -v chromium >/dev/null; then
+  sudo=""
+  [ "$(id -u)" = 0 ] || sudo=sudo
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq chromium >/dev/null
+fi
 "$root/scripts/build.sh" >/dev/null
 mimicfs="$root/build/fusefs/mimicfs"
 driver="$root/build/tools/mimicfs-scenarios"

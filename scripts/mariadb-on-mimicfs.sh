@@ -3,7 +3,8 @@
 # down (a ROW_FORMAT=COMPRESSED table filled, then ALTER TABLE ... ADD COLUMN) on
 # nfs, ideal, xfs and ext4, and a PAGE_COMPRESSED table dropped on each. Prints
 # the table of `scripts/scenarios.sh --scenario mariadb`. Installs mariadb-server
-# if missing (no service is started: each run starts its own mariadbd on the mount).
+# if missing; each run starts its own mariadbd with its datadir on the mount and
+# a private socket, whatever the package's own service does.
 #
 #   scripts/mariadb-on-mimicfs.sh [--check]
 #
@@ -14,7 +15,10 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 if ! command -v mariadbd >/dev/null && ! [ -x /usr/sbin/mariadbd ]; then
   sudo=""
-  [ "$(id -u)" = 0 ] || sudo=sudo
+  if [ "$(id -u)" != 0 ]; then
+    command -v sudo >/dev/null || { echo "mariadb-on-mimicfs.sh: installing mariadb-server needs root or sudo" >&2; exit 2; }
+    sudo=sudo
+  fi
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends \
     mariadb-server >/dev/null
@@ -22,10 +26,15 @@ fi
 export PATH="$PATH:/usr/sbin"
 "$root/scripts/build.sh" >/dev/null
 driver="$root/build/tools/mimicfs-scenarios"
-"$driver" --scenario mariadb 2> >(grep -v max_open_files >&2)
+json=$("$driver" --scenario mariadb --json)
+# The table, from the same runs.
+perl -MJSON::PP -e '
+  my $rows = decode_json(join "", <STDIN>)->{scenarios}[0]{rows};
+  printf "%-28s %-7s %8s %7s %8s %8s %9s %11s\n", qw(strategy profile writes fsyncs refused unlinks ibd_files ibd_extents);
+  printf "%-28s %-7s %8d %7d %8d %8d %9d %11d\n", @$_{qw(strategy profile writes fsyncs fallocate_refused unlinks ibd_files ibd_extents)} for @$rows;
+' <<<"$json"
 [ "${1:-}" = --check ] || exit 0
 
-json=$("$driver" --scenario mariadb --profiles nfs,ideal --json 2>/dev/null)
 perl -MJSON::PP -e '
   my $doc = decode_json(join "", <STDIN>);
   my %row = map { ("$_->{strategy}/$_->{profile}" => $_) } @{$doc->{scenarios}[0]{rows}};

@@ -27,11 +27,13 @@ stop() {
   rm -rf "$run"
 }
 trap stop EXIT
-for _ in $(seq 100); do
-  mariadb-admin --no-defaults --socket="$socket" -uroot ping >/dev/null 2>&1 && break
+ready=no
+for _ in $(seq 300); do
+  mariadb-admin --no-defaults --socket="$socket" -uroot ping >/dev/null 2>&1 && { ready=yes; break; }
   kill -0 "$server" 2>/dev/null || { cat "$run/error.log" >&2; exit 1; }
   sleep 0.2
 done
+[ $ready = yes ] || { echo "mariadb-session.sh: mariadbd not ready after 60 s" >&2; tail -5 "$run/error.log" >&2; exit 1; }
 sql() { mariadb --no-defaults --socket="$socket" -uroot -e "$1"; }
 "$mimicfs" ctl "$MIMICFS_MOUNT" reset
 

@@ -3,7 +3,9 @@
 # prints one table per scenario (tools/scenario_driver.cc). Needs root or a
 # usable /dev/fuse (it mounts).
 #
-#   scripts/scenarios.sh [--scenario extend|grow|concurrent|punch] [--profiles nfs,ext4] [--json]
+#   scripts/scenarios.sh [--scenario extend|grow|concurrent|punch|fio|mariadb] [--profiles nfs,ext4] [--json]
+#
+# Without --scenario every scenario but mariadb runs (scripts/mariadb-on-mimicfs.sh runs that).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 "$root/scripts/build.sh" >/dev/null

@@ -187,11 +187,11 @@ Scenario fio_scenario() {
 }
 
 // Seeds 000 and 004 with Debian's MariaDB (scripts/mariadb-session.sh): a
-// compressed table filled and altered; a page-compressed table dropped.
-bool mariadb(const std::string& mount, const char* workload) {
+// compressed table filled and altered; a page-compressed table dropped. The
+// session finds the mount in MIMICFS_MOUNT and mimicfs in MIMICFS.
+bool mariadb(const std::string& /*mount*/, const char* workload) {
   const std::string command =
-      fmt::format("MIMICFS_MOUNT='{}' WORKLOAD={} MIMICFS='{}' '{}/scripts/mariadb-session.sh'",
-                  mount, workload, MIMICFS_BINARY, MIMICFS_SOURCE_DIR);
+      fmt::format("WORKLOAD={} '{}/scripts/mariadb-session.sh'", workload, MIMICFS_SOURCE_DIR);
   return std::system(command.c_str()) == 0;
 }
 
@@ -238,7 +238,7 @@ nlohmann::json row_of(const std::string& strategy, const std::string& profile,
           {"fallocate_refused", refused},
           {"punches", op_field(stats, "punch", "count")},
           {"extents", extents},
-          {"ibd_files", ibd_files},      // InnoDB's file-per-table tablespaces
+          {"ibd_files", ibd_files},  // InnoDB's file-per-table tablespaces
           {"ibd_extents", ibd_extents},
           {"unlinks", op_field(stats, "unlink", "count")},
           {"allocated_bytes", allocated},
@@ -308,8 +308,21 @@ int run(int argc, char** argv) {
   }
 
   const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
-  const std::string stats_file = fmt::format(
-      "{}/mimicfs-scenarios.{}.json", std::filesystem::temp_directory_path().string(), getpid());
+  // A private directory for the stats files: no name another user can plant.
+  char private_dir[] = "/tmp/mimicfs-scenarios.XXXXXX";
+  if (!mkdtemp(private_dir)) {
+    fmt::print(stderr, "mimicfs-scenarios: cannot create a directory in /tmp\n");
+    return 1;
+  }
+  struct RemoveDir {
+    std::string path;
+    ~RemoveDir() {
+      std::error_code ec;
+      std::filesystem::remove_all(path, ec);
+    }
+  } cleanup{private_dir};
+  const std::string stats_file = std::string(private_dir) + "/stats.json";
+  setenv("MIMICFS", mimicfs.c_str(), 1);  // for strategies that call mimicfs (mariadb)
   nlohmann::json document = {{"scenarios", nlohmann::json::array()}};
   for (const auto& scenario : scenarios) {
     if (!only.empty() && scenario.name != only) continue;
@@ -326,14 +339,12 @@ int run(int argc, char** argv) {
           const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 1;
           fmt::print(stderr, "mimicfs-scenarios: {} / {} on {} failed (status {})\n", scenario.name,
                      strategy, profile, code);
-          std::filesystem::remove(stats_file);
           return code == 2 ? 2 : 1;
         }
         std::ifstream in(stats_file);
         rows.push_back(row_of(strategy, profile, nlohmann::json::parse(in)));
       }
     }
-    std::filesystem::remove(stats_file);
     if (json) {
       document["scenarios"].push_back(
           {{"name", scenario.name}, {"question", scenario.seed_and_question}, {"rows", rows}});
