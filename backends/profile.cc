@@ -31,6 +31,7 @@ constexpr ModeName kModeNames[] = {
 };
 
 constexpr std::string_view kPlacements[] = {"goal", "shared_cursor"};
+constexpr std::string_view kNamespaceDurabilities[] = {"journal", "synchronous"};
 
 using Error = std::unexpected<std::string>;
 
@@ -84,6 +85,9 @@ Apply integer_key(std::string_view key, Field Profile::*field, uint64_t min, uin
 }
 
 constexpr uint64_t kMaxBytes = uint64_t{1} << 60;
+// An hour: long enough for any emulated latency, short enough that sums of
+// millions of them cannot overflow 64-bit nanoseconds.
+constexpr uint64_t kMaxNs = uint64_t{3600} * 1'000'000'000;
 // Each allocation group is an entry in the allocator's maps: bound the memory.
 constexpr uint64_t kMaxGroups = uint64_t{1} << 20;
 
@@ -174,6 +178,79 @@ const std::vector<KeySpec>& schema() {
       {"allocation.cow_extent_max_bytes",
        integer_key("allocation.cow_extent_max_bytes", &Profile::cow_extent_max_bytes, 0, kMaxBytes),
        false},
+      {"device.logical_block_size",
+       [](const toml::node& node, Profile& p) -> std::expected<void, std::string> {
+         auto r = integer_key("device.logical_block_size", &Profile::logical_block_size, 1,
+                              kMaxAllocationUnit)(node, p);
+         if (!r) return r;
+         if (!std::has_single_bit(p.logical_block_size)) {
+           return key_error(node, "device.logical_block_size",
+                            fmt::format("must be a power of two (got {})", p.logical_block_size));
+         }
+         return {};
+       },
+       false},
+      {"cost.round_trip_ns", integer_key("cost.round_trip_ns", &Profile::round_trip_ns, 0, kMaxNs),
+       false},
+      {"cost.metadata_ns", integer_key("cost.metadata_ns", &Profile::metadata_ns, 0, kMaxNs),
+       false},
+      {"cost.read_ns", integer_key("cost.read_ns", &Profile::read_ns, 0, kMaxNs), false},
+      {"cost.write_ns", integer_key("cost.write_ns", &Profile::write_ns, 0, kMaxNs), false},
+      {"cost.fsync_ns", integer_key("cost.fsync_ns", &Profile::fsync_ns, 0, kMaxNs), false},
+      {"cost.fallocate_ns", integer_key("cost.fallocate_ns", &Profile::fallocate_ns, 0, kMaxNs),
+       false},
+      {"cost.punch_ns", integer_key("cost.punch_ns", &Profile::punch_ns, 0, kMaxNs), false},
+      {"cost.unlink_ns", integer_key("cost.unlink_ns", &Profile::unlink_ns, 0, kMaxNs), false},
+      {"cost.unlink_extent_ns",
+       integer_key("cost.unlink_extent_ns", &Profile::unlink_extent_ns, 0, kMaxNs), false},
+      {"cost.extent_ns", integer_key("cost.extent_ns", &Profile::extent_ns, 0, kMaxNs), false},
+      {"cost.gap_fill_ns", integer_key("cost.gap_fill_ns", &Profile::gap_fill_ns, 0, kMaxNs),
+       false},
+      {"cost.bandwidth_bytes_per_second",
+       integer_key("cost.bandwidth_bytes_per_second", &Profile::bandwidth_bytes_per_second, 0,
+                   kMaxBytes),
+       false},
+      {"cost.max_request_bytes",
+       integer_key("cost.max_request_bytes", &Profile::max_request_bytes, 512, uint64_t{1} << 30),
+       false},
+      {"cost.queue_depth", integer_key("cost.queue_depth", &Profile::queue_depth, 1, 65536), false},
+      {"page_cache.memory_bandwidth_bytes_per_second",
+       integer_key("page_cache.memory_bandwidth_bytes_per_second",
+                   &Profile::memory_bandwidth_bytes_per_second, 0, kMaxBytes),
+       false},
+      {"page_cache.syscall_ns",
+       integer_key("page_cache.syscall_ns", &Profile::syscall_ns, 0, kMaxNs), false},
+      {"page_cache.dirty_unit",
+       [](const toml::node& node, Profile& p) -> std::expected<void, std::string> {
+         auto r = integer_key("page_cache.dirty_unit", &Profile::dirty_unit, 1, kMaxAllocationUnit)(
+             node, p);
+         if (!r) return r;
+         if (!std::has_single_bit(p.dirty_unit)) {
+           return key_error(node, "page_cache.dirty_unit",
+                            fmt::format("must be a power of two (got {})", p.dirty_unit));
+         }
+         return {};
+       },
+       false},
+      {"page_cache.dirty_limit_bytes",
+       integer_key("page_cache.dirty_limit_bytes", &Profile::dirty_limit_bytes, 0, kMaxBytes),
+       false},
+      {"page_cache.flush_on_close", bool_key("page_cache.flush_on_close", &Profile::flush_on_close),
+       false},
+      {"page_cache.direct_io", bool_key("page_cache.direct_io", &Profile::direct_io), false},
+      {"durability.namespace",
+       [](const toml::node& node, Profile& p) -> std::expected<void, std::string> {
+         auto r = string_key("durability.namespace", &Profile::namespace_durability)(node, p);
+         if (!r) return r;
+         if (std::find(std::begin(kNamespaceDurabilities), std::end(kNamespaceDurabilities),
+                       p.namespace_durability) == std::end(kNamespaceDurabilities)) {
+           return key_error(node, "durability.namespace",
+                            fmt::format("unknown value \"{}\" (known: journal, synchronous)",
+                                        p.namespace_durability));
+         }
+         return {};
+       },
+       false},
   };
   return keys;
 }
@@ -253,6 +330,12 @@ std::expected<void, std::string> validate(const Profile& p, std::string_view sou
     return error({"allocation.speculative_preallocation", "allocation.inode_window_max_bytes"},
                  "allocation.speculative_preallocation cannot be combined with "
                  "allocation.inode_window_max_bytes (choose one preallocation policy)");
+  }
+  if (p.logical_block_size > unit) {
+    return error({"device.logical_block_size", "device.allocation_unit"},
+                 fmt::format("device.logical_block_size ({}) must not exceed "
+                             "device.allocation_unit ({})",
+                             p.logical_block_size, unit));
   }
   if (p.speculative_preallocation_min_bytes > p.speculative_preallocation_max_bytes) {
     return error({"allocation.speculative_preallocation_min_bytes",
@@ -421,6 +504,7 @@ std::string Profile::to_toml() const {
       "group_metadata_bytes = {}  # bytes at the start of each group\n"
       "max_extent_bytes = {}  # bytes, 0: no limit\n"
       "max_unwritten_extent_bytes = {}  # bytes, 0: as max_extent_bytes\n"
+      "logical_block_size = {}  # bytes, O_DIRECT alignment\n"
       "\n[statfs]\n"
       "block_size = {}  # bytes, f_bsize\n"
       "fragment_size = {}  # bytes, f_frsize\n"
@@ -436,12 +520,40 @@ std::string Profile::to_toml() const {
       "speculative_preallocation_min_bytes = {}  # bytes\n"
       "speculative_preallocation_max_bytes = {}  # bytes\n"
       "copy_on_write = {}\n"
-      "cow_extent_max_bytes = {}  # bytes, 0: no limit\n",
+      "cow_extent_max_bytes = {}  # bytes, 0: no limit\n"
+      "\n[cost]\n"
+      "round_trip_ns = {}\n"
+      "metadata_ns = {}\n"
+      "read_ns = {}\n"
+      "write_ns = {}\n"
+      "fsync_ns = {}\n"
+      "fallocate_ns = {}\n"
+      "punch_ns = {}\n"
+      "unlink_ns = {}\n"
+      "unlink_extent_ns = {}\n"
+      "extent_ns = {}\n"
+      "gap_fill_ns = {}\n"
+      "bandwidth_bytes_per_second = {}  # 0: unlimited\n"
+      "max_request_bytes = {}\n"
+      "queue_depth = {}\n"
+      "\n[page_cache]\n"
+      "memory_bandwidth_bytes_per_second = {}  # 0: free\n"
+      "syscall_ns = {}\n"
+      "dirty_unit = {}  # bytes\n"
+      "dirty_limit_bytes = {}  # 0: no limit\n"
+      "flush_on_close = {}\n"
+      "direct_io = {}\n"
+      "\n[durability]\n"
+      "namespace = {}\n",
       quoted(name), quoted(description), allocation_unit, capacity_bytes, allocation_group_bytes,
-      group_metadata_bytes, max_extent_bytes, max_unwritten_extent_bytes, statfs_block_size,
-      statfs_fragment_size, name_max, modes, quoted(placement), delayed_allocation, writeback_bytes,
-      inode_window_max_bytes, speculative_preallocation, speculative_preallocation_min_bytes,
-      speculative_preallocation_max_bytes, copy_on_write, cow_extent_max_bytes);
+      group_metadata_bytes, max_extent_bytes, max_unwritten_extent_bytes, logical_block_size,
+      statfs_block_size, statfs_fragment_size, name_max, modes, quoted(placement),
+      delayed_allocation, writeback_bytes, inode_window_max_bytes, speculative_preallocation,
+      speculative_preallocation_min_bytes, speculative_preallocation_max_bytes, copy_on_write,
+      cow_extent_max_bytes, round_trip_ns, metadata_ns, read_ns, write_ns, fsync_ns, fallocate_ns,
+      punch_ns, unlink_ns, unlink_extent_ns, extent_ns, gap_fill_ns, bandwidth_bytes_per_second,
+      max_request_bytes, queue_depth, memory_bandwidth_bytes_per_second, syscall_ns, dirty_unit,
+      dirty_limit_bytes, flush_on_close, direct_io, quoted(namespace_durability));
 }
 
 }  // namespace mimicfs

@@ -32,6 +32,7 @@ struct Profile {
   uint64_t group_metadata_bytes = 0;        // bytes at the start of each group, never free
   uint64_t max_extent_bytes = 0;            // bytes; the longest extent record, 0: no limit
   uint64_t max_unwritten_extent_bytes = 0;  // bytes; the longest unwritten one, 0: as written
+  uint64_t logical_block_size = 512;        // bytes; O_DIRECT offsets and lengths align to it
 
   // [statfs]: the geometry statfs(2) reports.
   uint64_t statfs_block_size = 4096;     // f_bsize; glibc's posix_fallocate steps by it (max 4096)
@@ -51,6 +52,35 @@ struct Profile {
   uint64_t speculative_preallocation_max_bytes = uint64_t{8} << 30;
   bool copy_on_write = false;  // btrfs: overwrites allocate new blocks, bookend extents
   uint64_t cow_extent_max_bytes = uint64_t{128} << 20;  // the longest copy-on-write data extent
+
+  // [cost]: emulated time (cost_model.h). 0 everywhere: operations are free.
+  uint64_t round_trip_ns = 0;     // network round trip of every request to an NFS server
+  uint64_t metadata_ns = 0;       // create, mkdir, rename, link, setattr, xattrs, rmdir
+  uint64_t read_ns = 0;           // each device read request
+  uint64_t write_ns = 0;          // each device write request
+  uint64_t fsync_ns = 0;          // the commit of fsync/fdatasync: journal and cache flush
+  uint64_t fallocate_ns = 0;      // each fallocate that allocates or zeroes
+  uint64_t punch_ns = 0;          // each hole punch
+  uint64_t unlink_ns = 0;         // each unlink, and each rmdir
+  uint64_t unlink_extent_ns = 0;  // each extent the last unlink of a file frees
+  uint64_t extent_ns = 0;         // each extent past the first a device request spans
+  uint64_t gap_fill_ns = 0;       // each allocation into a hole between allocated blocks
+  uint64_t bandwidth_bytes_per_second = 0;  // device or network; 0: unlimited
+  uint64_t max_request_bytes = 1 << 20;     // longest device request (NFS wsize/rsize)
+  uint64_t queue_depth = 1;                 // device requests in flight at once
+
+  // [page_cache]: the host's page cache in front of the device.
+  uint64_t memory_bandwidth_bytes_per_second = 0;  // buffered copies; 0: free
+  uint64_t syscall_ns = 0;                         // each buffered read or write
+  uint64_t dirty_unit = 4096;      // bytes writeback writes whole: a page; 1 on NFS (byte ranges)
+  uint64_t dirty_limit_bytes = 0;  // dirty bytes that make a writer write back; 0: no limit
+  bool flush_on_close = false;     // NFS close-to-open: close writes back and commits
+  bool direct_io = true;           // O_DIRECT opens are accepted (else EINVAL)
+
+  // [durability]: what survives `ctl crash`.
+  // "journal": namespace changes are durable at the next fsync of any file or
+  // directory (one journal); "synchronous": at once (an NFS server commits them).
+  std::string namespace_durability = "journal";
 
   bool supports(FallocateMode mode) const {
     return (fallocate_modes & static_cast<uint8_t>(mode)) != 0;

@@ -31,6 +31,11 @@ void OperationCounters::record(Op op, uint64_t bytes, int error) {
   }
 }
 
+void OperationCounters::add_time(Op op, uint64_t emulated_ns) {
+  if (emulated_ns == 0) return;
+  counters_[static_cast<size_t>(op)].emulated_ns.fetch_add(emulated_ns, std::memory_order_relaxed);
+}
+
 std::map<std::string, OperationStats> OperationCounters::snapshot() const {
   std::map<std::string, OperationStats> out;
   std::lock_guard lock(errors_mutex_);
@@ -40,6 +45,7 @@ std::map<std::string, OperationStats> OperationCounters::snapshot() const {
     OperationStats& s = out[std::string(op_name(static_cast<Op>(i)))];
     s.count = count;
     s.bytes = counters_[i].bytes.load(std::memory_order_relaxed);
+    s.emulated_ns = counters_[i].emulated_ns.load(std::memory_order_relaxed);
     for (const auto& [error, n] : errors_[i]) s.errors[errno_name(error)] = n;
   }
   return out;
@@ -50,6 +56,7 @@ void OperationCounters::reset() {
   for (auto& c : counters_) {
     c.count.store(0, std::memory_order_relaxed);
     c.bytes.store(0, std::memory_order_relaxed);
+    c.emulated_ns.store(0, std::memory_order_relaxed);
   }
   for (auto& e : errors_) e.clear();
 }
@@ -58,6 +65,7 @@ nlohmann::json to_json(const StatsSnapshot& s) {
   nlohmann::json j;
   j["schema_version"] = StatsSnapshot::kSchemaVersion;
   j["profile"] = s.profile;
+  j["clock"] = {{"mode", s.clock.mode}, {"emulated_ns", s.clock.emulated_ns}};
   j["device"] = {
       {"allocation_unit", s.device.allocation_unit},
       {"capacity_bytes", s.device.capacity_bytes},
@@ -73,7 +81,10 @@ nlohmann::json to_json(const StatsSnapshot& s) {
   for (const auto& [name, op] : s.ops) {
     nlohmann::json errors = nlohmann::json::object();
     for (const auto& [e, n] : op.errors) errors[e] = n;
-    j["ops"][name] = {{"count", op.count}, {"bytes", op.bytes}, {"errors", errors}};
+    j["ops"][name] = {{"count", op.count},
+                      {"bytes", op.bytes},
+                      {"emulated_ns", op.emulated_ns},
+                      {"errors", errors}};
   }
   j["files"] = nlohmann::json::object();
   for (const auto& [path, f] : s.files) {
@@ -89,9 +100,13 @@ nlohmann::json to_json(const StatsSnapshot& s) {
         {"holes", f.holes},
         {"delayed_bytes", f.delayed_bytes},
         {"preallocated_bytes", f.preallocated_bytes},
+        {"dirty_bytes", f.dirty_bytes},
+        {"unsynced_bytes", f.unsynced_bytes},
+        {"emulated_ns", f.emulated_ns},
         {"extent_size_histogram", histogram},
     };
   }
+  j["faults"] = s.faults;
   return j;
 }
 

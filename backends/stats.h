@@ -54,6 +54,7 @@ std::string_view op_name(Op op);
 struct OperationStats {
   uint64_t count = 0;
   uint64_t bytes = 0;                      // data moved by read and write; punched by punch
+  uint64_t emulated_ns = 0;                // emulated time charged to this class
   std::map<std::string, uint64_t> errors;  // errno name -> count
 };
 
@@ -67,6 +68,9 @@ struct FileStats {
   uint64_t holes = 0;               // runs inside [0, size) with neither blocks nor delayed data
   uint64_t delayed_bytes = 0;       // written, awaiting delayed allocation (in st_blocks)
   uint64_t preallocated_bytes = 0;  // mapped past EOF, or reserved for the file's next blocks
+  uint64_t dirty_bytes = 0;         // in the page cache, not yet written to the device
+  uint64_t unsynced_bytes = 0;      // written since the last sync: a crash would lose them
+  uint64_t emulated_ns = 0;         // emulated time of the operations on this file
   // Extent lengths in bytes, each rounded up to a power of two -> number of extents.
   std::map<uint64_t, uint64_t> extent_size_histogram;
 };
@@ -83,12 +87,19 @@ struct DeviceStats {
   uint64_t largest_free_extent_bytes = 0;
 };
 
+struct ClockStats {
+  std::string mode = "virtual";  // "virtual", "real" or "real:SCALE"
+  uint64_t emulated_ns = 0;      // every operation's emulated time
+};
+
 struct StatsSnapshot {
   static constexpr int kSchemaVersion = 1;
   std::string profile;
+  ClockStats clock;
   DeviceStats device;
-  std::map<std::string, OperationStats> ops;  // only operations that happened
-  std::map<std::string, FileStats> files;     // by path, "/" rooted; regular files only
+  std::map<std::string, OperationStats> ops;        // only operations that happened
+  std::map<std::string, FileStats> files;           // by path, "/" rooted; regular files only
+  nlohmann::json faults = nlohmann::json::array();  // FaultInjector::to_json()
 };
 
 nlohmann::json to_json(const StatsSnapshot& snapshot);
@@ -98,6 +109,7 @@ nlohmann::json to_json(const StatsSnapshot& snapshot);
 class OperationCounters {
  public:
   void record(Op op, uint64_t bytes, int error);
+  void add_time(Op op, uint64_t emulated_ns);
   std::map<std::string, OperationStats> snapshot() const;
   void reset();
 
@@ -113,6 +125,7 @@ class OperationCounters {
   struct Counter {
     std::atomic<uint64_t> count{0};
     std::atomic<uint64_t> bytes{0};
+    std::atomic<uint64_t> emulated_ns{0};
   };
   std::array<Counter, static_cast<size_t>(Op::kCount)> counters_;
   mutable std::mutex errors_mutex_;

@@ -51,11 +51,12 @@ struct InodeReservation {
 
 struct Volume::Inode {
   Inode(uint64_t number, uint32_t mode, uint64_t group, uint64_t max_extent_blocks,
-        uint64_t max_unwritten_blocks)
+        uint64_t max_unwritten_blocks, uint64_t dirty_unit)
       : number(number),
         mode(mode),
         group(group),
-        extents(max_extent_blocks, max_unwritten_blocks) {}
+        extents(max_extent_blocks, max_unwritten_blocks),
+        cache(dirty_unit) {}
   const uint64_t number;
   const uint32_t mode;   // type bits never change; permission bits live in `permissions`
   const uint64_t group;  // the allocation group its blocks are placed in
@@ -75,6 +76,9 @@ struct Volume::Inode {
   bool fallocated = false;   // as xfs's PREALLOC flag: blocks past EOF survive close
   bool eof_trimmed = false;  // as xfs's IDIRTY_RELEASE: trimmed once, kept after
   uint32_t open_handles = 0;
+  FilePageCache cache;
+  FileDurability durability;
+  uint64_t pending_gap_fills = 0;  // allocations into holes, charged at the next writeback
   std::unique_ptr<FileData> data;  // regular files only
   std::string symlink_target;
 
@@ -83,13 +87,47 @@ struct Volume::Inode {
   std::atomic<uint32_t> nlink{0};
   uint64_t references = 0;
   std::map<std::string, std::shared_ptr<Inode>> entries;  // directories only
-  uint64_t parent = 0;                                    // directories only
+  uint64_t parent = 0;  // the directory of its last entry (0: none yet)
+  std::string name;     // that entry's name, for fault rules' paths
+
+  std::atomic<uint64_t> emulated_ns{0};
 
   bool is_directory() const { return S_ISDIR(mode); }
   bool is_regular() const { return S_ISREG(mode); }
 };
 
-Volume::Volume(Profile profile, std::unique_ptr<DataStore> store, const WallClock& clock)
+// One operation's emulated cost. Declared before the operation takes its locks,
+// so it is charged (and, in real latency mode, waited) after they are released.
+struct Volume::Charge {
+  Charge(Volume& volume, Op op) : volume(volume), op(op) {}
+  ~Charge() {
+    const uint64_t total = cost.total();
+    if (total == 0) return;
+    volume.counters_.add_time(op, total);
+    if (file) file->emulated_ns.fetch_add(total, std::memory_order_relaxed);
+    volume.emulated_clock_.charge(cost);
+  }
+  Charge(const Charge&) = delete;
+  Charge& operator=(const Charge&) = delete;
+
+  Volume& volume;
+  Op op;
+  Cost cost;
+  std::shared_ptr<Inode> file;  // the file the time is charged to, if any
+};
+
+// A namespace change not yet durable on a journal profile.
+struct Volume::NamespaceChange {
+  enum class Kind { kCreated, kRenamed } kind;
+  std::shared_ptr<Inode> inode;
+  uint64_t parent = 0;  // where the entry is now
+  std::string name;
+  uint64_t from_parent = 0;  // kRenamed: where it was
+  std::string from_name;
+};
+
+Volume::Volume(Profile profile, std::unique_ptr<DataStore> store, const WallClock& clock,
+               LatencyMode latency)
     : profile_(std::move(profile)),
       unit_(profile_.allocation_unit),
       store_(std::move(store)),
@@ -101,12 +139,14 @@ Volume::Volume(Profile profile, std::unique_ptr<DataStore> store, const WallCloc
                                 profile_.group_metadata_bytes / unit_}),
       references_(profile_.copy_on_write
                       ? std::make_unique<ExtentReferences>(profile_.cow_extent_max_bytes / unit_)
-                      : nullptr) {
+                      : nullptr),
+      costs_(profile_),
+      emulated_clock_(profile_.queue_depth, latency) {
   if (!placement_) {
     throw std::invalid_argument(
         fmt::format("unknown allocation placement \"{}\"", profile_.placement));
   }
-  auto root = std::make_shared<Inode>(kRootInode, S_IFDIR, 0, 0, 0);
+  auto root = std::make_shared<Inode>(kRootInode, S_IFDIR, 0, 0, 0, profile_.dirty_unit);
   root->permissions = 0755;
   root->atime = root->mtime = root->ctime = clock_.now();
   root->nlink = 2;
@@ -142,9 +182,9 @@ std::shared_ptr<Volume::Inode> Volume::new_inode(uint32_t mode, Owner owner, con
   // a file to its directory's.
   const uint64_t group =
       S_ISDIR(mode) ? next_directory_group_++ % allocator_.group_count() : parent.group;
-  auto inode = std::make_shared<Inode>(next_inode_++, mode & S_IFMT, group,
-                                       profile_.max_extent_bytes / unit_,
-                                       profile_.max_unwritten_extent_bytes / unit_);
+  auto inode = std::make_shared<Inode>(
+      next_inode_++, mode & S_IFMT, group, profile_.max_extent_bytes / unit_,
+      profile_.max_unwritten_extent_bytes / unit_, profile_.dirty_unit);
   inode->permissions = mode & 07777;
   inode->uid = owner.uid;
   inode->gid = owner.gid;
@@ -178,9 +218,11 @@ Result<Attributes> Volume::add_entry_locked(Inode& parent, const std::string& na
   if (inodes_.size() >= kMaxInodes) return fail(ENOSPC);
   child->nlink = child->is_directory() ? 2 : 1;
   child->references = 1;
-  if (child->is_directory()) {
-    child->parent = parent.number;
-    parent.nlink.fetch_add(1);
+  child->parent = parent.number;
+  child->name = name;
+  if (child->is_directory()) parent.nlink.fetch_add(1);
+  if (profile_.namespace_durability == "journal") {
+    uncommitted_.push_back({NamespaceChange::Kind::kCreated, child, parent.number, name, 0, {}});
   }
   parent.entries.emplace(name, child);
   inodes_.emplace(child->number, child);
@@ -192,12 +234,16 @@ Result<Attributes> Volume::add_entry_locked(Inode& parent, const std::string& na
   return attributes(*child);
 }
 
-void Volume::drop_link_locked(const std::shared_ptr<Inode>& child) {
+uint64_t Volume::drop_link_locked(const std::shared_ptr<Inode>& child) {
   const uint32_t remaining = child->is_directory() ? 0 : child->nlink.fetch_sub(1) - 1;
   if (child->is_directory()) child->nlink = 0;
+  uint64_t freed_extents = 0;
   {
     std::lock_guard lock(child->mutex);
     child->ctime = clock_.now();
+    // Charged whether the blocks go now or at the last close: seed 004's cost of
+    // freeing a punched file's extents is the unlink's.
+    if (remaining == 0 && child->is_regular()) freed_extents = child->extents.extent_count();
   }
   if (remaining == 0 && child->references == 0) {
     destroy_locked(child);
@@ -207,9 +253,13 @@ void Volume::drop_link_locked(const std::shared_ptr<Inode>& child) {
     std::lock_guard lock(child->mutex);
     if (child->open_handles == 0) release_storage(*child);
   }
+  return freed_extents;
 }
 
 void Volume::release_storage(Inode& inode) {
+  dirty_bytes_.fetch_sub(inode.cache.dirty_bytes(), std::memory_order_relaxed);
+  inode.cache.clear();
+  inode.durability.synced(0);
   allocator_.unreserve(inode.delayed.blocks());
   inode.delayed.clear();
   discard_reservation(inode);
@@ -271,14 +321,19 @@ Result<Attributes> Volume::getattr(uint64_t inode) {
 }
 
 Result<Attributes> Volume::setattr(uint64_t inode, const AttributeChanges& changes) {
+  const Op op = changes.size ? Op::kTruncate : Op::kSetattr;
+  Charge charge(*this, op);
   auto result = [&]() -> Result<Attributes> {
+    if (auto fault = inject(op, inode, {}, charge); !fault) return std::unexpected(fault.error());
     auto node = find(inode);
     if (!node) return fail(ENOENT);
+    charge.file = node;
     std::lock_guard lock(node->mutex);
-    return do_setattr(*node, changes);
+    auto attributes = do_setattr(*node, changes);
+    if (attributes) charge.cost += costs_.metadata();
+    return attributes;
   }();
-  counters_.record(changes.size ? Op::kTruncate : Op::kSetattr, 0,
-                   result ? 0 : result.error().value);
+  counters_.record(op, 0, result ? 0 : result.error().value);
   return result;
 }
 
@@ -303,7 +358,11 @@ Result<Attributes> Volume::do_setattr(Inode& node, const AttributeChanges& chang
 
 Result<Attributes> Volume::create(uint64_t parent, const std::string& name, uint32_t mode,
                                   uint64_t rdev, Owner owner, bool open_handle) {
+  Charge charge(*this, Op::kCreate);
   auto result = [&]() -> Result<Attributes> {
+    if (auto fault = inject(Op::kCreate, parent, name, charge); !fault) {
+      return std::unexpected(fault.error());
+    }
     const uint32_t type = mode & S_IFMT;
     if (type == S_IFDIR || type == S_IFLNK) return fail(EINVAL);
     std::lock_guard lock(namespace_mutex_);
@@ -312,32 +371,48 @@ Result<Attributes> Volume::create(uint64_t parent, const std::string& name, uint
     auto child = new_inode(type == 0 ? (mode | S_IFREG) : mode, owner, **dir);
     child->rdev = rdev;
     if (open_handle && child->is_regular()) child->open_handles = 1;
-    return add_entry_locked(**dir, name, std::move(child));
+    charge.file = child;
+    auto attributes = add_entry_locked(**dir, name, std::move(child));
+    if (attributes) charge.cost += costs_.metadata();
+    return attributes;
   }();
   return counters_.record(Op::kCreate, 0, std::move(result));
 }
 
 Result<Attributes> Volume::mkdir(uint64_t parent, const std::string& name, uint32_t mode,
                                  Owner owner) {
+  Charge charge(*this, Op::kMkdir);
   auto result = [&]() -> Result<Attributes> {
+    if (auto fault = inject(Op::kMkdir, parent, name, charge); !fault) {
+      return std::unexpected(fault.error());
+    }
     std::lock_guard lock(namespace_mutex_);
     auto dir = directory_locked(parent);
     if (!dir) return std::unexpected(dir.error());
-    return add_entry_locked(**dir, name, new_inode(S_IFDIR | (mode & 07777), owner, **dir));
+    auto attributes =
+        add_entry_locked(**dir, name, new_inode(S_IFDIR | (mode & 07777), owner, **dir));
+    if (attributes) charge.cost += costs_.metadata();
+    return attributes;
   }();
   return counters_.record(Op::kMkdir, 0, std::move(result));
 }
 
 Result<Attributes> Volume::symlink(uint64_t parent, const std::string& name,
                                    const std::string& target, Owner owner) {
+  Charge charge(*this, Op::kSymlink);
   auto result = [&]() -> Result<Attributes> {
+    if (auto fault = inject(Op::kSymlink, parent, name, charge); !fault) {
+      return std::unexpected(fault.error());
+    }
     if (target.size() >= PATH_MAX) return fail(ENAMETOOLONG);
     std::lock_guard lock(namespace_mutex_);
     auto dir = directory_locked(parent);
     if (!dir) return std::unexpected(dir.error());
     auto child = new_inode(S_IFLNK | 0777, owner, **dir);
     child->symlink_target = target;
-    return add_entry_locked(**dir, name, std::move(child));
+    auto attributes = add_entry_locked(**dir, name, std::move(child));
+    if (attributes) charge.cost += costs_.metadata();
+    return attributes;
   }();
   return counters_.record(Op::kSymlink, 0, std::move(result));
 }
@@ -354,7 +429,11 @@ Result<std::string> Volume::readlink(uint64_t inode) {
 }
 
 Result<Attributes> Volume::link(uint64_t inode, uint64_t new_parent, const std::string& new_name) {
+  Charge charge(*this, Op::kLink);
   auto result = [&]() -> Result<Attributes> {
+    if (auto fault = inject(Op::kLink, new_parent, new_name, charge); !fault) {
+      return std::unexpected(fault.error());
+    }
     std::lock_guard lock(namespace_mutex_);
     auto node = find_locked(inode);
     if (!node) return fail(ENOENT);
@@ -367,6 +446,11 @@ Result<Attributes> Volume::link(uint64_t inode, uint64_t new_parent, const std::
     (*dir)->entries.emplace(new_name, node);
     node->nlink.fetch_add(1);
     ++node->references;
+    if (profile_.namespace_durability == "journal") {
+      uncommitted_.push_back(
+          {NamespaceChange::Kind::kCreated, node, (*dir)->number, new_name, 0, {}});
+    }
+    charge.cost += costs_.metadata();
     const timespec now = clock_.now();
     {
       std::lock_guard dir_lock((*dir)->mutex);
@@ -380,7 +464,11 @@ Result<Attributes> Volume::link(uint64_t inode, uint64_t new_parent, const std::
 }
 
 Result<void> Volume::unlink(uint64_t parent, const std::string& name) {
+  Charge charge(*this, Op::kUnlink);
   auto result = [&]() -> Result<void> {
+    if (auto fault = inject(Op::kUnlink, parent, name, charge); !fault) {
+      return std::unexpected(fault.error());
+    }
     std::lock_guard lock(namespace_mutex_);
     auto dir = directory_locked(parent);
     if (!dir) return std::unexpected(dir.error());
@@ -393,16 +481,21 @@ Result<void> Volume::unlink(uint64_t parent, const std::string& name) {
       std::lock_guard dir_lock((*dir)->mutex);
       (*dir)->mtime = (*dir)->ctime = clock_.now();
     }
-    drop_link_locked(child);
+    charge.file = child;
+    charge.cost += costs_.unlink(drop_link_locked(child));
     return {};
   }();
   return counters_.record(Op::kUnlink, 0, std::move(result));
 }
 
 Result<void> Volume::rmdir(uint64_t parent, const std::string& name) {
+  Charge charge(*this, Op::kRmdir);
   auto result = [&]() -> Result<void> {
     if (name == ".") return fail(EINVAL);
     if (name == "..") return fail(ENOTEMPTY);
+    if (auto fault = inject(Op::kRmdir, parent, name, charge); !fault) {
+      return std::unexpected(fault.error());
+    }
     std::lock_guard lock(namespace_mutex_);
     auto dir = directory_locked(parent);
     if (!dir) return std::unexpected(dir.error());
@@ -418,6 +511,7 @@ Result<void> Volume::rmdir(uint64_t parent, const std::string& name) {
       (*dir)->mtime = (*dir)->ctime = clock_.now();
     }
     drop_link_locked(child);
+    charge.cost += costs_.unlink(0);
     return {};
   }();
   return counters_.record(Op::kRmdir, 0, std::move(result));
@@ -425,7 +519,11 @@ Result<void> Volume::rmdir(uint64_t parent, const std::string& name) {
 
 Result<void> Volume::rename(uint64_t parent, const std::string& name, uint64_t new_parent,
                             const std::string& new_name, unsigned flags) {
+  Charge charge(*this, Op::kRename);
   auto result = [&]() -> Result<void> {
+    if (auto fault = inject(Op::kRename, parent, name, charge); !fault) {
+      return std::unexpected(fault.error());
+    }
     if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE)) return fail(EINVAL);
     if ((flags & RENAME_NOREPLACE) && (flags & RENAME_EXCHANGE)) return fail(EINVAL);
     std::lock_guard lock(namespace_mutex_);
@@ -454,6 +552,7 @@ Result<void> Volume::rename(uint64_t parent, const std::string& name, uint64_t n
     if (source->is_directory() && is_ancestor_or_self(source, new_parent)) return fail(EINVAL);
 
     const timespec now = clock_.now();
+    charge.cost += costs_.metadata();
     auto touch = [&](Inode& node) {
       std::lock_guard node_lock(node.mutex);
       node.mtime = node.ctime = now;
@@ -472,6 +571,9 @@ Result<void> Volume::rename(uint64_t parent, const std::string& name, uint64_t n
       (*to_dir)->entries[new_name] = source;
       move_directory(source, **from_dir, **to_dir);
       move_directory(target, **to_dir, **from_dir);
+      source->parent = (*to_dir)->number;
+      target->parent = (*from_dir)->number;
+      std::swap(source->name, target->name);
       touch(**from_dir);
       touch(**to_dir);
       return {};
@@ -484,11 +586,17 @@ Result<void> Volume::rename(uint64_t parent, const std::string& name, uint64_t n
       if (target->is_directory() && !target->entries.empty()) return fail(ENOTEMPTY);
       (*to_dir)->entries.erase(target_it);
       if (target->is_directory()) (*to_dir)->nlink.fetch_sub(1);
-      drop_link_locked(target);
+      charge.cost += costs_.unlink(drop_link_locked(target));
     }
     (*from_dir)->entries.erase(name);
     (*to_dir)->entries.emplace(new_name, source);
     move_directory(source, **from_dir, **to_dir);
+    if (!target && profile_.namespace_durability == "journal") {
+      uncommitted_.push_back({NamespaceChange::Kind::kRenamed, source, (*to_dir)->number, new_name,
+                              (*from_dir)->number, name});
+    }
+    source->parent = (*to_dir)->number;
+    source->name = new_name;
     touch(**from_dir);
     if (*to_dir != *from_dir) touch(**to_dir);
     std::lock_guard source_lock(source->mutex);
@@ -519,11 +627,18 @@ Result<std::vector<DirectoryEntry>> Volume::read_directory(uint64_t inode) {
 // Files
 
 Result<void> Volume::open(uint64_t inode, int flags) {
+  Charge charge(*this, Op::kOpen);
   auto result = [&]() -> Result<void> {
+    if (auto fault = inject(Op::kOpen, inode, {}, charge); !fault) {
+      return std::unexpected(fault.error());
+    }
     auto node = find(inode);
     if (!node) return fail(ENOENT);
     if (node->is_directory() && (flags & O_ACCMODE) != O_RDONLY) return fail(EISDIR);
     if (!node->is_regular()) return {};
+    if ((flags & O_DIRECT) && !profile_.direct_io) return fail(EINVAL);
+    charge.file = node;
+    charge.cost += costs_.open();
     std::lock_guard lock(node->mutex);
     ++node->open_handles;
     // O_TRUNC is the filesystem's job: the FUSE kernel (atomic_o_trunc, which
@@ -538,11 +653,23 @@ Result<void> Volume::open(uint64_t inode, int flags) {
 }
 
 Result<void> Volume::flush(uint64_t inode, bool writer) {
+  Charge charge(*this, Op::kFlush);
   auto result = [&]() -> Result<void> {
+    if (auto fault = inject(Op::kFlush, inode, {}, charge); !fault) {
+      return std::unexpected(fault.error());
+    }
     auto node = find(inode);
     if (!node) return fail(ENOENT);
     if (!node->is_regular() || !writer) return {};
+    charge.file = node;
     std::lock_guard lock(node->mutex);
+    if (profile_.flush_on_close) {
+      // NFS close-to-open: nfs_file_flush writes the dirty pages and commits them.
+      const bool unsynced = node->durability.unsynced();
+      charge.cost += writeback_locked(*node, 0, kAllBlocks, /*allocate=*/true);
+      if (unsynced) charge.cost += costs_.commit();
+      node->durability.synced(node->size);
+    }
     // FUSE's RELEASE may arrive after close(2) has returned; the last close is
     // known here, so a stat right after close sees the file as the backend leaves it.
     if (node->open_handles <= 1) {
@@ -581,16 +708,36 @@ void Volume::last_close(Inode& node) {
   }
 }
 
-Result<size_t> Volume::read(uint64_t inode, uint64_t offset, std::span<std::byte> out) {
+Result<size_t> Volume::read(uint64_t inode, uint64_t offset, std::span<std::byte> out, int flags) {
+  Charge charge(*this, Op::kRead);
   auto result = [&]() -> Result<size_t> {
+    if (auto fault = inject(Op::kRead, inode, {}, charge); !fault) {
+      return std::unexpected(fault.error());
+    }
     auto node = find(inode);
     if (!node) return fail(ENOENT);
     if (node->is_directory()) return fail(EISDIR);
     if (!node->is_regular()) return fail(EINVAL);
+    const bool direct = (flags & O_DIRECT) != 0;
+    if (direct && (offset % profile_.logical_block_size != 0 ||
+                   out.size() % profile_.logical_block_size != 0)) {
+      return fail(EINVAL);
+    }
+    charge.file = node;
     std::lock_guard lock(node->mutex);
     if (offset >= node->size) return size_t{0};
     const size_t length = std::min<uint64_t>(out.size(), node->size - offset);
     node->data->read(offset, out.first(length));
+    if (direct) {
+      charge.cost += costs_.device_reads(device_work(*node, offset, length));
+    } else {
+      charge.cost += costs_.buffered_copy(length);
+      DeviceWork misses;
+      for (const BlockRange& range : node->cache.read(offset, length)) {
+        misses += device_work(*node, range.start, range.length);
+      }
+      charge.cost += costs_.device_reads(misses);
+    }
     return length;
   }();
   return counters_.record(Op::kRead, result.value_or(0), std::move(result));
@@ -614,6 +761,11 @@ void Volume::discard_reservation(Inode& node) {
 
 void Volume::allocate_range(Inode& node, uint64_t logical, uint64_t count, bool unwritten,
                             bool preallocate) {
+  // Seed 000's "unsparsing": blocks allocated into a hole with allocated blocks
+  // on both sides cost the device more than blocks appended after the last.
+  if (node.extents.nearest_before(logical) && logical < mapped_end(node.extents)) {
+    ++node.pending_gap_fills;
+  }
   // A stream continues from the file's own reservation; one elsewhere ends it.
   InodeReservation& r = node.reservation;
   if (r.length > 0 && r.logical == logical) {
@@ -707,61 +859,108 @@ void Volume::flush_delayed(Inode& node) {
   }
 }
 
+Result<size_t> Volume::write_locked(Inode& node, uint64_t offset, std::span<const std::byte> data) {
+  if (data.empty()) return size_t{0};
+  if (offset > kMaxFileSize || data.size() > kMaxFileSize - offset) return fail(EFBIG);
+  const uint64_t end = offset + data.size();
+  const uint64_t first = offset / unit_;
+  const uint64_t count = div_up(end, unit_) - first;
+
+  // The blocks this write needs: holes not already awaiting allocation and, on
+  // a copy-on-write profile, written blocks it overwrites (they move).
+  std::vector<BlockRange> holes;
+  for (const BlockRange& hole : node.extents.holes(first, count)) {
+    for (const BlockRange& gap : node.delayed.gaps(hole.start, hole.length)) {
+      holes.push_back(gap);
+    }
+  }
+  std::vector<Extent> overwritten;
+  if (references_) {
+    for (const Extent& e : node.extents.find(first, count)) {
+      if (!e.unwritten) overwritten.push_back(e);  // btrfs writes prealloc extents in place
+    }
+  }
+  uint64_t needed = blocks_in(holes);
+  for (const Extent& e : overwritten) needed += e.length;
+  if (auto reserved = allocator_.reserve(needed); !reserved)
+    return std::unexpected(reserved.error());
+
+  node.size = std::max(node.size, end);
+  for (const Extent& e : overwritten) {
+    free_blocks(node.extents.unmap(e.logical, e.length));
+    allocate_range(node, e.logical, e.length, /*unwritten=*/false, /*preallocate=*/false);
+  }
+  for (const BlockRange& hole : holes) {
+    if (profile_.delayed_allocation) {
+      node.delayed.add(hole.start, hole.length);
+    } else {
+      allocate_range(node, hole.start, hole.length, /*unwritten=*/false, /*preallocate=*/true);
+    }
+  }
+  node.extents.mark_written(first, count);
+  node.data->write(offset, data);
+  node.mtime = node.ctime = clock_.now();
+  // Background writeback of a file with much delayed data.
+  if (profile_.writeback_bytes > 0 && node.delayed.blocks() * unit_ >= profile_.writeback_bytes) {
+    flush_delayed(node);
+  }
+  return data.size();
+}
+
 Result<size_t> Volume::write(uint64_t inode, uint64_t offset, std::span<const std::byte> data,
-                             bool append) {
+                             int flags) {
+  Charge charge(*this, Op::kWrite);
   auto result = [&]() -> Result<size_t> {
+    if (auto fault = inject(Op::kWrite, inode, {}, charge); !fault) {
+      return std::unexpected(fault.error());
+    }
     auto node = find(inode);
     if (!node) return fail(ENOENT);
     if (node->is_directory()) return fail(EISDIR);
     if (!node->is_regular()) return fail(EINVAL);
+    const bool direct = (flags & O_DIRECT) != 0;
+    // The kernel checks no alignment for FUSE; the emulated device does, as
+    // ext4 and xfs do for O_DIRECT (NFS has no constraint: logical_block_size 1).
+    if (direct && (offset % profile_.logical_block_size != 0 ||
+                   data.size() % profile_.logical_block_size != 0)) {
+      return fail(EINVAL);
+    }
+    charge.file = node;
     std::lock_guard lock(node->mutex);
-    if (append) offset = node->size;
+    if (flags & O_APPEND) offset = node->size;
     if (data.empty()) return size_t{0};
     if (offset > kMaxFileSize || data.size() > kMaxFileSize - offset) return fail(EFBIG);
-    const uint64_t end = offset + data.size();
-    const uint64_t first = offset / unit_;
-    const uint64_t count = div_up(end, unit_) - first;
-
-    // The blocks this write needs: holes not already awaiting allocation and, on
-    // a copy-on-write profile, written blocks it overwrites (they move).
-    std::vector<BlockRange> holes;
-    for (const BlockRange& hole : node->extents.holes(first, count)) {
-      for (const BlockRange& gap : node->delayed.gaps(hole.start, hole.length)) {
-        holes.push_back(gap);
-      }
+    prepare_change(*node, offset, data.size());
+    auto written = write_locked(*node, offset, data);
+    if (!written) return written;
+    node->durability.written(offset, data.size());
+    if (direct) {
+      dirty_bytes_.fetch_sub(node->cache.written_through(offset, data.size()),
+                             std::memory_order_relaxed);
+      flush_delayed(*node);  // direct I/O allocates at once, never delayed
+      DeviceWork work = device_work(*node, offset, data.size());
+      work.gap_fills += std::exchange(node->pending_gap_fills, 0);
+      charge.cost += costs_.device_writes(work);
+      return written;
     }
-    std::vector<Extent> overwritten;
-    if (references_) {
-      for (const Extent& e : node->extents.find(first, count)) {
-        if (!e.unwritten) overwritten.push_back(e);  // btrfs writes prealloc extents in place
-      }
+    charge.cost += costs_.buffered_copy(data.size());
+    dirty_bytes_.fetch_add(node->cache.write(offset, data.size()), std::memory_order_relaxed);
+    if (flags & O_DSYNC) {  // O_SYNC includes the O_DSYNC bit
+      // As generic_write_sync: the range is written back and committed now.
+      charge.cost += writeback_locked(*node, offset, data.size(), /*allocate=*/false);
+      charge.cost += costs_.commit();
+      node->durability.range_synced(
+          offset, data.size(), node->size, [&](uint64_t from, uint64_t length) {
+            std::string bytes(length, '\0');
+            node->data->read(from, std::as_writable_bytes(std::span(bytes.data(), length)));
+            return std::optional<std::string>(std::move(bytes));
+          });
+    } else if (profile_.dirty_limit_bytes > 0 &&
+               dirty_bytes_.load(std::memory_order_relaxed) > profile_.dirty_limit_bytes) {
+      // As balance_dirty_pages: past the dirty limit the writer writes back.
+      charge.cost += writeback_locked(*node, 0, kAllBlocks, /*allocate=*/false);
     }
-    uint64_t needed = blocks_in(holes);
-    for (const Extent& e : overwritten) needed += e.length;
-    if (auto reserved = allocator_.reserve(needed); !reserved)
-      return std::unexpected(reserved.error());
-
-    node->size = std::max(node->size, end);
-    for (const Extent& e : overwritten) {
-      free_blocks(node->extents.unmap(e.logical, e.length));
-      allocate_range(*node, e.logical, e.length, /*unwritten=*/false, /*preallocate=*/false);
-    }
-    for (const BlockRange& hole : holes) {
-      if (profile_.delayed_allocation) {
-        node->delayed.add(hole.start, hole.length);
-      } else {
-        allocate_range(*node, hole.start, hole.length, /*unwritten=*/false, /*preallocate=*/true);
-      }
-    }
-    node->extents.mark_written(first, count);
-    node->data->write(offset, data);
-    node->mtime = node->ctime = clock_.now();
-    // Background writeback of a file with much delayed data.
-    if (profile_.writeback_bytes > 0 &&
-        node->delayed.blocks() * unit_ >= profile_.writeback_bytes) {
-      flush_delayed(*node);
-    }
-    return data.size();
+    return written;
   }();
   return counters_.record(Op::kWrite, result.value_or(0), std::move(result));
 }
@@ -771,7 +970,10 @@ void Volume::truncate_locked(Inode& node, uint64_t size) {
   // even when the size does not change (as ext4 and xfs do: truncating to the
   // current size is how a program drops its preallocation); the tail of the last
   // block stays allocated and is zeroed.
+  node.durability.metadata_changed();
+  if (size < node.size) prepare_change(node, size, node.size - size);
   if (size <= node.size) {
+    dirty_bytes_.fetch_sub(node.cache.drop(size, kMaxFileSize - size), std::memory_order_relaxed);
     const uint64_t keep_blocks = div_up(size, unit_);
     allocator_.unreserve(node.delayed.remove(keep_blocks, kAllBlocks - keep_blocks));
     discard_reservation(node);
@@ -785,6 +987,9 @@ void Volume::truncate_locked(Inode& node, uint64_t size) {
 
 void Volume::punch_locked(Inode& node, uint64_t offset, uint64_t length) {
   const uint64_t end = offset + length;
+  prepare_change(node, offset, length);
+  node.durability.metadata_changed();
+  dirty_bytes_.fetch_sub(node.cache.drop(offset, length), std::memory_order_relaxed);
   const uint64_t first_whole = div_up(offset, unit_);
   const uint64_t end_whole = end / unit_;
   if (first_whole < end_whole) {
@@ -844,6 +1049,7 @@ Result<void> Volume::do_fallocate(Inode& node, int mode, uint64_t offset, uint64
       break;
     }
   }
+  node.durability.metadata_changed();
   const timespec now = clock_.now();
   if (!keep_size && kind != FallocateMode::kPunchHole && end > node.size) {
     node.size = end;
@@ -854,11 +1060,23 @@ Result<void> Volume::do_fallocate(Inode& node, int mode, uint64_t offset, uint64
 }
 
 Result<void> Volume::fallocate(uint64_t inode, int mode, uint64_t offset, uint64_t length) {
+  const bool punching = (mode & FALLOC_FL_PUNCH_HOLE) != 0;
+  Charge charge(*this, punching ? Op::kPunch : Op::kFallocate);
   auto result = [&]() -> Result<void> {
+    if (auto fault = inject(charge.op, inode, {}, charge); !fault) {
+      return std::unexpected(fault.error());
+    }
     auto node = find(inode);
     if (!node) return fail(ENOENT);
+    charge.file = node;
     std::lock_guard lock(node->mutex);
-    return do_fallocate(*node, mode, offset, length);
+    auto done = do_fallocate(*node, mode, offset, length);
+    if (done) {
+      charge.cost += punching ? costs_.punch() : costs_.fallocate();
+      // Preallocating into holes between allocations is the device's work now.
+      charge.cost += costs_.device_writes({0, 0, 0, std::exchange(node->pending_gap_fills, 0)});
+    }
+    return done;
   }();
   if (!result) {
     spdlog::debug("fallocate(inode {}, mode {:#x}, {}+{}): {}", inode, mode, offset, length,
@@ -870,13 +1088,28 @@ Result<void> Volume::fallocate(uint64_t inode, int mode, uint64_t offset, uint64
 }
 
 Result<void> Volume::fsync(uint64_t inode, bool /*datasync*/) {
+  Charge charge(*this, Op::kFsync);
   auto result = [&]() -> Result<void> {
+    if (auto fault = inject(Op::kFsync, inode, {}, charge); !fault) {
+      return std::unexpected(fault.error());
+    }
     auto node = find(inode);
     if (!node) return fail(ENOENT);
+    bool commit = false;
     if (node->is_regular()) {
+      charge.file = node;
       std::lock_guard lock(node->mutex);
-      flush_delayed(*node);
+      commit = node->durability.unsynced();
+      charge.cost += writeback_locked(*node, 0, kAllBlocks, /*allocate=*/true);
+      node->durability.synced(node->size);
     }
+    {
+      // One journal: committing the file's transaction commits every namespace
+      // change with it; a directory's fsync is how a program asks for exactly that.
+      std::lock_guard lock(namespace_mutex_);
+      commit = commit_namespace_locked() || commit;
+    }
+    if (commit) charge.cost += costs_.commit();
     return {};
   }();
   return counters_.record(Op::kFsync, 0, std::move(result));
@@ -991,6 +1224,157 @@ Result<void> Volume::removexattr(uint64_t inode, const std::string& name) {
 }
 
 // ---------------------------------------------------------------------------
+// Emulated time, durability and faults
+
+Result<void> Volume::inject(Op op, uint64_t inode, std::string_view name, Charge& charge) {
+  if (faults_.empty()) return {};
+  std::string path;
+  {
+    std::lock_guard lock(namespace_mutex_);
+    path = path_locked(inode);
+  }
+  if (!name.empty()) path = (path == "/" ? "" : path) + "/" + std::string(name);
+  const FaultInjector::Fault fault = faults_.check(op, path);
+  charge.cost.device_ns += fault.latency_ns;
+  if (fault.error) return fail(fault.error);
+  return {};
+}
+
+std::string Volume::path_locked(uint64_t inode) {
+  std::vector<std::string_view> names;
+  for (auto node = find_locked(inode); node && node->number != kRootInode;
+       node = find_locked(node->parent)) {
+    if (node->parent == 0 || names.size() > inodes_.size()) return "";  // not linked
+    names.push_back(node->name);
+  }
+  if (names.empty()) return "/";
+  std::string path;
+  for (auto it = names.rbegin(); it != names.rend(); ++it) path += "/" + std::string(*it);
+  return path;
+}
+
+void Volume::prepare_change(Inode& node, uint64_t offset, uint64_t length) {
+  node.durability.before_change(
+      offset, length, [&](uint64_t from, uint64_t count) -> std::optional<std::string> {
+        // A page without data blocks (hole, unwritten, nothing delayed) is
+        // restored as a hole, so a crash gives back the allocation too.
+        const uint64_t first = from / unit_;
+        const uint64_t blocks = div_up(from + count, unit_) - first;
+        bool has_data = false;
+        for (const Extent& e : node.extents.find(first, blocks)) has_data |= !e.unwritten;
+        has_data = has_data || !node.delayed.overlapping(first, blocks).empty();
+        if (!has_data) return std::nullopt;
+        std::string bytes(count, '\0');
+        node.data->read(from, std::as_writable_bytes(std::span(bytes.data(), count)));
+        return bytes;
+      });
+}
+
+DeviceWork Volume::device_work(const Inode& node, uint64_t offset, uint64_t length) const {
+  DeviceWork work;
+  if (length == 0) return work;
+  work.requests = costs_.requests_for(length);
+  work.bytes = length;
+  const uint64_t first = offset / unit_;
+  const uint64_t extents = node.extents.find(first, div_up(offset + length, unit_) - first).size();
+  if (extents > 1) work.extra_extents = extents - 1;
+  return work;
+}
+
+Cost Volume::writeback_locked(Inode& node, uint64_t offset, uint64_t length, bool allocate) {
+  if (allocate) flush_delayed(node);
+  DeviceWork work;
+  for (const BlockRange& range : node.cache.take_dirty(offset, length)) {
+    dirty_bytes_.fetch_sub(range.length, std::memory_order_relaxed);
+    work += device_work(node, range.start, range.length);
+  }
+  work.gap_fills += std::exchange(node.pending_gap_fills, 0);
+  return costs_.device_writes(work);
+}
+
+bool Volume::commit_namespace_locked() {
+  const bool any = !uncommitted_.empty();
+  uncommitted_.clear();
+  return any;
+}
+
+void Volume::restore_durable_locked(Inode& node) {
+  const uint64_t synced_size = node.durability.synced_size();
+  const auto saved = node.durability.saved_pages();  // a copy: truncating saves more
+  dirty_bytes_.fetch_sub(node.cache.dirty_bytes(), std::memory_order_relaxed);
+  node.cache.clear();
+  if (node.size > synced_size) {
+    truncate_locked(node, synced_size);
+  } else {
+    node.size = synced_size;
+  }
+  for (const auto& [page, contents] : saved) {
+    if (page >= synced_size) continue;
+    const uint64_t length = std::min(FileDurability::kPageBytes, synced_size - page);
+    if (!contents) {
+      punch_locked(node, page, length);
+    } else if (auto written = write_locked(node, page, std::as_bytes(std::span(*contents)));
+               !written) {
+      spdlog::warn("crash: inode {}: cannot restore {} bytes at {}: {}", node.number,
+                   contents->size(), page, errno_name(written.error().value));
+    }
+  }
+  dirty_bytes_.fetch_sub(node.cache.dirty_bytes(), std::memory_order_relaxed);
+  node.cache.clear();
+  node.pending_gap_fills = 0;
+  node.durability.synced(node.size);
+}
+
+CrashReport Volume::crash() {
+  CrashReport report;
+  std::lock_guard lock(namespace_mutex_);
+  // Namespace changes since the last commit, newest first.
+  for (auto it = uncommitted_.rbegin(); it != uncommitted_.rend(); ++it) {
+    auto dir = find_locked(it->parent);
+    if (!dir || !dir->is_directory()) continue;
+    auto entry = dir->entries.find(it->name);
+    if (entry == dir->entries.end() || entry->second != it->inode) continue;
+    report.removed_entries.emplace_back(dir->number, it->name);
+    if (it->kind == NamespaceChange::Kind::kCreated) {
+      if (it->inode->is_directory() && !it->inode->entries.empty()) continue;
+      dir->entries.erase(entry);
+      if (it->inode->is_directory()) dir->nlink.fetch_sub(1);
+      drop_link_locked(it->inode);
+      continue;
+    }
+    auto from = find_locked(it->from_parent);
+    if (!from || !from->is_directory() || from->entries.contains(it->from_name)) continue;
+    dir->entries.erase(entry);
+    from->entries.emplace(it->from_name, it->inode);
+    if (it->inode->is_directory() && from != dir) {
+      dir->nlink.fetch_sub(1);
+      from->nlink.fetch_add(1);
+    }
+    it->inode->parent = from->number;
+    it->inode->name = it->from_name;
+  }
+  const size_t undone = uncommitted_.size();
+  uncommitted_.clear();
+  for (const auto& [number, node] : inodes_) {
+    if (!node->is_regular()) continue;
+    std::lock_guard node_lock(node->mutex);
+    if (!node->durability.unsynced()) continue;
+    restore_durable_locked(*node);
+    report.restored_files.push_back(number);
+  }
+  spdlog::warn("crash: {} files put back to their last sync, {} namespace changes undone",
+               report.restored_files.size(), undone);
+  return report;
+}
+
+void Volume::reset_counters() {
+  counters_.reset();
+  emulated_clock_.reset();
+  std::lock_guard lock(namespace_mutex_);
+  for (const auto& [number, node] : inodes_) node->emulated_ns.store(0, std::memory_order_relaxed);
+}
+
+// ---------------------------------------------------------------------------
 // Statistics
 
 FileStats Volume::file_stats_locked(const Inode& node) const {
@@ -1016,6 +1400,9 @@ FileStats Volume::file_stats_locked(const Inode& node) const {
     mapped_past_eof += e.length;
   }
   f.preallocated_bytes = (mapped_past_eof + node.reservation.length) * unit_;
+  f.dirty_bytes = node.cache.dirty_bytes();
+  f.unsynced_bytes = node.durability.unsynced_bytes();
+  f.emulated_ns = node.emulated_ns.load(std::memory_order_relaxed);
   for (const auto& [blocks, count] : summary.length_histogram) {
     f.extent_size_histogram[blocks * unit_] = count;
   }
@@ -1076,6 +1463,9 @@ void Volume::for_each_file(const std::function<void(const std::string&, const In
 StatsSnapshot Volume::snapshot() {
   StatsSnapshot s;
   s.profile = profile_.name;
+  s.clock.mode = emulated_clock_.mode().to_string();
+  s.clock.emulated_ns = emulated_clock_.total_ns();
+  s.faults = faults_.to_json();
   s.device = device_stats();
   s.ops = counters_.snapshot();
   for_each_file([&](const std::string& path, const Inode& node) {

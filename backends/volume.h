@@ -3,9 +3,19 @@
 // POSIX-shaped operations, each returning a result or an errno the emulated
 // backend would give.
 //
+// Emulated time: every operation is charged by the CostModel for what it did
+// (bytes, device requests, extents spanned, holes filled, commits, extents freed)
+// and the total goes to the EmulatedClock, per operation class and per file.
+// Buffered writes cost memory and stay dirty in the file's FilePageCache until
+// fsync, an O_SYNC/O_DSYNC write, close on NFS (flush_on_close) or the dirty
+// limit; O_DIRECT goes to the device at once and must be aligned. What a power
+// cut would lose is kept by FileDurability and the namespace journal; crash()
+// drops it. Fault rules (FaultInjector) are checked first, by path.
+//
 // Thread-safety: every public method may be called from any thread.
 // Lock order (acquire left to right, never the reverse):
 //   Volume::namespace_mutex_ -> Inode::mutex -> ExtentReferences -> Allocator -> counters
+// No lock is held while the EmulatedClock waits (real latency mode).
 //
 // Allocation: a write reserves the blocks it needs (so ENOSPC comes at once and
 // nothing is half done), then either allocates them or, on a profile with delayed
@@ -30,10 +40,15 @@
 
 #include "backends/allocator.h"
 #include "backends/block_range_set.h"
+#include "backends/cost_model.h"
 #include "backends/data_store.h"
+#include "backends/durability.h"
+#include "backends/emulated_clock.h"
 #include "backends/extent_map.h"
 #include "backends/extent_references.h"
+#include "backends/fault_injector.h"
 #include "backends/layout.h"
+#include "backends/page_cache.h"
 #include "backends/placement_policy.h"
 #include "backends/preallocation_policy.h"
 #include "backends/profile.h"
@@ -78,6 +93,12 @@ struct DirectoryEntry {
   uint32_t type = 0;  // S_IFMT bits
 };
 
+// What crash() undid, for a cache in front of the volume (the kernel's) to forget.
+struct CrashReport {
+  std::vector<std::pair<uint64_t, std::string>> removed_entries;  // (directory, name)
+  std::vector<uint64_t> restored_files;                           // inode numbers
+};
+
 struct FilesystemStats {
   uint64_t block_size = 0;     // f_bsize
   uint64_t fragment_size = 0;  // f_frsize
@@ -95,7 +116,8 @@ class Volume {
   // Inode numbers below this are never handed out: the adapter may use them.
   static constexpr uint64_t kFirstFileInode = 16;
 
-  Volume(Profile profile, std::unique_ptr<DataStore> store, const WallClock& clock);
+  Volume(Profile profile, std::unique_ptr<DataStore> store, const WallClock& clock,
+         LatencyMode latency = {});
   ~Volume();
   Volume(const Volume&) = delete;
   Volume& operator=(const Volume&) = delete;
@@ -131,11 +153,13 @@ class Volume {
 
   // --- Files. `flags` are open(2)'s.
   // O_TRUNC empties a regular file, as open(2) does. Each open is one handle,
-  // until release().
+  // until release(). O_DIRECT on a profile without direct I/O: EINVAL.
   [[nodiscard]] Result<void> open(uint64_t inode, int flags);
   // close(2) of a descriptor opened for writing (`writer`): delayed allocation
   // happens now and, when this is the file's last open handle, the last-close
-  // work too (see release()). Closing a read-only descriptor changes nothing.
+  // work too (see release()). On NFS (flush_on_close) the file's dirty data is
+  // written back and committed: it is durable. Closing a read-only descriptor
+  // changes nothing.
   [[nodiscard]] Result<void> flush(uint64_t inode, bool writer);
   // The last reference to an open handle is gone. When it was the file's last
   // handle: delayed allocation happens, an inode reservation is given back and
@@ -143,20 +167,30 @@ class Volume {
   // close only (since Linux 6.12; before, through IDIRTY_RELEASE) and never for a
   // fallocated file. An unlinked file's blocks are freed.
   void release(uint64_t inode);
-  // Reads up to out.size() bytes; fewer at EOF. Holes and unwritten extents read as zeros.
-  [[nodiscard]] Result<size_t> read(uint64_t inode, uint64_t offset, std::span<std::byte> out);
-  // Writes all of `data` at `offset` (at EOF when `append`). The allocation units
+  // Reads up to out.size() bytes; fewer at EOF. Holes and unwritten extents read
+  // as zeros. `flags` are the descriptor's: with O_DIRECT the offset and length
+  // must be multiples of the logical block size (else EINVAL) and the device is
+  // read; otherwise pages not in the page cache are.
+  [[nodiscard]] Result<size_t> read(uint64_t inode, uint64_t offset, std::span<std::byte> out,
+                                    int flags = 0);
+  // Writes all of `data` at `offset`. `flags` are the descriptor's: O_APPEND
+  // writes at EOF; O_DIRECT must be aligned to the logical block size (else
+  // EINVAL) and pays the device now; otherwise the data is dirty in the page
+  // cache, and with O_SYNC or O_DSYNC written back and committed at once, as a
+  // write followed by fdatasync of its range. The allocation units
   // it touches that have no blocks (and, copy-on-write, those it overwrites) are
   // reserved, then allocated now or, with delayed allocation, at fsync, close or
   // writeback; the PreallocationPolicy may add blocks. All or nothing: on ENOSPC
   // nothing is written, reserved or allocated and earlier data is intact.
   [[nodiscard]] Result<size_t> write(uint64_t inode, uint64_t offset,
-                                     std::span<const std::byte> data, bool append);
+                                     std::span<const std::byte> data, int flags = 0);
   // fallocate(2) with Linux's mode bits. A mode the profile lacks: EOPNOTSUPP,
   // every time (never ENOSYS, which would disable fallocate for the whole mount).
   // PUNCH_HOLE is counted as its own operation, "punch".
   [[nodiscard]] Result<void> fallocate(uint64_t inode, int mode, uint64_t offset, uint64_t length);
-  // Delayed allocation of the file happens now.
+  // Delayed allocation of the file happens now; its dirty data is written back
+  // and, when anything of it was not durable, committed. On a journal profile any
+  // fsync (of a file or a directory) also makes every namespace change durable.
   [[nodiscard]] Result<void> fsync(uint64_t inode, bool datasync);
   // SEEK_DATA or SEEK_HOLE; ENXIO at or past EOF, as Linux.
   [[nodiscard]] Result<uint64_t> seek(uint64_t inode, uint64_t offset, int whence);
@@ -175,18 +209,32 @@ class Volume {
   StatsSnapshot snapshot();
   // Every file's extents with their device positions (O(total extents)).
   DeviceLayout layout();
-  void reset_counters() { counters_.reset(); }
+  // Zeroes the operation counters and every emulated time.
+  void reset_counters();
+
+  // --- Emulated time, durability and faults.
+  // A power cut: every file goes back to its last sync (size and contents),
+  // dirty pages are dropped, and on a journal profile the entries created or
+  // renamed since the last commit are undone. Open handles stay open.
+  CrashReport crash();
+  FaultInjector& faults() { return faults_; }
+  void set_latency(LatencyMode mode) { emulated_clock_.set_mode(mode); }
+  LatencyMode latency() const { return emulated_clock_.mode(); }
+  uint64_t emulated_ns() const { return emulated_clock_.total_ns(); }
 
  private:
   struct Inode;
+  struct Charge;
+  struct NamespaceChange;
 
   std::shared_ptr<Inode> find(uint64_t inode);                      // takes namespace_mutex_
   std::shared_ptr<Inode> find_locked(uint64_t inode);               // requires namespace_mutex_
   Result<std::shared_ptr<Inode>> directory_locked(uint64_t inode);  // requires namespace_mutex_
   Result<Attributes> add_entry_locked(Inode& parent, const std::string& name,
                                       std::shared_ptr<Inode> child);  // requires namespace_mutex_
-  // Drops one link of `child`, destroying it when unreferenced; requires namespace_mutex_.
-  void drop_link_locked(const std::shared_ptr<Inode>& child);
+  // Drops one link of `child`, destroying it when unreferenced; requires
+  // namespace_mutex_. Returns the extents freed when it was a file's last link.
+  uint64_t drop_link_locked(const std::shared_ptr<Inode>& child);
   void destroy_locked(const std::shared_ptr<Inode>& inode);  // requires namespace_mutex_
   // Frees every block and byte of a file that is gone. Requires inode.mutex.
   void release_storage(Inode& inode);
@@ -196,6 +244,24 @@ class Volume {
 
   Result<Attributes> do_setattr(Inode& inode, const AttributeChanges& changes);
   void truncate_locked(Inode& inode, uint64_t size);  // requires inode.mutex
+  // The fault rules' verdict on `op` for the inode (or entry `name` in directory
+  // `inode`): the error to return, and any latency spike added to `charge`.
+  Result<void> inject(Op op, uint64_t inode, std::string_view name, Charge& charge);
+  std::string path_locked(uint64_t inode);  // requires namespace_mutex_
+  // Writes `data` at `offset` (reserving and allocating); no cost, no page cache.
+  // Requires inode.mutex.
+  Result<size_t> write_locked(Inode& inode, uint64_t offset, std::span<const std::byte> data);
+  // Saves the synced contents [offset, offset+length) is about to lose. Requires inode.mutex.
+  void prepare_change(Inode& inode, uint64_t offset, uint64_t length);
+  // Writes the dirty data inside [offset, offset+length) to the device; with
+  // `allocate`, delayed allocation happens first. Returns its cost. Requires inode.mutex.
+  Cost writeback_locked(Inode& inode, uint64_t offset, uint64_t length, bool allocate);
+  // The device requests for [offset, offset+length) of the file. Requires inode.mutex.
+  DeviceWork device_work(const Inode& inode, uint64_t offset, uint64_t length) const;
+  // Namespace changes since the last commit become durable; true when there were
+  // any. Requires namespace_mutex_.
+  bool commit_namespace_locked();
+  void restore_durable_locked(Inode& inode);  // requires inode.mutex
   // Maps every hole among blocks [first, first+count) that is not awaiting delayed
   // allocation to newly allocated blocks, all or nothing (ENOSPC). Requires inode.mutex.
   Result<void> allocate_holes(Inode& inode, uint64_t first, uint64_t count, bool unwritten);
@@ -231,11 +297,16 @@ class Volume {
   Allocator allocator_;
   const std::unique_ptr<ExtentReferences> references_;  // copy-on-write profiles only
   OperationCounters counters_;
+  const CostModel costs_;
+  EmulatedClock emulated_clock_;
+  FaultInjector faults_;
+  std::atomic<uint64_t> dirty_bytes_{0};  // in every file's page cache
 
   std::mutex namespace_mutex_;
   std::unordered_map<uint64_t, std::shared_ptr<Inode>> inodes_;  // guarded by namespace_mutex_
   uint64_t next_inode_ = kFirstFileInode;                        // guarded by namespace_mutex_
   uint64_t next_directory_group_ = 1;                            // guarded by namespace_mutex_
+  std::vector<NamespaceChange> uncommitted_;                     // guarded by namespace_mutex_
 };
 
 }  // namespace mimicfs

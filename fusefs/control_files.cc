@@ -69,7 +69,36 @@ Result<void> ControlFiles::execute(std::string_view command) {
     spdlog::info("ctl: counters reset");
     return {};
   }
-  spdlog::warn("ctl: unknown command \"{}\" (known: reset)", command);
+  if (command == "crash") {
+    const CrashReport report = volume_.crash();
+    if (on_crash_) on_crash_(report);
+    return {};
+  }
+  if (command == "fault clear") {
+    volume_.faults().clear();
+    spdlog::info("ctl: fault rules cleared");
+    return {};
+  }
+  if (command.starts_with("fault add ")) {
+    const std::string_view rule = command.substr(10);
+    if (auto added = volume_.faults().add(rule); !added) {
+      spdlog::warn("ctl: {}", added.error());
+      return fail(EINVAL);
+    }
+    spdlog::info("ctl: fault rule added: {}", rule);
+    return {};
+  }
+  if (command.starts_with("latency ")) {
+    auto mode = LatencyMode::parse(command.substr(8));
+    if (!mode) {
+      spdlog::warn("ctl: {}", mode.error());
+      return fail(EINVAL);
+    }
+    volume_.set_latency(*mode);
+    spdlog::info("ctl: latency {}", mode->to_string());
+    return {};
+  }
+  spdlog::warn("ctl: unknown command \"{}\" (known: {})", command, kCommands);
   return fail(EINVAL);
 }
 

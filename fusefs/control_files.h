@@ -3,7 +3,12 @@
 // disturbed.
 //
 //   .mimicfs/stats.json  read: the StatsSnapshot as JSON, taken at open
-//   .mimicfs/ctl         write a command: "reset" zeroes the operation counters
+//   .mimicfs/ctl         write a command (one per write):
+//                          reset            zero the operation counters and emulated times
+//                          crash            a power cut: drop everything not synced
+//                          fault add RULE   add a fault rule (fault_injector.h)
+//                          fault clear      remove every fault rule
+//                          latency MODE     virtual, real or real:SCALE
 //   .mimicfs/layout.json read: every file's extents and device positions, taken at open
 //
 // and the per-file xattrs user.mimicfs.{extents,fragments,unwritten_extents,
@@ -13,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -46,8 +52,14 @@ class ControlFiles {
   // What a reader of `inode` sees, fixed at open.
   Result<std::string> open_contents(uint64_t inode, int flags) const;
   // Executes one command written to ctl. EINVAL, logged, and nothing changed for
-  // an unknown command.
+  // an unknown command or a malformed argument.
   Result<void> execute(std::string_view command);
+  // Called after a crash with what it undid, so the kernel's caches can forget it.
+  void on_crash(std::function<void(const CrashReport&)> callback) {
+    on_crash_ = std::move(callback);
+  }
+  static constexpr std::string_view kCommands =
+      "reset, crash, fault add RULE, fault clear, latency virtual|real|real:SCALE";
 
   // user.mimicfs.* on a regular file, or nullopt when `name` is not ours.
   std::optional<Result<std::string>> virtual_xattr(uint64_t inode, const std::string& name);
@@ -55,6 +67,7 @@ class ControlFiles {
  private:
   Attributes attributes(uint64_t inode) const;
   Volume& volume_;
+  std::function<void(const CrashReport&)> on_crash_;
 };
 
 }  // namespace mimicfs

@@ -327,7 +327,8 @@ void on_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, fuse_fil
     }
     thread_local std::vector<std::byte> buffer;
     if (buffer.size() < size) buffer.resize(size);
-    auto result = adapter(req).volume().read(ino, offset, std::span(buffer.data(), size));
+    auto result =
+        adapter(req).volume().read(ino, offset, std::span(buffer.data(), size), fi->flags);
     if (!result) return result.error().value;
     fuse_reply_buf(req, reinterpret_cast<const char*>(buffer.data()), *result);
     return 0;
@@ -345,9 +346,9 @@ void on_write(fuse_req_t req, fuse_ino_t ino, const char* data, size_t size, off
       return 0;
     }
     if (ControlFiles::owns(ino)) return EBADF;
-    const bool append = (handle(fi)->flags & O_APPEND) != 0;
+    // fi->flags are the descriptor's now (fcntl may have changed O_DIRECT or O_APPEND).
     auto result = self.volume().write(
-        ino, offset, std::span(reinterpret_cast<const std::byte*>(data), size), append);
+        ino, offset, std::span(reinterpret_cast<const std::byte*>(data), size), fi->flags);
     if (!result) return result.error().value;
     fuse_reply_write(req, *result);
     return 0;
@@ -516,6 +517,29 @@ void on_lseek(fuse_req_t req, fuse_ino_t ino, off_t offset, int whence, fuse_fil
 }
 
 }  // namespace
+
+FuseAdapter::FuseAdapter(Volume& volume, AdapterOptions options)
+    : volume_(volume), control_(volume), options_(options) {
+  control_.on_crash([this](const CrashReport& report) { invalidate(report); });
+}
+
+void FuseAdapter::invalidate(const CrashReport& report) {
+  fuse_session* session = session_.load();
+  if (!session) return;
+  // Called from the ctl write, which holds no lock on these directories or files.
+  for (const auto& [parent, name] : report.removed_entries) {
+    const int error = fuse_lowlevel_notify_inval_entry(session, parent, name.c_str(), name.size());
+    if (error != 0 && error != -ENOENT) {
+      spdlog::warn("crash: cannot invalidate entry {} in {}: {}", name, parent, strerror(-error));
+    }
+  }
+  for (const uint64_t inode : report.restored_files) {
+    const int error = fuse_lowlevel_notify_inval_inode(session, inode, 0, 0);
+    if (error != 0 && error != -ENOENT) {
+      spdlog::warn("crash: cannot invalidate inode {}: {}", inode, strerror(-error));
+    }
+  }
+}
 
 const fuse_lowlevel_ops& FuseAdapter::operations() {
   static const fuse_lowlevel_ops ops = [] {

@@ -5,6 +5,8 @@
 // ENOMEM, anything else EIO, logged.
 #pragma once
 
+#include <atomic>
+
 #define FUSE_USE_VERSION 314
 #include <fuse_lowlevel.h>
 
@@ -22,8 +24,10 @@ struct AdapterOptions {
 
 class FuseAdapter {
  public:
-  FuseAdapter(Volume& volume, AdapterOptions options)
-      : volume_(volume), control_(volume), options_(options) {}
+  FuseAdapter(Volume& volume, AdapterOptions options);
+
+  // The session serving this adapter, for cache invalidation after `ctl crash`.
+  void set_session(fuse_session* session) { session_.store(session); }
 
   // The callback table; pass `this` as userdata to fuse_session_new.
   static const fuse_lowlevel_ops& operations();
@@ -33,9 +37,13 @@ class FuseAdapter {
   const AdapterOptions& options() const { return options_; }
 
  private:
+  // Tells the kernel to forget entries and file pages a crash undid.
+  void invalidate(const CrashReport& report);
+
   Volume& volume_;
   ControlFiles control_;
   const AdapterOptions options_;
+  std::atomic<fuse_session*> session_{nullptr};
 };
 
 }  // namespace mimicfs

@@ -7,6 +7,8 @@
 #include <CLI/CLI.hpp>
 #include <optional>
 
+#include "backends/emulated_clock.h"
+#include "backends/fault_injector.h"
 #include "backends/profile.h"
 #include "fusefs/exit_status.h"
 #include "fusefs/mount.h"
@@ -48,6 +50,15 @@ std::expected<Profile, std::string> chosen_profile(const std::string& name, cons
   return apply_overrides(std::move(*profile), overrides);
 }
 
+// The first malformed --fault rule's reason, or "".
+std::string check_fault_rules(const std::vector<std::string>& rules) {
+  FaultInjector check;
+  for (const std::string& rule : rules) {
+    if (auto added = check.add(rule); !added) return added.error();
+  }
+  return {};
+}
+
 int run(int argc, char** argv) {
   CLI::App app{
       "mimicfs: a FUSE filesystem that behaves like the storage a database meets in "
@@ -71,6 +82,20 @@ int run(int argc, char** argv) {
                    "Override a profile key for this mount, KEY=VALUE (repeatable), e.g. "
                    "--set allocation.speculative_preallocation=false")
       ->allow_extra_args(false);
+  std::string latency_text = "virtual";
+  std::vector<std::string> fault_rules;
+  auto add_time_options = [](CLI::App* command, std::string& latency,
+                             std::vector<std::string>& faults) {
+    command->add_option("--latency", latency,
+                        "virtual (default: costs add up, nothing waits), real, or real:SCALE "
+                        "(each operation also waits its cost times SCALE)");
+    command
+        ->add_option("--fault", faults,
+                     "A fault rule (repeatable), e.g. op=fsync,path=/db/*,error=EIO,nth=3; "
+                     "see docs/faults.md")
+        ->allow_extra_args(false);
+  };
+  add_time_options(mount, latency_text, fault_rules);
   mount->add_flag("-f,--foreground", foreground, "Serve in the foreground until unmounted");
   mount->add_option("--log-level", log_level, "trace, debug, info, warn, error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
@@ -93,6 +118,9 @@ int run(int argc, char** argv) {
   run_app->add_option("--set", run_overrides, "Override a profile key, KEY=VALUE (repeatable)")
       ->allow_extra_args(false);
   run_app->add_option("--stats-out", run_stats_out, "Write the final stats.json here");
+  std::string run_latency_text = "virtual";
+  std::vector<std::string> run_fault_rules;
+  add_time_options(run_app, run_latency_text, run_fault_rules);
   run_app->add_option("COMMAND", run_args, "The command and its arguments, after --")->required();
 
   // profiles
@@ -123,7 +151,9 @@ int run(int argc, char** argv) {
   std::string ctl_mount;
   std::vector<std::string> ctl_words;
   ctl->add_option("MOUNT", ctl_mount, "The mountpoint")->required();
-  ctl->add_option("COMMAND", ctl_words, "reset: zero the operation counters")->required();
+  ctl->add_option("COMMAND", ctl_words,
+                  "reset | crash | fault add RULE | fault clear | latency virtual|real|real:SCALE")
+      ->required();
 
   try {
     app.parse(argc, argv);
@@ -137,14 +167,22 @@ int run(int argc, char** argv) {
     auto profile = chosen_profile(profile_name, profile_file, overrides);
     if (!profile) return usage_error(profile.error());
     if (auto why = check_mountpoint(mountpoint); !why.empty()) return usage_error(why);
+    auto latency = LatencyMode::parse(latency_text);
+    if (!latency) return usage_error(latency.error());
+    if (auto why = check_fault_rules(fault_rules); !why.empty()) return usage_error(why);
     if (auto why = check_fuse_device(); !why.empty()) return usage_error(why);
-    MountOptions options{mountpoint, std::move(*profile), foreground, adapter};
+    MountOptions options{mountpoint, std::move(*profile), foreground, adapter,
+                         *latency,   fault_rules};
     return mount_and_serve(options);
   }
   if (*run_app) {
     auto profile = chosen_profile(run_profile_name, run_profile_file, run_overrides);
     if (!profile) return usage_error(profile.error());
-    return run_with_mount(RunOptions{std::move(*profile), run_args, run_stats_out});
+    auto latency = LatencyMode::parse(run_latency_text);
+    if (!latency) return usage_error(latency.error());
+    if (auto why = check_fault_rules(run_fault_rules); !why.empty()) return usage_error(why);
+    return run_with_mount(
+        RunOptions{std::move(*profile), run_args, run_stats_out, *latency, run_fault_rules});
   }
   if (*profiles) {
     if (*show) {

@@ -45,7 +45,13 @@ std::string check_fuse_device() {
 
 int mount_and_serve(const MountOptions& options) {
   SystemWallClock wall_clock;
-  Volume volume(options.profile, std::make_unique<MemoryDataStore>(), wall_clock);
+  Volume volume(options.profile, std::make_unique<MemoryDataStore>(), wall_clock, options.latency);
+  for (const std::string& rule : options.faults) {
+    if (auto added = volume.faults().add(rule); !added) {
+      spdlog::error("{}", added.error());
+      return kExitUsage;
+    }
+  }
   FuseAdapter adapter(volume, options.adapter);
 
   // libfuse takes mount options as an argv.
@@ -75,7 +81,9 @@ int mount_and_serve(const MountOptions& options) {
     spdlog::error("cannot mount on {}", options.mountpoint);
     return kExitFailure;
   }
-  spdlog::info("mimicfs {} mounted on {}", options.profile.name, options.mountpoint);
+  adapter.set_session(session);
+  spdlog::info("mimicfs {} mounted on {} (latency {})", options.profile.name, options.mountpoint,
+               options.latency.to_string());
   // The mount exists now; the parent returns from here and the child serves it.
   fuse_daemonize(options.foreground ? 1 : 0);
 

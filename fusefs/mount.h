@@ -2,7 +2,9 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
+#include "backends/emulated_clock.h"
 #include "backends/profile.h"
 #include "fusefs/fuse_adapter.h"
 
@@ -13,6 +15,8 @@ struct MountOptions {
   Profile profile;
   bool foreground = false;
   AdapterOptions adapter;
+  LatencyMode latency;              // --latency
+  std::vector<std::string> faults;  // --fault rules, already checked
 };
 
 // One-line reason the directory cannot be a mountpoint (missing, not a directory,

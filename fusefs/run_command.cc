@@ -106,9 +106,14 @@ int run_with_mount(const RunOptions& options) {
     for (int i = 0; i < 3; ++i) sigaction(signals[i], &previous[i], nullptr);
   };
 
-  const auto mounted = spawn_and_wait(
-      {self_path(), "mount", "--profile-file", profile_file, dir, "--log-file", dir + ".log"},
-      environ);
+  std::vector<std::string> mount_command = {self_path(),  "mount",     "--profile-file",
+                                            profile_file, dir,         "--log-file",
+                                            dir + ".log", "--latency", options.latency.to_string()};
+  for (const std::string& rule : options.faults) {
+    mount_command.push_back("--fault");
+    mount_command.push_back(rule);
+  }
+  const auto mounted = spawn_and_wait(mount_command, environ);
   std::error_code removed;
   std::filesystem::remove(profile_file, removed);
   if (mounted != kExitOk || g_signal != 0) {

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/emulated_clock.h"
 #include "backends/profile.h"
 
 namespace mimicfs {
@@ -19,6 +20,8 @@ struct RunOptions {
   Profile profile;
   std::vector<std::string> command;  // argv; command[0] is searched in PATH
   std::string stats_out;             // "" for none
+  LatencyMode latency;               // passed to the mount
+  std::vector<std::string> faults;   // fault rules, passed to the mount
 };
 
 int run_with_mount(const RunOptions& options);

@@ -12,6 +12,9 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "backends/emulated_clock.h"
+#include "backends/fault_injector.h"
+#include "fusefs/control_files.h"
 #include "fusefs/exit_status.h"
 
 namespace mimicfs {
@@ -125,6 +128,19 @@ int print_stats(const std::string& mountpoint, const std::string& path, bool jso
 int send_control(const std::string& mountpoint, const std::vector<std::string>& words) {
   std::string command;
   for (const auto& w : words) command += (command.empty() ? "" : " ") + w;
+  // Arguments are checked here too, so the reason reaches the terminal, not only the log.
+  if (command.starts_with("fault add ")) {
+    FaultInjector check;
+    if (auto rule = check.add(command.substr(10)); !rule) {
+      fmt::print(stderr, "mimicfs ctl: {}\n", rule.error());
+      return kExitUsage;
+    }
+  } else if (command.starts_with("latency ")) {
+    if (auto mode = LatencyMode::parse(command.substr(8)); !mode) {
+      fmt::print(stderr, "mimicfs ctl: {}\n", mode.error());
+      return kExitUsage;
+    }
+  }
   command += "\n";
   const std::string file = control_path(mountpoint, "ctl");
   const int fd = ::open(file.c_str(), O_WRONLY | O_CLOEXEC);
@@ -138,8 +154,8 @@ int send_control(const std::string& mountpoint, const std::vector<std::string>& 
   ::close(fd);
   if (written < 0) {
     if (error == EINVAL) {
-      fmt::print(stderr, "mimicfs ctl: unknown command \"{}\" (known: reset)\n",
-                 command.substr(0, command.size() - 1));
+      fmt::print(stderr, "mimicfs ctl: the volume rejected \"{}\" (known: {}); its log says why\n",
+                 command.substr(0, command.size() - 1), ControlFiles::kCommands);
       return kExitUsage;
     }
     fmt::print(stderr, "mimicfs ctl: {}: {}\n", file, std::strerror(error));

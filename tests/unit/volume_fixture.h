@@ -106,10 +106,10 @@ struct Fs {
   void fsync(uint64_t inode) { EXPECT_TRUE(volume.fsync(inode, false).has_value()); }
   Result<size_t> write(uint64_t inode, uint64_t offset, std::string_view text,
                        bool append = false) {
-    return volume.write(inode, offset, as_bytes(text), append);
+    return volume.write(inode, offset, as_bytes(text), append ? O_APPEND : 0);
   }
   Result<size_t> append(uint64_t inode, std::string_view text) {
-    return volume.write(inode, 0, as_bytes(text), true);
+    return volume.write(inode, 0, as_bytes(text), O_APPEND);
   }
   Result<void> punch(uint64_t inode, uint64_t offset, uint64_t length) {
     return volume.fallocate(inode, kPunch, offset, length);

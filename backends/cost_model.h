@@ -1,0 +1,76 @@
+// CostModel: what an operation costs in emulated time, from the profile's
+// [cost] and [page_cache] keys (docs/profiles.md) and from what the operation did.
+//
+// Device requests are pipelined: a batch of N requests takes ceil(N / queue_depth)
+// request latencies, plus its bytes at the device's bandwidth, plus the work the
+// device does for fragmentation (extents a request spans, holes it allocates
+// into). Pure arithmetic on integers: the same work always costs the same
+// nanoseconds. Thread-safe (immutable).
+#pragma once
+
+#include <cstdint>
+
+#include "backends/profile.h"
+
+namespace mimicfs {
+
+// The device requests one operation makes.
+struct DeviceWork {
+  uint64_t requests = 0;
+  uint64_t bytes = 0;
+  uint64_t extra_extents = 0;  // extents past the first that the requests span
+  uint64_t gap_fills = 0;      // allocations into a hole between allocated blocks
+
+  DeviceWork& operator+=(const DeviceWork& other) {
+    requests += other.requests;
+    bytes += other.bytes;
+    extra_extents += other.extra_extents;
+    gap_fills += other.gap_fills;
+    return *this;
+  }
+  bool empty() const { return requests == 0 && gap_fills == 0; }
+};
+
+// An operation's cost, split by where the time goes: in real latency mode the
+// device part waits for one of queue_depth device slots, the host part does not.
+struct Cost {
+  uint64_t host_ns = 0;    // system call and page cache copies
+  uint64_t device_ns = 0;  // device or server, network included
+
+  uint64_t total() const { return host_ns + device_ns; }
+  Cost& operator+=(const Cost& other) {
+    host_ns += other.host_ns;
+    device_ns += other.device_ns;
+    return *this;
+  }
+};
+
+class CostModel {
+ public:
+  explicit CostModel(const Profile& profile);
+
+  // Requests of a contiguous range of `bytes` (split at max_request_bytes).
+  uint64_t requests_for(uint64_t bytes) const;
+
+  Cost device_writes(const DeviceWork& work) const;
+  Cost device_reads(const DeviceWork& work) const;
+  // A buffered read or write served by the page cache.
+  Cost buffered_copy(uint64_t bytes) const;
+  // The commit of fsync/fdatasync (after its writeback): journal and cache flush.
+  Cost commit() const;
+  // create, mkdir, symlink, link, rename, rmdir, setattr, setxattr, removexattr.
+  Cost metadata() const;
+  // open: on NFS, close-to-open revalidation is one round trip.
+  Cost open() const;
+  Cost fallocate() const;
+  Cost punch() const;
+  // An unlink; `freed_extents` when it was the file's last link.
+  Cost unlink(uint64_t freed_extents) const;
+
+ private:
+  Cost device(uint64_t per_request_ns, const DeviceWork& work) const;
+
+  const Profile& profile_;
+};
+
+}  // namespace mimicfs

@@ -1,0 +1,52 @@
+#include "backends/durability.h"
+
+#include <algorithm>
+
+namespace mimicfs {
+
+void FileDurability::before_change(uint64_t offset, uint64_t length, const PageReader& read) {
+  // Only pages below the synced size hold durable data; the rest is undone by
+  // restoring the size.
+  const uint64_t end = std::min(offset + length, synced_size_);
+  if (length == 0 || offset >= end) return;
+  for (uint64_t page = offset / kPageBytes * kPageBytes; page < end; page += kPageBytes) {
+    if (saved_.contains(page)) continue;
+    saved_.emplace(page, read(page, std::min(kPageBytes, synced_size_ - page)));
+  }
+}
+
+void FileDurability::synced(uint64_t size) {
+  synced_size_ = size;
+  metadata_unsynced_ = false;
+  unsynced_.clear();
+  saved_.clear();
+}
+
+void FileDurability::range_synced(uint64_t offset, uint64_t length, uint64_t size,
+                                  const PageReader& current) {
+  if (length == 0) return;
+  const uint64_t end = offset + length;
+  unsynced_.remove(offset, length);
+  // The range is durable as it is now: a saved page it covers whole is dropped,
+  // one it covers in part takes the range's bytes.
+  for (auto it = saved_.lower_bound(offset / kPageBytes * kPageBytes);
+       it != saved_.end() && it->first < end;) {
+    const uint64_t page = it->first;
+    if (offset <= page && page + kPageBytes <= end) {
+      it = saved_.erase(it);
+      continue;
+    }
+    const uint64_t from = std::max(offset, page);
+    const uint64_t to = std::min(end, page + kPageBytes);
+    std::string contents = it->second.value_or(std::string());
+    if (contents.size() < to - page) contents.resize(to - page, '\0');
+    const std::string now = current(from, to - from).value_or(std::string(to - from, '\0'));
+    contents.replace(from - page, now.size(), now);
+    it->second = std::move(contents);
+    ++it;
+  }
+  // As O_DSYNC: the size is durable too when the write extended the file.
+  synced_size_ = std::max(synced_size_, std::min(size, end));
+}
+
+}  // namespace mimicfs

@@ -1,0 +1,57 @@
+// EmulatedClock: where emulated operation costs add up, and, in real latency
+// mode, where the calling thread waits them out.
+//
+// Virtual (the default): costs are summed and nothing sleeps, so a
+// single-threaded workload gets the same total to the nanosecond every run.
+// Real (`--latency real[:SCALE]`): each operation also sleeps its cost times
+// SCALE; the device part holds one of the profile's queue_depth slots, so
+// concurrent operations overlap as on the device and queue beyond its depth.
+// Thread-safe. Not file timestamps: those come from WallClock.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <expected>
+#include <mutex>
+#include <string>
+#include <string_view>
+
+#include "backends/cost_model.h"
+
+namespace mimicfs {
+
+struct LatencyMode {
+  bool real = false;
+  double scale = 1.0;  // real mode: seconds slept per emulated second
+
+  // "virtual", "real" or "real:SCALE" (0 < SCALE <= 1000).
+  static std::expected<LatencyMode, std::string> parse(std::string_view text);
+  std::string to_string() const;  // parses back to the same mode
+};
+
+class EmulatedClock {
+ public:
+  explicit EmulatedClock(uint64_t queue_depth, LatencyMode mode = {});
+
+  // Adds `cost` to the total and, in real mode, waits it. Call without locks held.
+  void charge(const Cost& cost);
+  uint64_t total_ns() const { return total_ns_.load(std::memory_order_relaxed); }
+  void reset() { total_ns_.store(0, std::memory_order_relaxed); }
+
+  LatencyMode mode() const;
+  void set_mode(LatencyMode mode);
+
+ private:
+  void wait(uint64_t ns, double scale) const;
+
+  const uint64_t queue_depth_;
+  std::atomic<uint64_t> total_ns_{0};
+
+  mutable std::mutex mutex_;
+  std::condition_variable slot_freed_;
+  LatencyMode mode_;         // guarded by mutex_
+  uint64_t busy_slots_ = 0;  // guarded by mutex_
+};
+
+}  // namespace mimicfs
