@@ -1,13 +1,25 @@
 #include "backends/cost_model.h"
 
+#include <limits>
+
 namespace mimicfs {
 namespace {
 
-// bytes at `per_second`, in ns; 128-bit so a terabyte at a byte per second fits.
-uint64_t transfer_ns(uint64_t bytes, uint64_t per_second) {
+using Wide = unsigned __int128;
+
+// Sums are taken in 128 bits: a cost past 64-bit nanoseconds (a terabyte at a
+// byte per second) saturates instead of wrapping to a small number.
+uint64_t saturate(Wide ns) {
+  return ns > std::numeric_limits<uint64_t>::max() ? std::numeric_limits<uint64_t>::max()
+                                                   : static_cast<uint64_t>(ns);
+}
+
+uint64_t div_up(uint64_t value, uint64_t unit) { return value / unit + (value % unit != 0); }
+
+// bytes at `per_second`, in ns.
+Wide transfer_ns(uint64_t bytes, uint64_t per_second) {
   if (per_second == 0 || bytes == 0) return 0;
-  const unsigned __int128 ns = static_cast<unsigned __int128>(bytes) * 1'000'000'000u;
-  return static_cast<uint64_t>((ns + per_second - 1) / per_second);
+  return (Wide{bytes} * 1'000'000'000u + per_second - 1) / per_second;
 }
 
 }  // namespace
@@ -15,17 +27,18 @@ uint64_t transfer_ns(uint64_t bytes, uint64_t per_second) {
 CostModel::CostModel(const Profile& profile) : profile_(profile) {}
 
 uint64_t CostModel::requests_for(uint64_t bytes) const {
-  return (bytes + profile_.max_request_bytes - 1) / profile_.max_request_bytes;
+  return div_up(bytes, profile_.max_request_bytes);
 }
 
 Cost CostModel::device(uint64_t per_request_ns, const DeviceWork& work) const {
   if (work.empty()) return {};
   // Requests in flight overlap: each round of queue_depth costs one latency.
-  const uint64_t rounds = (work.requests + profile_.queue_depth - 1) / profile_.queue_depth;
+  const uint64_t rounds = div_up(work.requests, profile_.queue_depth);
   Cost cost;
-  cost.device_ns = rounds * (profile_.round_trip_ns + per_request_ns) +
-                   transfer_ns(work.bytes, profile_.bandwidth_bytes_per_second) +
-                   work.extra_extents * profile_.extent_ns + work.gap_fills * profile_.gap_fill_ns;
+  cost.device_ns = saturate(Wide{rounds} * (Wide{profile_.round_trip_ns} + per_request_ns) +
+                            transfer_ns(work.bytes, profile_.bandwidth_bytes_per_second) +
+                            Wide{work.extra_extents} * profile_.extent_ns +
+                            Wide{work.gap_fills} * profile_.gap_fill_ns);
   return cost;
 }
 
@@ -38,7 +51,9 @@ Cost CostModel::device_reads(const DeviceWork& work) const {
 }
 
 Cost CostModel::buffered_copy(uint64_t bytes) const {
-  return {profile_.syscall_ns + transfer_ns(bytes, profile_.memory_bandwidth_bytes_per_second), 0};
+  return {saturate(profile_.syscall_ns +
+                   transfer_ns(bytes, profile_.memory_bandwidth_bytes_per_second)),
+          0};
 }
 
 Cost CostModel::commit() const { return {0, profile_.round_trip_ns + profile_.fsync_ns}; }

@@ -155,4 +155,18 @@ void MountedVolume::reset_counters() const {
   if (!ctl) throw std::runtime_error("ctl reset failed in " + path_);
 }
 
+int MountedVolume::ctl(const std::string& command) const {
+  const int fd = ::open((path_ + "/.mimicfs/ctl").c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return errno;
+  const std::string line = command + "\n";
+  const ssize_t written = ::write(fd, line.data(), line.size());
+  const int error = written < 0 ? errno : 0;
+  ::close(fd);
+  return error;
+}
+
+uint64_t MountedVolume::emulated_ns() const {
+  return stats()["clock"]["emulated_ns"].get<uint64_t>();
+}
+
 }  // namespace mimicfs::testing

@@ -63,8 +63,12 @@ class MountedVolume {
   nlohmann::json stats() const;
   // The stats of one file by its name inside the mount, e.g. "data.ibd".
   nlohmann::json file_stats(const std::string& name) const;
-  // Zeroes the operation counters through .mimicfs/ctl.
+  // Zeroes the operation counters and emulated times through .mimicfs/ctl.
   void reset_counters() const;
+  // Writes one command to .mimicfs/ctl; returns 0 or the errno of the write.
+  int ctl(const std::string& command) const;
+  // clock.emulated_ns from stats.json.
+  uint64_t emulated_ns() const;
 
  private:
   // `profile_arguments` select the profile: {"--profile", NAME} or {"--profile-file", PATH}.

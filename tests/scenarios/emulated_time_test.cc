@@ -1,0 +1,271 @@
+// The seeds as emulated time (issue 4): each test runs a seed's competing
+// strategies through a real mount, reads clock.emulated_ns from stats.json and
+// asserts the direction and size of the published effect. Virtual time, so the
+// figures are the same every run; each test prints them.
+#include <fcntl.h>
+#include <linux/falloc.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <vector>
+
+#include "tests/support/mounted_volume.h"
+
+namespace mimicfs::testing {
+namespace {
+
+constexpr size_t kMiB = 1 << 20;
+
+struct AlignedFree {
+  void operator()(void* p) const { std::free(p); }
+};
+using AlignedBuffer = std::unique_ptr<char, AlignedFree>;
+
+// A buffer of `size` bytes of `fill`, 4 KiB aligned (O_DIRECT needs no more here).
+AlignedBuffer buffer(size_t size, char fill) {
+  AlignedBuffer b(static_cast<char*>(std::aligned_alloc(4096, size)));
+  std::fill(b.get(), b.get() + size, fill);
+  return b;
+}
+
+double ratio(uint64_t a, uint64_t b) { return b == 0 ? 0 : static_cast<double>(a) / b; }
+
+// ---------------------------------------------------------------------------
+// Seed 000 (MDEV-32268): extend to 256 MiB, then overwrite it with 1 MiB writes,
+// each step made durable as InnoDB does. posix_fallocate's fallback on NFS writes
+// a byte per 4 KiB (65536 tiny WRITEs) and leaves 65536 holes the overwrite must
+// allocate into; the fix (fallocate, refused, then the program's own 1 MiB zero
+// writes) sends 256 full WRITEs. Customers saw about 4x the write rate with the fix.
+
+constexpr off_t kSeed000Size = 256 * kMiB;
+
+void overwrite_in_mebibytes(int fd, char fill) {
+  auto chunk = buffer(kMiB, fill);
+  for (off_t offset = 0; offset < kSeed000Size; offset += kMiB) {
+    ASSERT_EQ(pwrite(fd, chunk.get(), kMiB, offset), static_cast<ssize_t>(kMiB));
+  }
+}
+
+uint64_t seed000_cost(bool use_posix_fallocate) {
+  MountedVolume vol("nfs");
+  EXPECT_TRUE(vol.mounted()) << vol.error();
+  if (!vol.mounted()) return 0;
+  const int fd = open(vol.file("t.ibd").c_str(), O_CREAT | O_RDWR, 0644);
+  EXPECT_GE(fd, 0);
+  vol.reset_counters();
+  if (use_posix_fallocate) {
+    EXPECT_EQ(posix_fallocate(fd, 0, kSeed000Size), 0);
+  } else {
+    EXPECT_EQ(fallocate(fd, 0, 0, kSeed000Size), -1);
+    EXPECT_EQ(errno, EOPNOTSUPP);
+    overwrite_in_mebibytes(fd, '\0');
+  }
+  EXPECT_EQ(fsync(fd), 0);
+  overwrite_in_mebibytes(fd, 'p');
+  EXPECT_EQ(fsync(fd), 0);
+  const uint64_t cost = vol.emulated_ns();
+  std::printf("seed 000 on nfs, %s: %.3f s emulated, %llu extents\n",
+              use_posix_fallocate ? "posix_fallocate" : "fallocate + 1 MiB zeros", cost / 1e9,
+              static_cast<unsigned long long>(vol.file_stats("t.ibd")["extents"].get<uint64_t>()));
+  close(fd);
+  return cost;
+}
+
+TEST(EmulatedTime, Seed000PosixFallocateOnNfsCostsAtLeastThreeTimesTheFix) {
+  MIMICFS_REQUIRE_MOUNTABLE();
+  const uint64_t posix = seed000_cost(true);
+  const uint64_t fixed = seed000_cost(false);
+  std::printf("seed 000: posix_fallocate / fix = %.2f\n", ratio(posix, fixed));
+  // The 65536 one-byte WRITEs and the 65535 allocations into holes the overwrite
+  // makes are the regression; the issue asks for at least 3x, customers saw ~4x.
+  EXPECT_GE(ratio(posix, fixed), 3.0);
+  EXPECT_LE(ratio(posix, fixed), 6.0) << "calibrated to about 4x";
+}
+
+// ---------------------------------------------------------------------------
+// Seed 001 (MySQL #60593): a tablespace grown one 16 KiB page at a time with an
+// fsync after each extension, against growing it 128 pages at a time. On the
+// disks of the time each fsync cost ~10 ms whatever its size (profile ext4-hdd);
+// the reporter measured 2.5x faster with 128-page extensions.
+
+constexpr int kSeed001Pages = 2000;
+constexpr size_t kPage = 16384;
+
+uint64_t seed001_cost(int pages_per_extension) {
+  MountedVolume vol("ext4-hdd");
+  EXPECT_TRUE(vol.mounted()) << vol.error();
+  if (!vol.mounted()) return 0;
+  const int fd = open(vol.file("t1.ibd").c_str(), O_CREAT | O_RDWR, 0644);
+  EXPECT_GE(fd, 0);
+  vol.reset_counters();
+  auto zeros = buffer(kPage * pages_per_extension, '\0');
+  auto row_page = buffer(kPage, 'r');
+  off_t size = 0;
+  for (int page = 0; page < kSeed001Pages; ++page) {
+    if (page * static_cast<off_t>(kPage) >= size) {
+      // fil_extend_space_to_desired_size: write zeros past EOF, then fsync.
+      const size_t bytes = kPage * pages_per_extension;
+      EXPECT_EQ(pwrite(fd, zeros.get(), bytes, size), static_cast<ssize_t>(bytes));
+      EXPECT_EQ(fsync(fd), 0);
+      size += bytes;
+    }
+    EXPECT_EQ(pwrite(fd, row_page.get(), kPage, page * static_cast<off_t>(kPage)),
+              static_cast<ssize_t>(kPage));
+  }
+  EXPECT_EQ(fsync(fd), 0);
+  const auto stats = vol.stats();
+  const uint64_t cost = stats["clock"]["emulated_ns"].get<uint64_t>();
+  std::printf("seed 001 on ext4-hdd, %d page(s) per extension: %.3f s emulated, %llu fsyncs\n",
+              pages_per_extension, cost / 1e9,
+              static_cast<unsigned long long>(stats["ops"]["fsync"]["count"].get<uint64_t>()));
+  close(fd);
+  return cost;
+}
+
+TEST(EmulatedTime, Seed001OnePageExtensionsWithFsyncCostMoreThan128PageOnes) {
+  MIMICFS_REQUIRE_MOUNTABLE();
+  const uint64_t one_page = seed001_cost(1);
+  const uint64_t extent_of_128 = seed001_cost(128);
+  std::printf("seed 001: 1-page / 128-page extensions = %.2f\n", ratio(one_page, extent_of_128));
+  // 2001 fsyncs at ~10 ms against 17: the direction of the seed's 2.5x, larger
+  // here because nothing else (SQL, the buffer pool) shares the time.
+  EXPECT_GT(ratio(one_page, extent_of_128), 2.5);
+}
+
+// ---------------------------------------------------------------------------
+// Seed 002 (MDEV-28766): with innodb_flush_log_at_trx_commit=2 the redo log is
+// written without fsync and trusts the page cache. Opened with O_DIRECT each
+// 512-byte append pays the device at once instead: the setting loses its point.
+
+constexpr int kRedoAppends = 2000;
+constexpr size_t kRedoBlock = 512;
+
+// The emulated time of the appends alone (before close, which on NFS flushes).
+uint64_t seed002_cost(const std::string& profile, bool direct) {
+  MountedVolume vol(profile);
+  EXPECT_TRUE(vol.mounted()) << vol.error();
+  if (!vol.mounted()) return 0;
+  const int fd =
+      open(vol.file("ib_logfile0").c_str(), O_CREAT | O_WRONLY | (direct ? O_DIRECT : 0), 0644);
+  EXPECT_GE(fd, 0) << "O_DIRECT open on " << profile;
+  vol.reset_counters();
+  auto block = buffer(kRedoBlock, 'L');
+  for (int i = 0; i < kRedoAppends; ++i) {
+    EXPECT_EQ(pwrite(fd, block.get(), kRedoBlock, i * static_cast<off_t>(kRedoBlock)),
+              static_cast<ssize_t>(kRedoBlock));
+  }
+  const auto file = vol.file_stats("ib_logfile0");
+  const uint64_t cost = file["emulated_ns"].get<uint64_t>();
+  std::printf("seed 002 on %s, %s: %.6f s emulated, %llu dirty bytes\n", profile.c_str(),
+              direct ? "O_DIRECT" : "buffered", cost / 1e9,
+              static_cast<unsigned long long>(file["dirty_bytes"].get<uint64_t>()));
+  // Neither is durable without an fsync: the page cache, or the drive's cache.
+  EXPECT_EQ(file["unsynced_bytes"], kRedoAppends * kRedoBlock);
+  EXPECT_EQ(file["dirty_bytes"], direct ? 0 : kRedoAppends * kRedoBlock);
+  close(fd);
+  return cost;
+}
+
+class Seed002 : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Seed002, ODirectRedoAppendsPayTheDeviceBufferedOnesDoNot) {
+  MIMICFS_REQUIRE_MOUNTABLE();
+  const uint64_t buffered = seed002_cost(GetParam(), false);
+  const uint64_t direct = seed002_cost(GetParam(), true);
+  std::printf("seed 002 on %s: O_DIRECT / buffered = %.1f\n", GetParam().c_str(),
+              ratio(direct, buffered));
+  // A 512-byte memory copy against a device (or server) round trip per append.
+  EXPECT_GE(ratio(direct, buffered), 10.0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Profiles, Seed002, ::testing::Values("ext4", "nfs"));
+
+TEST(EmulatedTime, Seed002MisalignedODirectIsRefusedOnExt4ButNotOnNfs) {
+  MIMICFS_REQUIRE_MOUNTABLE();
+  auto block = buffer(4096, 'L');
+  for (const char* profile : {"ext4", "nfs"}) {
+    MountedVolume vol(profile);
+    ASSERT_TRUE(vol.mounted()) << vol.error();
+    const int fd = open(vol.file("log").c_str(), O_CREAT | O_RDWR | O_DIRECT, 0644);
+    ASSERT_GE(fd, 0);
+    const ssize_t written = pwrite(fd, block.get(), 100, 512);
+    if (std::string(profile) == "ext4") {
+      EXPECT_EQ(written, -1) << "a 100-byte O_DIRECT write is not 512-aligned";
+      EXPECT_EQ(errno, EINVAL);
+      EXPECT_EQ(pwrite(fd, block.get(), 512, 100), -1) << "nor is offset 100";
+      EXPECT_EQ(errno, EINVAL);
+      EXPECT_EQ(pwrite(fd, block.get(), 512, 512), 512);
+    } else {
+      EXPECT_EQ(written, 100) << "the NFS client has no O_DIRECT alignment constraint";
+    }
+    close(fd);
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Seed 004 (InnoDB hole punching): dropping a table whose every other page was
+// punched took ~10x as long as a plain one on xfs, ~8x on btrfs, about the same
+// on ext4 (SSD) and ~9x on ext4 on a disk. Unlink costs per extent freed.
+
+constexpr off_t kSeed004Size = 64 * kMiB;
+
+uint64_t seed004_unlink_cost(const std::string& profile, bool punched) {
+  MountedVolume vol(profile);
+  EXPECT_TRUE(vol.mounted()) << vol.error();
+  if (!vol.mounted()) return 0;
+  const int fd = open(vol.file("t.ibd").c_str(), O_CREAT | O_RDWR, 0644);
+  EXPECT_GE(fd, 0);
+  auto chunk = buffer(kMiB, 'd');
+  for (off_t offset = 0; offset < kSeed004Size; offset += kMiB) {
+    EXPECT_EQ(pwrite(fd, chunk.get(), kMiB, offset), static_cast<ssize_t>(kMiB));
+  }
+  EXPECT_EQ(fsync(fd), 0);
+  if (punched) {
+    for (off_t offset = 8192; offset < kSeed004Size; offset += 16384) {
+      EXPECT_EQ(fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, offset, 8192), 0);
+    }
+  }
+  close(fd);
+  const uint64_t extents = vol.file_stats("t.ibd")["extents"].get<uint64_t>();
+  vol.reset_counters();
+  EXPECT_EQ(unlink(vol.file("t.ibd").c_str()), 0);
+  const uint64_t cost = vol.stats()["ops"]["unlink"]["emulated_ns"].get<uint64_t>();
+  std::printf("seed 004 on %s, %s (%llu extents): unlink %.3f ms emulated\n", profile.c_str(),
+              punched ? "punched" : "plain", static_cast<unsigned long long>(extents), cost / 1e6);
+  return cost;
+}
+
+struct Seed004Case {
+  std::string profile;
+  double low, high;  // the expected punched / plain ratio
+};
+
+class Seed004 : public ::testing::TestWithParam<Seed004Case> {};
+
+TEST_P(Seed004, UnlinkOfAPunchedFileCostsWhatTheSeedMeasured) {
+  MIMICFS_REQUIRE_MOUNTABLE();
+  const Seed004Case& c = GetParam();
+  const uint64_t plain = seed004_unlink_cost(c.profile, false);
+  const uint64_t punched = seed004_unlink_cost(c.profile, true);
+  std::printf("seed 004 on %s: punched / plain = %.2f\n", c.profile.c_str(),
+              ratio(punched, plain));
+  EXPECT_GE(ratio(punched, plain), c.low);
+  EXPECT_LE(ratio(punched, plain), c.high);
+}
+
+INSTANTIATE_TEST_SUITE_P(Profiles, Seed004,
+                         ::testing::Values(Seed004Case{"xfs", 8.0, 12.0},
+                                           Seed004Case{"btrfs", 6.5, 9.5},
+                                           Seed004Case{"ext4", 1.0, 2.0},
+                                           Seed004Case{"ext4-hdd", 7.0, 11.0}),
+                         [](const auto& info) {
+                           std::string name = info.param.profile;
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name;
+                         });
+
+}  // namespace
+}  // namespace mimicfs::testing
