@@ -128,7 +128,14 @@ int print_stats(const std::string& mountpoint, const std::string& path, bool jso
 int send_control(const std::string& mountpoint, const std::vector<std::string>& words) {
   std::string command;
   for (const auto& w : words) command += (command.empty() ? "" : " ") + w;
-  // Arguments are checked here too, so the reason reaches the terminal, not only the log.
+  // Checked here too, so the reason reaches the terminal, not only the mount's log.
+  const bool known = command == "reset" || command == "crash" || command == "fault clear" ||
+                     command.starts_with("fault add ") || command.starts_with("latency ");
+  if (!known) {
+    fmt::print(stderr, "mimicfs ctl: unknown command \"{}\" (known: {})\n", command,
+               ControlFiles::kCommands);
+    return kExitUsage;
+  }
   if (command.starts_with("fault add ")) {
     FaultInjector check;
     if (auto rule = check.add(command.substr(10)); !rule) {

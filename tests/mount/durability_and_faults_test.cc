@@ -1,0 +1,238 @@
+// Emulated time, `ctl crash` and fault rules through a real mount: what a
+// program sees through the kernel, and what the command line accepts.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "tests/support/mounted_volume.h"
+
+namespace mimicfs::testing {
+namespace {
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+void write_at(int fd, const std::string& text, off_t offset) {
+  ASSERT_EQ(pwrite(fd, text.data(), text.size(), offset), static_cast<ssize_t>(text.size()));
+}
+
+// A single-threaded workload: create, write, fsync, overwrite, read, close.
+uint64_t workload_cost(const std::string& profile) {
+  MountedVolume vol(profile);
+  EXPECT_TRUE(vol.mounted()) << vol.error();
+  if (!vol.mounted()) return 0;
+  const int fd = open(vol.file("db").c_str(), O_CREAT | O_RDWR, 0644);
+  std::string page(16384, 'a');
+  for (int i = 0; i < 64; ++i) write_at(fd, page, i * 16384);
+  EXPECT_EQ(fsync(fd), 0);
+  for (int i = 0; i < 64; i += 3) write_at(fd, std::string(4096, 'b'), i * 16384 + 100);
+  EXPECT_EQ(fdatasync(fd), 0);
+  close(fd);
+  EXPECT_EQ(unlink(vol.file("db").c_str()), 0);
+  return vol.emulated_ns();
+}
+
+TEST(EmulatedClock, VirtualTimeIsTheSameToTheNanosecondAcrossRuns) {
+  MIMICFS_REQUIRE_MOUNTABLE();
+  for (const char* profile : {"nfs", "ext4", "xfs"}) {
+    const uint64_t first = workload_cost(profile);
+    const uint64_t second = workload_cost(profile);
+    EXPECT_GT(first, 0u) << profile;
+    EXPECT_EQ(first, second) << profile;
+  }
+}
+
+TEST(EmulatedClock, StatsShowTimePerOperationPerFileAndInTotal) {
+  MIMICFS_REQUIRE_MOUNTABLE();
+  MountedVolume vol("ext4");
+  ASSERT_TRUE(vol.mounted()) << vol.error();
+  const int fd = open(vol.file("f").c_str(), O_CREAT | O_RDWR, 0644);
+  write_at(fd, std::string(8192, 'x'), 0);
+  ASSERT_EQ(fsync(fd), 0);
+  const auto stats = vol.stats();
+  close(fd);
+  EXPECT_EQ(stats["clock"]["mode"], "virtual");
+  const uint64_t fsync_ns = stats["ops"]["fsync"]["emulated_ns"].get<uint64_t>();
+  const uint64_t write_ns = stats["ops"]["write"]["emulated_ns"].get<uint64_t>();
+  EXPECT_GE(fsync_ns, 500'000u) << "ext4's commit";
+  EXPECT_GT(write_ns, 0u);
+  const uint64_t create_ns = stats["ops"]["create"]["emulated_ns"].get<uint64_t>();
+  EXPECT_EQ(create_ns, 10'000u) << "ext4's metadata_ns";
+  EXPECT_EQ(stats["files"]["/f"]["emulated_ns"].get<uint64_t>(), create_ns + fsync_ns + write_ns);
+  EXPECT_EQ(stats["clock"]["emulated_ns"].get<uint64_t>(), create_ns + fsync_ns + write_ns);
+  EXPECT_EQ(stats["files"]["/f"]["unsynced_bytes"], 0);
+}
+
+TEST(EmulatedClock, RealLatencyWaitsAtLeastTheCost) {
+  MIMICFS_REQUIRE_MOUNTABLE();
+  // ext4-hdd's fsync commits for 10 ms; at scale 2 it must take at least 20 ms
+  // of wall time (a lower bound only: the machine may be slower, never faster).
+  MountedVolume vol("ext4-hdd", {"--latency", "real:2"});
+  ASSERT_TRUE(vol.mounted()) << vol.error();
+  EXPECT_EQ(vol.stats()["clock"]["mode"], "real:2");
+  const int fd = open(vol.file("f").c_str(), O_CREAT | O_RDWR, 0644);
+  write_at(fd, "x", 0);
+  const auto start = std::chrono::steady_clock::now();
+  ASSERT_EQ(fsync(fd), 0);
+  const auto elapsed = std::chrono::steady_clock::now() - start;
+  close(fd);
+  EXPECT_GE(elapsed, std::chrono::milliseconds(20));
+  EXPECT_EQ(vol.ctl("latency virtual"), 0);
+  EXPECT_EQ(vol.stats()["clock"]["mode"], "virtual");
+}
+
+// ---------------------------------------------------------------------------
+// ctl crash
+
+TEST(Crash, DropsWhatWasNotSyncedAndKeepsWhatWas) {
+  MIMICFS_REQUIRE_MOUNTABLE();
+  for (const char* profile : {"ext4", "xfs", "btrfs", "nfs"}) {
+    SCOPED_TRACE(profile);
+    MountedVolume vol(profile);
+    ASSERT_TRUE(vol.mounted()) << vol.error();
+    const std::string path = vol.file("redo.log");
+    int fd = open(path.c_str(), O_CREAT | O_RDWR, 0644);
+    ASSERT_GE(fd, 0);
+    write_at(fd, std::string(10000, 's'), 0);
+    ASSERT_EQ(fsync(fd), 0);
+    write_at(fd, std::string(100, 'u'), 50);       // an unsynced overwrite
+    write_at(fd, std::string(5000, 'u'), 10000);  // an unsynced append
+    EXPECT_EQ(vol.file_stats("redo.log")["unsynced_bytes"], 5100);
+    ASSERT_EQ(vol.ctl("crash"), 0);
+    close(fd);
+    // On nfs the close above flushed nothing more: the crash came first.
+    EXPECT_EQ(read_file(path), std::string(10000, 's'));
+    EXPECT_EQ(vol.file_stats("redo.log")["unsynced_bytes"], 0);
+  }
+}
+
+TEST(Crash, AFileCreatedSinceTheLastCommitIsGoneOnAJournalProfile) {
+  MIMICFS_REQUIRE_MOUNTABLE();
+  MountedVolume vol("ext4");
+  ASSERT_TRUE(vol.mounted()) << vol.error();
+  int fd = open(vol.file("committed").c_str(), O_CREAT | O_RDWR, 0644);
+  ASSERT_EQ(fsync(fd), 0);  // commits the journal: the entry is durable
+  close(fd);
+  fd = open(vol.file("new").c_str(), O_CREAT | O_RDWR, 0644);
+  write_at(fd, "lost", 0);
+  close(fd);
+  ASSERT_EQ(rename(vol.file("committed").c_str(), vol.file("renamed").c_str()), 0);
+  ASSERT_EQ(vol.ctl("crash"), 0);
+  struct stat st {};
+  EXPECT_NE(stat(vol.file("new").c_str(), &st), 0) << "created after the last commit";
+  EXPECT_EQ(errno, ENOENT);
+  EXPECT_EQ(stat(vol.file("committed").c_str(), &st), 0) << "the rename is undone";
+  EXPECT_NE(stat(vol.file("renamed").c_str(), &st), 0);
+}
+
+TEST(Crash, NfsServersCommitEntriesAtOnce) {
+  MIMICFS_REQUIRE_MOUNTABLE();
+  MountedVolume vol("nfs");
+  ASSERT_TRUE(vol.mounted()) << vol.error();
+  const int fd = open(vol.file("new").c_str(), O_CREAT | O_RDWR, 0644);
+  write_at(fd, "kept by close-to-open", 0);
+  close(fd);  // nfs: close writes back and COMMITs
+  ASSERT_EQ(vol.ctl("crash"), 0);
+  EXPECT_EQ(read_file(vol.file("new")), "kept by close-to-open");
+}
+
+TEST(Crash, ODsyncWritesSurvive) {
+  MIMICFS_REQUIRE_MOUNTABLE();
+  MountedVolume vol("xfs");
+  ASSERT_TRUE(vol.mounted()) << vol.error();
+  const int dir = open(vol.path().c_str(), O_RDONLY | O_DIRECTORY);
+  const int fd = open(vol.file("log").c_str(), O_CREAT | O_WRONLY | O_DSYNC, 0644);
+  ASSERT_EQ(fsync(dir), 0);  // the entry
+  write_at(fd, "commit 1;", 0);
+  write_at(fd, "commit 2;", 9);
+  EXPECT_EQ(vol.file_stats("log")["unsynced_bytes"], 0);
+  ASSERT_EQ(vol.ctl("crash"), 0);
+  close(fd);
+  close(dir);
+  EXPECT_EQ(read_file(vol.file("log")), "commit 1;commit 2;");
+}
+
+// ---------------------------------------------------------------------------
+// Fault rules
+
+TEST(Faults, ARuleFromTheCommandLineFailsTheNthMatchingCall) {
+  MIMICFS_REQUIRE_MOUNTABLE();
+  MountedVolume vol("ext4", {"--fault", "op=fsync,path=/db/*.ibd,error=EIO,nth=2"});
+  ASSERT_TRUE(vol.mounted()) << vol.error();
+  ASSERT_EQ(mkdir(vol.file("db").c_str(), 0755), 0);
+  const int other = open(vol.file("other").c_str(), O_CREAT | O_RDWR, 0644);
+  const int fd = open(vol.file("db/t.ibd").c_str(), O_CREAT | O_RDWR, 0644);
+  write_at(fd, "x", 0);
+  EXPECT_EQ(fsync(other), 0) << "the path does not match";
+  EXPECT_EQ(fsync(fd), 0);
+  EXPECT_EQ(fsync(fd), -1);
+  EXPECT_EQ(errno, EIO);
+  EXPECT_EQ(fsync(fd), 0) << "nth=2 fires once";
+  close(fd);
+  close(other);
+  const auto faults = vol.stats()["faults"];
+  ASSERT_EQ(faults.size(), 1u);
+  EXPECT_EQ(faults[0]["fired"], 1);
+  EXPECT_EQ(faults[0]["matched"], 3);
+  EXPECT_EQ(vol.stats()["ops"]["fsync"]["errors"]["EIO"], 1);
+}
+
+TEST(Faults, RulesSetWhileMountedInjectErrorsAndLatencyAndAreCleared) {
+  MIMICFS_REQUIRE_MOUNTABLE();
+  MountedVolume vol("ext4");
+  ASSERT_TRUE(vol.mounted()) << vol.error();
+  const int fd = open(vol.file("f").c_str(), O_CREAT | O_RDWR, 0644);
+  ASSERT_EQ(vol.ctl("fault add op=write,error=ENOSPC"), 0);
+  EXPECT_EQ(pwrite(fd, "abc", 3, 0), -1);
+  EXPECT_EQ(errno, ENOSPC);
+  ASSERT_EQ(vol.ctl("fault clear"), 0);
+  ASSERT_EQ(vol.ctl("fault add op=read,latency=7ms"), 0);
+  write_at(fd, "abc", 0);
+  vol.reset_counters();
+  char buffer[3];
+  ASSERT_EQ(pread(fd, buffer, 3, 0), 3);
+  EXPECT_GE(vol.stats()["ops"]["read"]["emulated_ns"].get<uint64_t>(), 7'000'000u);
+  close(fd);
+}
+
+TEST(Faults, AMalformedRuleOrUnknownCommandIsEinvalAndChangesNothing) {
+  MIMICFS_REQUIRE_MOUNTABLE();
+  MountedVolume vol("ext4");
+  ASSERT_TRUE(vol.mounted()) << vol.error();
+  EXPECT_EQ(vol.ctl("fault add op=wrte,error=EIO"), EINVAL);
+  EXPECT_EQ(vol.ctl("fault add op=write,error=EWHAT"), EINVAL);
+  EXPECT_EQ(vol.ctl("latency fast"), EINVAL);
+  EXPECT_EQ(vol.ctl("explode"), EINVAL);
+  EXPECT_TRUE(vol.stats()["faults"].empty());
+  const int fd = open(vol.file("f").c_str(), O_CREAT | O_RDWR, 0644);
+  write_at(fd, "still works", 0);
+  close(fd);
+}
+
+TEST(Faults, TheCommandLineRejectsAMalformedRuleWithExitStatus2) {
+  MIMICFS_REQUIRE_MOUNTABLE();
+  const std::string dir = make_temp_dir();
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"mount", "--fault", "op=write,error=EIO,nth=0", dir},
+        std::vector<std::string>{"mount", "--latency", "real:-1", dir},
+        std::vector<std::string>{"run", "--fault", "path=db,error=EIO", "--", "true"}}) {
+    std::vector<std::string> argv = {mimicfs_binary()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    const CommandResult r = run_command(argv);
+    EXPECT_EQ(r.exit_status, 2) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_FALSE(is_mounted(dir));
+  }
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace mimicfs::testing
