@@ -38,7 +38,10 @@ void FileDurability::range_synced(uint64_t offset, uint64_t length, uint64_t siz
     }
     const uint64_t from = std::max(offset, page);
     const uint64_t to = std::min(end, page + kPageBytes);
-    std::string contents = it->second.value_or(std::string());
+    // A saved hole is the whole page of zeros (up to the synced size): restoring
+    // only the head would leave the unsynced bytes after it.
+    std::string contents =
+        it->second.value_or(std::string(std::min(kPageBytes, synced_size_ - page), '\0'));
     if (contents.size() < to - page) contents.resize(to - page, '\0');
     const std::string now = current(from, to - from).value_or(std::string(to - from, '\0'));
     contents.replace(from - page, now.size(), now);

@@ -58,9 +58,20 @@ std::string histogram_line(const nlohmann::json& histogram) {
   return line;
 }
 
+// Nanoseconds as a human reads them: "812 ns", "3.214 ms", "28.463 s".
+std::string duration(uint64_t ns) {
+  if (ns < 1000) return fmt::format("{} ns", ns);
+  if (ns < 1'000'000) return fmt::format("{:.3f} us", ns / 1e3);
+  if (ns < 1'000'000'000) return fmt::format("{:.3f} ms", ns / 1e6);
+  return fmt::format("{:.3f} s", ns / 1e9);
+}
+
 void print_tables(const nlohmann::json& s) {
   const auto& d = s["device"];
   fmt::print("profile {}\n", s["profile"].get<std::string>());
+  fmt::print("clock   {} ({} ns emulated), latency {}\n",
+             duration(s["clock"]["emulated_ns"].get<uint64_t>()),
+             s["clock"]["emulated_ns"].get<uint64_t>(), s["clock"]["mode"].get<std::string>());
   fmt::print(
       "device  unit {} B, capacity {} B, allocated {} B (metadata {} B, unreferenced {} B), "
       "reserved {} B, free extents {}, largest free {} B\n",
@@ -68,25 +79,36 @@ void print_tables(const nlohmann::json& s) {
       d["allocated_bytes"].get<uint64_t>(), d["metadata_bytes"].get<uint64_t>(),
       d["unreferenced_bytes"].get<uint64_t>(), d["reserved_bytes"].get<uint64_t>(),
       d["free_extents"].get<uint64_t>(), d["largest_free_extent_bytes"].get<uint64_t>());
-  fmt::print("\n{:<12} {:>12} {:>16}  {}\n", "operation", "count", "bytes", "errors");
+  fmt::print("\n{:<12} {:>12} {:>16} {:>14}  {}\n", "operation", "count", "bytes", "emulated",
+             "errors");
   for (const auto& [name, op] : s["ops"].items()) {
     std::string errors;
     for (const auto& [e, n] : op["errors"].items()) {
       errors += fmt::format("{}{}={}", errors.empty() ? "" : " ", e, n.get<uint64_t>());
     }
-    fmt::print("{:<12} {:>12} {:>16}  {}\n", name, op["count"].get<uint64_t>(),
-               op["bytes"].get<uint64_t>(), errors);
+    fmt::print("{:<12} {:>12} {:>16} {:>14}  {}\n", name, op["count"].get<uint64_t>(),
+               op["bytes"].get<uint64_t>(), duration(op["emulated_ns"].get<uint64_t>()), errors);
   }
-  fmt::print("\n{:<32} {:>12} {:>12} {:>8} {:>9} {:>9} {:>6} {:>10} {:>12}  {}\n", "file", "size",
-             "allocated", "extents", "fragments", "unwritten", "holes", "delayed", "prealloc",
-             "extent sizes");
+  fmt::print(
+      "\n{:<32} {:>12} {:>12} {:>8} {:>9} {:>9} {:>6} {:>10} {:>12} {:>10} {:>10} {:>14}  {}\n",
+      "file", "size", "allocated", "extents", "fragments", "unwritten", "holes", "delayed",
+      "prealloc", "dirty", "unsynced", "emulated", "extent sizes");
   for (const auto& [path, f] : s["files"].items()) {
-    fmt::print("{:<32} {:>12} {:>12} {:>8} {:>9} {:>9} {:>6} {:>10} {:>12}  {}\n", path,
-               f["size"].get<uint64_t>(), f["allocated_bytes"].get<uint64_t>(),
-               f["extents"].get<uint64_t>(), f["fragments"].get<uint64_t>(),
-               f["unwritten_extents"].get<uint64_t>(), f["holes"].get<uint64_t>(),
-               f["delayed_bytes"].get<uint64_t>(), f["preallocated_bytes"].get<uint64_t>(),
-               histogram_line(f["extent_size_histogram"]));
+    fmt::print(
+        "{:<32} {:>12} {:>12} {:>8} {:>9} {:>9} {:>6} {:>10} {:>12} {:>10} {:>10} {:>14}  {}\n",
+        path, f["size"].get<uint64_t>(), f["allocated_bytes"].get<uint64_t>(),
+        f["extents"].get<uint64_t>(), f["fragments"].get<uint64_t>(),
+        f["unwritten_extents"].get<uint64_t>(), f["holes"].get<uint64_t>(),
+        f["delayed_bytes"].get<uint64_t>(), f["preallocated_bytes"].get<uint64_t>(),
+        f["dirty_bytes"].get<uint64_t>(), f["unsynced_bytes"].get<uint64_t>(),
+        duration(f["emulated_ns"].get<uint64_t>()), histogram_line(f["extent_size_histogram"]));
+  }
+  if (!s["faults"].empty()) {
+    fmt::print("\n{:>8} {:>8}  {}\n", "matched", "fired", "fault rule");
+    for (const auto& rule : s["faults"]) {
+      fmt::print("{:>8} {:>8}  {}\n", rule["matched"].get<uint64_t>(),
+                 rule["fired"].get<uint64_t>(), rule["rule"].get<std::string>());
+    }
   }
 }
 

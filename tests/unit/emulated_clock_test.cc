@@ -52,8 +52,8 @@ TEST(LatencyMode, ParsesVirtualRealAndScaledReal) {
 }
 
 TEST(LatencyMode, RejectsScalesOutsideTheRangeNamingTheText) {
-  for (std::string_view text : {"real:0", "real:-1", "real:abc", "real:1001", "real:", "real:1x",
-                                "real:nan", "real:inf"}) {
+  for (std::string_view text :
+       {"real:0", "real:-1", "real:abc", "real:1001", "real:", "real:1x", "real:nan", "real:inf"}) {
     const std::string message = parse_error(text);
     EXPECT_NE(message.find(std::string(text)), std::string::npos) << message;
     EXPECT_NE(message.find("SCALE"), std::string::npos) << message;
@@ -69,8 +69,8 @@ TEST(LatencyMode, RejectsUnknownModesNamingTheText) {
 }
 
 TEST(LatencyMode, ToStringRoundTrips) {
-  for (std::string_view text : {"virtual", "real", "real:0.5", "real:2", "real:1000", "real:0.001",
-                                "real:0.1"}) {
+  for (std::string_view text :
+       {"virtual", "real", "real:0.5", "real:2", "real:1000", "real:0.001", "real:0.1"}) {
     const LatencyMode mode = parsed(text);
     EXPECT_EQ(mode.to_string(), text);
     const LatencyMode again = parsed(mode.to_string());
