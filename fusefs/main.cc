@@ -92,7 +92,7 @@ int run(int argc, char** argv) {
     command
         ->add_option("--fault", faults,
                      "A fault rule (repeatable), e.g. op=fsync,path=/db/*,error=EIO,nth=3; "
-                     "see docs/faults.md")
+                     "see docs/time.md")
         ->allow_extra_args(false);
   };
   add_time_options(mount, latency_text, fault_rules);
