@@ -30,8 +30,8 @@ json=$("$driver" --scenario mariadb --json)
 # The table, from the same runs.
 perl -MJSON::PP -e '
   my $rows = decode_json(join "", <STDIN>)->{scenarios}[0]{rows};
-  printf "%-28s %-7s %8s %7s %8s %8s %9s %11s\n", qw(strategy profile writes fsyncs refused unlinks ibd_files ibd_extents);
-  printf "%-28s %-7s %8d %7d %8d %8d %9d %11d\n", @$_{qw(strategy profile writes fsyncs fallocate_refused unlinks ibd_files ibd_extents)} for @$rows;
+  printf "%-28s %-7s %8s %7s %8s %8s %8s %9s %11s %11s %10s\n", qw(strategy profile writes fsyncs refused punches unlinks ibd_files ibd_extents emulated_s unlink_ms);
+  printf "%-28s %-7s %8d %7d %8d %8d %8d %9d %11d %11.4f %10.3f\n", @$_{qw(strategy profile writes fsyncs fallocate_refused punches unlinks ibd_files ibd_extents)}, $_->{emulated_ns} / 1e9, $_->{unlink_emulated_ns} / 1e6 for @$rows;
 ' <<<"$json"
 [ "${1:-}" = --check ] || exit 0
 
@@ -46,6 +46,13 @@ perl -MJSON::PP -e '
     unless $nfs->{ibd_files} > 0 && $nfs->{ibd_extents} == $nfs->{ibd_files};
   push @failed, "ideal: fallocate was refused" unless $ideal->{fallocate_refused} == 0;
   push @failed, "drop: no unlink" unless $row{"drop_page_compressed_table/nfs"}{unlinks} >= 1;
+  push @failed, "nfs: no emulated time" unless $nfs->{emulated_ns} > 0;
+  my ($plain, $punched) = map { $row{"$_/xfs"}{unlink_emulated_ns} } qw(drop_plain_table drop_page_compressed_table);
+  push @failed, "xfs: dropping the page-compressed table ($punched ns) costs no more than the plain one ($plain ns)"
+    unless $punched > $plain;
+  push @failed, "ideal: emulated time $ideal->{emulated_ns}, not 0" unless $ideal->{emulated_ns} == 0;
   if (@failed) { print STDERR "mariadb-on-mimicfs: $_\n" for @failed; exit 1 }
   print "mariadb-on-mimicfs: nfs refused $nfs->{fallocate_refused} fallocate calls and the table stayed in one extent; ideal refused none\n";
+  printf "mariadb-on-mimicfs: DROP TABLE unlink time, page-compressed / plain: xfs %.2fx, ext4 %.2fx\n",
+    $punched / $plain, $row{"drop_page_compressed_table/ext4"}{unlink_emulated_ns} / $row{"drop_plain_table/ext4"}{unlink_emulated_ns};
 ' <<<"$json"

@@ -3,7 +3,7 @@
 # through `mimicfs run`): a private mariadbd with its datadir on the mount runs
 # seed 000's case scaled down (a ROW_FORMAT=COMPRESSED table, rows inserted, then
 # ALTER TABLE ... ADD COLUMN), or, with WORKLOAD=drop, creates and drops a
-# PAGE_COMPRESSED table (seed 004). The operation counters are reset once the
+# PAGE_COMPRESSED table (seed 004); WORKLOAD=drop_plain the same table uncompressed. The operation counters are reset once the
 # server is up, so the stats are the workload's own.
 set -euo pipefail
 : "${MIMICFS_MOUNT:?run me through mimicfs run}"
@@ -45,14 +45,17 @@ case $workload in
          INSERT INTO seed000.t (v) SELECT REPEAT(MD5(seq), 7) FROM seed000.seq_1_to_${rows};
          ALTER TABLE seed000.t ADD COLUMN w INT;"
     ;;
-  drop)
+  drop|drop_plain)
+    # The same table with and without page compression: its punched holes are
+    # what DROP has to free (seed 004).
+    compression=$([ $workload = drop ] && echo "PAGE_COMPRESSED=1" || echo "")
     sql "CREATE DATABASE seed004;
          CREATE TABLE seed004.t (id INT PRIMARY KEY AUTO_INCREMENT, v VARCHAR(255))
-           ENGINE=InnoDB PAGE_COMPRESSED=1;
+           ENGINE=InnoDB $compression;
          INSERT INTO seed004.t (v) SELECT REPEAT('a', 200) FROM seed004.seq_1_to_${rows};"
     sql "FLUSH TABLES seed004.t FOR EXPORT; UNLOCK TABLES;"
     "$mimicfs" ctl "$MIMICFS_MOUNT" reset
     sql "DROP TABLE seed004.t;"
     ;;
-  *) echo "mariadb-session.sh: unknown WORKLOAD $workload (alter, drop)" >&2; exit 2 ;;
+  *) echo "mariadb-session.sh: unknown WORKLOAD $workload (alter, drop, drop_plain)" >&2; exit 2 ;;
 esac

@@ -164,13 +164,20 @@ Scenario punch_scenario() {
            {"punch_half_of_each_page", [](const std::string& m) { return pages(m, true); }}}};
 }
 
+// `text` as one sh word, whatever it contains: '...' with each ' written '\''.
+std::string shell_quoted(const std::string& text) {
+  std::string quoted = "'";
+  for (const char c : text) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return quoted + "'";
+}
+
 // Seed 000 with software nobody here wrote: fio lays out a 16 MiB file with each
 // --fallocate mode, then writes it in 16 KiB blocks.
 bool fio(const std::string& mount, const std::string& mode) {
   const std::string command = fmt::format(
-      "fio --name=t1 --directory='{}' --size=16M --bs=16k --rw=write --ioengine=psync "
+      "fio --name=t1 --directory={} --size=16M --bs=16k --rw=write --ioengine=psync "
       "--end_fsync=1 --fallocate={} --minimal >/dev/null",
-      mount, mode);
+      shell_quoted(mount), mode);
   return std::system(command.c_str()) == 0;
 }
 
@@ -191,7 +198,8 @@ Scenario fio_scenario() {
 // session finds the mount in MIMICFS_MOUNT and mimicfs in MIMICFS.
 bool mariadb(const std::string& /*mount*/, const char* workload) {
   const std::string command =
-      fmt::format("WORKLOAD={} '{}/scripts/mariadb-session.sh'", workload, MIMICFS_SOURCE_DIR);
+      fmt::format("WORKLOAD={} {}", workload,
+                  shell_quoted(std::string(MIMICFS_SOURCE_DIR) + "/scripts/mariadb-session.sh"));
   return std::system(command.c_str()) == 0;
 }
 
@@ -201,6 +209,7 @@ Scenario mariadb_scenario() {
       "seeds 000 and 004 with Debian's mariadb-server on the mount (needs mariadb-server)",
       {"nfs", "ideal", "xfs", "ext4"},
       {{"alter_compressed_table", [](const std::string& m) { return mariadb(m, "alter"); }},
+       {"drop_plain_table", [](const std::string& m) { return mariadb(m, "drop_plain"); }},
        {"drop_page_compressed_table", [](const std::string& m) { return mariadb(m, "drop"); }}}};
 }
 
@@ -241,6 +250,8 @@ nlohmann::json row_of(const std::string& strategy, const std::string& profile,
           {"ibd_files", ibd_files},  // InnoDB's file-per-table tablespaces
           {"ibd_extents", ibd_extents},
           {"unlinks", op_field(stats, "unlink", "count")},
+          {"emulated_ns", stats["clock"].value("emulated_ns", uint64_t{0})},
+          {"unlink_emulated_ns", op_field(stats, "unlink", "emulated_ns")},
           {"allocated_bytes", allocated},
           {"device_allocated_bytes",
            device["allocated_bytes"].get<uint64_t>() - device["metadata_bytes"].get<uint64_t>()}};
@@ -248,17 +259,20 @@ nlohmann::json row_of(const std::string& strategy, const std::string& profile,
 
 void print_table(const Scenario& scenario, const nlohmann::json& rows) {
   fmt::print("\n{} ({})\n", scenario.name, scenario.seed_and_question);
-  fmt::print("{:<28} {:<7} {:>8} {:>7} {:>8} {:>8} {:>8} {:>8} {:>8} {:>14} {:>14}\n", "strategy",
-             "profile", "writes", "fsyncs", "refused", "punches", "unlinks", "extents", "of .ibd",
-             "allocated", "device");
+  fmt::print(
+      "{:<28} {:<8} {:>8} {:>7} {:>8} {:>8} {:>8} {:>8} {:>8} {:>14} {:>14} {:>12} {:>11}\n",
+      "strategy", "profile", "writes", "fsyncs", "refused", "punches", "unlinks", "extents",
+      "of .ibd", "allocated", "device", "emulated s", "unlink ms");
   for (const auto& r : rows) {
-    fmt::print("{:<28} {:<7} {:>8} {:>7} {:>8} {:>8} {:>8} {:>8} {:>8} {:>14} {:>14}\n",
-               r["strategy"].get<std::string>(), r["profile"].get<std::string>(),
-               r["writes"].get<uint64_t>(), r["fsyncs"].get<uint64_t>(),
-               r["fallocate_refused"].get<uint64_t>(), r["punches"].get<uint64_t>(),
-               r["unlinks"].get<uint64_t>(), r["extents"].get<uint64_t>(),
-               r["ibd_extents"].get<uint64_t>(), r["allocated_bytes"].get<uint64_t>(),
-               r["device_allocated_bytes"].get<uint64_t>());
+    fmt::print(
+        "{:<28} {:<8} {:>8} {:>7} {:>8} {:>8} {:>8} {:>8} {:>8} {:>14} {:>14} {:>12.4f} {:>11.3f}\n",
+        r["strategy"].get<std::string>(), r["profile"].get<std::string>(),
+        r["writes"].get<uint64_t>(), r["fsyncs"].get<uint64_t>(),
+        r["fallocate_refused"].get<uint64_t>(), r["punches"].get<uint64_t>(),
+        r["unlinks"].get<uint64_t>(), r["extents"].get<uint64_t>(),
+        r["ibd_extents"].get<uint64_t>(), r["allocated_bytes"].get<uint64_t>(),
+        r["device_allocated_bytes"].get<uint64_t>(), r["emulated_ns"].get<uint64_t>() / 1e9,
+        r["unlink_emulated_ns"].get<uint64_t>() / 1e6);
   }
 }
 
