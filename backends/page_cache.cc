@@ -28,7 +28,11 @@ uint64_t FilePageCache::written_through(uint64_t offset, uint64_t length) {
 }
 
 std::vector<BlockRange> FilePageCache::take_dirty(uint64_t offset, uint64_t length) {
-  std::vector<BlockRange> taken = dirty_.overlapping(offset, length);
+  if (length == 0) return {};
+  // Writeback writes whole dirty units: a window that cuts one takes all of it.
+  const uint64_t start = round_down(offset, dirty_unit_);
+  std::vector<BlockRange> taken =
+      dirty_.overlapping(start, round_up(offset + length, dirty_unit_) - start);
   for (const BlockRange& range : taken) dirty_.remove(range.start, range.length);
   return taken;
 }

@@ -934,6 +934,11 @@ Result<size_t> Volume::write(uint64_t inode, uint64_t offset, std::span<const st
     auto written = write_locked(*node, offset, data);
     if (!written) return written;
     node->durability.written(offset, data.size());
+    auto current = [&](uint64_t from, uint64_t length) {
+      std::string bytes(length, '\0');
+      node->data->read(from, std::as_writable_bytes(std::span(bytes.data(), length)));
+      return std::optional<std::string>(std::move(bytes));
+    };
     if (direct) {
       dirty_bytes_.fetch_sub(node->cache.written_through(offset, data.size()),
                              std::memory_order_relaxed);
@@ -941,6 +946,10 @@ Result<size_t> Volume::write(uint64_t inode, uint64_t offset, std::span<const st
       DeviceWork work = device_work(*node, offset, data.size());
       work.gap_fills += std::exchange(node->pending_gap_fills, 0);
       charge.cost += costs_.device_writes(work);
+      if (flags & O_DSYNC) {  // as iomap's direct I/O completion: generic_write_sync
+        charge.cost += costs_.commit();
+        node->durability.range_synced(offset, data.size(), node->size, current);
+      }
       return written;
     }
     charge.cost += costs_.buffered_copy(data.size());
@@ -949,12 +958,7 @@ Result<size_t> Volume::write(uint64_t inode, uint64_t offset, std::span<const st
       // As generic_write_sync: the range is written back and committed now.
       charge.cost += writeback_locked(*node, offset, data.size(), /*allocate=*/false);
       charge.cost += costs_.commit();
-      node->durability.range_synced(
-          offset, data.size(), node->size, [&](uint64_t from, uint64_t length) {
-            std::string bytes(length, '\0');
-            node->data->read(from, std::as_writable_bytes(std::span(bytes.data(), length)));
-            return std::optional<std::string>(std::move(bytes));
-          });
+      node->durability.range_synced(offset, data.size(), node->size, current);
     } else if (profile_.dirty_limit_bytes > 0 &&
                dirty_bytes_.load(std::memory_order_relaxed) > profile_.dirty_limit_bytes) {
       // As balance_dirty_pages: past the dirty limit the writer writes back.
@@ -962,6 +966,11 @@ Result<size_t> Volume::write(uint64_t inode, uint64_t offset, std::span<const st
     }
     return written;
   }();
+  if (result && *result > 0 && (flags & O_DSYNC)) {
+    // Its commit is the one journal's: every namespace change goes with it, as with fsync.
+    std::lock_guard lock(namespace_mutex_);
+    commit_namespace_locked();
+  }
   return counters_.record(Op::kWrite, result.value_or(0), std::move(result));
 }
 
@@ -1026,6 +1035,7 @@ Result<void> Volume::do_fallocate(Inode& node, int mode, uint64_t offset, uint64
   switch (kind) {
     case FallocateMode::kAllocate:
     case FallocateMode::kKeepSize:
+      prepare_change(node, offset, length);  // synced holes it fills come back at a crash
       if (auto r = allocate_holes(node, first, count, /*unwritten=*/true); !r) return r;
       node.fallocated = true;
       break;
@@ -1319,6 +1329,13 @@ void Volume::restore_durable_locked(Inode& node) {
                    contents->size(), page, errno_name(written.error().value));
     }
   }
+  // The synced data was on the device: restored pages get their blocks now,
+  // not at the next writeback, and no preallocation beyond them.
+  const auto delayed = node.delayed.ranges();  // a copy: allocate_range reads the set
+  for (const auto& [start, length] : delayed) {
+    node.delayed.remove(start, length);
+    allocate_range(node, start, length, /*unwritten=*/false, /*preallocate=*/false);
+  }
   dirty_bytes_.fetch_sub(node.cache.dirty_bytes(), std::memory_order_relaxed);
   node.cache.clear();
   node.pending_gap_fills = 0;
@@ -1358,6 +1375,9 @@ CrashReport Volume::crash() {
   for (const auto& [number, node] : inodes_) {
     if (!node->is_regular()) continue;
     std::lock_guard node_lock(node->mutex);
+    // A power cut empties the host's page cache, of synced files too.
+    dirty_bytes_.fetch_sub(node->cache.dirty_bytes(), std::memory_order_relaxed);
+    node->cache.clear();
     if (!node->durability.unsynced()) continue;
     restore_durable_locked(*node);
     report.restored_files.push_back(number);

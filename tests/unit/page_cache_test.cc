@@ -65,6 +65,17 @@ TEST(FilePageCache, TakeDirtyReturnsAndRemovesOnlyTheWindow) {
   EXPECT_EQ(cache.dirty_bytes(), 0u);
 }
 
+TEST(FilePageCache, TakeDirtyTakesWholePagesAWindowCuts) {
+  // An O_DSYNC write of [0, 10000) writes back the three pages it dirtied.
+  FilePageCache cache(kPage);
+  cache.write(0, 10'000);
+  cache.write(5 * kPage, 1);
+  EXPECT_EQ(cache.take_dirty(0, 10'000), ranges({{0, 3 * kPage}}));
+  EXPECT_EQ(cache.dirty_bytes(), kPage);
+  EXPECT_EQ(cache.take_dirty(5 * kPage + 100, 1), ranges({{5 * kPage, kPage}}));
+  EXPECT_TRUE(cache.take_dirty(0, 0).empty());
+}
+
 TEST(FilePageCache, ReadReturnsMissingPagesOnce) {
   FilePageCache cache(kPage);
   EXPECT_EQ(cache.read(100, 10), ranges({{0, kPage}}));
@@ -76,7 +87,8 @@ TEST(FilePageCache, ReadReturnsMissingPagesOnce) {
   cache.read(5 * kPage, 1);
   EXPECT_EQ(cache.read(3 * kPage + 7, 3 * kPage),
             ranges({{3 * kPage, 2 * kPage}, {6 * kPage, kPage}}));
-  EXPECT_TRUE(cache.read(0, 7 * kPage).empty());
+  EXPECT_TRUE(cache.read(3 * kPage, 4 * kPage).empty());
+  EXPECT_EQ(cache.read(0, 7 * kPage), ranges({{2 * kPage, kPage}}));  // never read
 }
 
 TEST(FilePageCache, WrittenPagesAreCached) {
