@@ -27,7 +27,7 @@ Wide transfer_ns(uint64_t bytes, uint64_t per_second) {
 CostModel::CostModel(const Profile& profile) : profile_(profile) {}
 
 uint64_t CostModel::requests_for(uint64_t bytes) const {
-  return div_up(bytes, profile_.max_request_bytes);
+  return device_requests(bytes, profile_.max_request_bytes);
 }
 
 Cost CostModel::device(uint64_t per_request_ns, const DeviceWork& work) const {
@@ -69,6 +69,31 @@ Cost CostModel::punch() const { return {0, profile_.round_trip_ns + profile_.pun
 Cost CostModel::unlink(uint64_t freed_extents) const {
   return {0,
           profile_.round_trip_ns + profile_.unlink_ns + freed_extents * profile_.unlink_extent_ns};
+}
+
+Cost CostModel::of(const Work& work) const {
+  Cost cost;
+  const auto times = [](uint64_t n, const Cost& each) {
+    return Cost{each.host_ns * n, each.device_ns * n};
+  };
+  cost += times(work.metadata_updates, metadata());
+  cost += times(work.opens, open());
+  if (work.cache_copies > 0) {
+    cost += Cost{
+        saturate(Wide{work.cache_copies} * profile_.syscall_ns +
+                 transfer_ns(work.cache_copy_bytes, profile_.memory_bandwidth_bytes_per_second)),
+        0};
+  }
+  cost += device_reads(work.device_reads);
+  cost += device_writes(work.device_writes);
+  cost += times(work.commits, commit());
+  cost += times(work.fallocates, fallocate());
+  cost += times(work.punches, punch());
+  if (work.unlinks > 0) {
+    cost += Cost{0, saturate(Wide{work.unlinks} * (profile_.round_trip_ns + profile_.unlink_ns) +
+                             Wide{work.extents_freed} * profile_.unlink_extent_ns)};
+  }
+  return cost;
 }
 
 }  // namespace mimicfs

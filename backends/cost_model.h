@@ -11,25 +11,9 @@
 #include <cstdint>
 
 #include "backends/profile.h"
+#include "backends/work.h"
 
 namespace mimicfs {
-
-// The device requests one operation makes.
-struct DeviceWork {
-  uint64_t requests = 0;
-  uint64_t bytes = 0;
-  uint64_t extra_extents = 0;  // extents past the first that the requests span
-  uint64_t gap_fills = 0;      // allocations into a hole between allocated blocks
-
-  DeviceWork& operator+=(const DeviceWork& other) {
-    requests += other.requests;
-    bytes += other.bytes;
-    extra_extents += other.extra_extents;
-    gap_fills += other.gap_fills;
-    return *this;
-  }
-  bool empty() const { return requests == 0 && gap_fills == 0; }
-};
 
 // An operation's cost, split by where the time goes: in real latency mode the
 // device part waits for one of queue_depth device slots, the host part does not.
@@ -66,6 +50,9 @@ class CostModel {
   Cost punch() const;
   // An unlink; `freed_extents` when it was the file's last link.
   Cost unlink(uint64_t freed_extents) const;
+
+  // Everything one operation did (work.h), priced with the functions above.
+  Cost of(const Work& work) const;
 
  private:
   Cost device(uint64_t per_request_ns, const DeviceWork& work) const;

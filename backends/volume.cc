@@ -78,7 +78,6 @@ struct Volume::Inode {
   uint32_t open_handles = 0;
   FilePageCache cache;
   FileDurability durability;
-  uint64_t pending_gap_fills = 0;  // allocations into holes, charged at the next writeback
   std::unique_ptr<FileData> data;  // regular files only
   std::string symlink_target;
 
@@ -90,30 +89,8 @@ struct Volume::Inode {
   uint64_t parent = 0;  // the directory of its last entry (0: none yet)
   std::string name;     // that entry's name, for fault rules' paths
 
-  std::atomic<uint64_t> emulated_ns{0};
-
   bool is_directory() const { return S_ISDIR(mode); }
   bool is_regular() const { return S_ISREG(mode); }
-};
-
-// One operation's emulated cost. Declared before the operation takes its locks,
-// so it is charged (and, in real latency mode, waited) after they are released.
-struct Volume::Charge {
-  Charge(Volume& volume, Op op) : volume(volume), op(op) {}
-  ~Charge() {
-    const uint64_t total = cost.total();
-    if (total == 0) return;
-    volume.counters_.add_time(op, total);
-    if (file) file->emulated_ns.fetch_add(total, std::memory_order_relaxed);
-    volume.emulated_clock_.charge(cost);
-  }
-  Charge(const Charge&) = delete;
-  Charge& operator=(const Charge&) = delete;
-
-  Volume& volume;
-  Op op;
-  Cost cost;
-  std::shared_ptr<Inode> file;  // the file the time is charged to, if any
 };
 
 // A namespace change not yet durable on a journal profile.
@@ -126,10 +103,10 @@ struct Volume::NamespaceChange {
   std::string from_name;
 };
 
-Volume::Volume(Profile profile, std::unique_ptr<DataStore> store, const WallClock& clock,
-               LatencyMode latency)
+Volume::Volume(Profile profile, std::unique_ptr<DataStore> store, const WallClock& clock)
     : profile_(std::move(profile)),
       unit_(profile_.allocation_unit),
+      journaled_namespace_(profile_.namespace_durability == "journal"),
       store_(std::move(store)),
       clock_(clock),
       placement_(make_placement_policy(profile_.placement)),
@@ -139,9 +116,7 @@ Volume::Volume(Profile profile, std::unique_ptr<DataStore> store, const WallCloc
                                 profile_.group_metadata_bytes / unit_}),
       references_(profile_.copy_on_write
                       ? std::make_unique<ExtentReferences>(profile_.cow_extent_max_bytes / unit_)
-                      : nullptr),
-      costs_(profile_),
-      emulated_clock_(profile_.queue_depth, latency) {
+                      : nullptr) {
   if (!placement_) {
     throw std::invalid_argument(
         fmt::format("unknown allocation placement \"{}\"", profile_.placement));
@@ -221,7 +196,7 @@ Result<Attributes> Volume::add_entry_locked(Inode& parent, const std::string& na
   child->parent = parent.number;
   child->name = name;
   if (child->is_directory()) parent.nlink.fetch_add(1);
-  if (profile_.namespace_durability == "journal") {
+  if (journaled_namespace_) {
     uncommitted_.push_back({NamespaceChange::Kind::kCreated, child, parent.number, name, 0, {}});
   }
   parent.entries.emplace(name, child);
@@ -234,26 +209,24 @@ Result<Attributes> Volume::add_entry_locked(Inode& parent, const std::string& na
   return attributes(*child);
 }
 
-uint64_t Volume::drop_link_locked(const std::shared_ptr<Inode>& child) {
+void Volume::drop_link_locked(const std::shared_ptr<Inode>& child, Work& work) {
   const uint32_t remaining = child->is_directory() ? 0 : child->nlink.fetch_sub(1) - 1;
   if (child->is_directory()) child->nlink = 0;
-  uint64_t freed_extents = 0;
   {
     std::lock_guard lock(child->mutex);
     child->ctime = clock_.now();
     // Charged whether the blocks go now or at the last close: seed 004's cost of
     // freeing a punched file's extents is the unlink's.
-    if (remaining == 0 && child->is_regular()) freed_extents = child->extents.extent_count();
+    if (remaining == 0 && child->is_regular()) work.extents_freed += child->extents.extent_count();
   }
   if (remaining == 0 && child->references == 0) {
-    destroy_locked(child);
+    destroy_locked(child, work);
   } else if (remaining == 0 && child->is_regular()) {
     // As Linux's final iput: the last link of a file nobody has open frees its
     // blocks now; the kernel's cached reference only keeps the inode number.
     std::lock_guard lock(child->mutex);
     if (child->open_handles == 0) release_storage(*child);
   }
-  return freed_extents;
 }
 
 void Volume::release_storage(Inode& inode) {
@@ -268,9 +241,10 @@ void Volume::release_storage(Inode& inode) {
   inode.size = 0;
 }
 
-void Volume::destroy_locked(const std::shared_ptr<Inode>& inode) {
+void Volume::destroy_locked(const std::shared_ptr<Inode>& inode, Work& work) {
   if (inode->number == kRootInode) return;
   inodes_.erase(inode->number);
+  work.destroyed_inodes.push_back(inode->number);
   std::lock_guard lock(inode->mutex);
   release_storage(*inode);
   inode->data.reset();
@@ -279,62 +253,49 @@ void Volume::destroy_locked(const std::shared_ptr<Inode>& inode) {
 // ---------------------------------------------------------------------------
 // Namespace
 
-Result<Attributes> Volume::lookup(uint64_t parent, const std::string& name) {
-  auto result = [&]() -> Result<Attributes> {
-    std::lock_guard lock(namespace_mutex_);
-    auto dir = directory_locked(parent);
-    if (!dir) return std::unexpected(dir.error());
-    if (name.size() > profile_.name_max) return fail(ENAMETOOLONG);
-    std::shared_ptr<Inode> child;
-    if (name == ".") {
-      child = *dir;
-    } else if (name == "..") {
-      child = find_locked((*dir)->parent);
-    } else {
-      auto it = (*dir)->entries.find(name);
-      if (it != (*dir)->entries.end()) child = it->second;
-    }
-    if (!child) return fail(ENOENT);
-    ++child->references;
-    std::lock_guard inode_lock(child->mutex);
-    return attributes(*child);
-  }();
-  return counters_.record(Op::kLookup, 0, std::move(result));
+Result<Attributes> Volume::lookup(uint64_t parent, const std::string& name, Work& work) {
+  std::lock_guard lock(namespace_mutex_);
+  auto dir = directory_locked(parent);
+  if (!dir) return std::unexpected(dir.error());
+  if (name.size() > profile_.name_max) return fail(ENAMETOOLONG);
+  std::shared_ptr<Inode> child;
+  if (name == ".") {
+    child = *dir;
+  } else if (name == "..") {
+    child = find_locked((*dir)->parent);
+  } else {
+    auto it = (*dir)->entries.find(name);
+    if (it != (*dir)->entries.end()) child = it->second;
+  }
+  if (!child) return fail(ENOENT);
+  ++child->references;
+  std::lock_guard inode_lock(child->mutex);
+  return attributes(*child);
 }
 
-void Volume::forget(uint64_t inode, uint64_t references) {
+void Volume::forget(uint64_t inode, uint64_t references, Work& work) {
   std::lock_guard lock(namespace_mutex_);
   auto node = find_locked(inode);
   if (!node || inode == kRootInode) return;
   node->references -= std::min(node->references, references);
-  if (node->references == 0 && node->nlink == 0) destroy_locked(node);
+  if (node->references == 0 && node->nlink == 0) destroy_locked(node, work);
 }
 
-Result<Attributes> Volume::getattr(uint64_t inode) {
-  auto result = [&]() -> Result<Attributes> {
-    auto node = find(inode);
-    if (!node) return fail(ENOENT);
-    std::lock_guard lock(node->mutex);
-    return attributes(*node);
-  }();
-  return counters_.record(Op::kGetattr, 0, std::move(result));
+Result<Attributes> Volume::getattr(uint64_t inode, Work& work) {
+  auto node = find(inode);
+  if (!node) return fail(ENOENT);
+  std::lock_guard lock(node->mutex);
+  return attributes(*node);
 }
 
-Result<Attributes> Volume::setattr(uint64_t inode, const AttributeChanges& changes) {
-  const Op op = changes.size ? Op::kTruncate : Op::kSetattr;
-  Charge charge(*this, op);
-  auto result = [&]() -> Result<Attributes> {
-    if (auto fault = inject(op, inode, {}, charge); !fault) return std::unexpected(fault.error());
-    auto node = find(inode);
-    if (!node) return fail(ENOENT);
-    charge.file = node;
-    std::lock_guard lock(node->mutex);
-    auto attributes = do_setattr(*node, changes);
-    if (attributes) charge.cost += costs_.metadata();
-    return attributes;
-  }();
-  counters_.record(op, 0, result ? 0 : result.error().value);
-  return result;
+Result<Attributes> Volume::setattr(uint64_t inode, const AttributeChanges& changes, Work& work) {
+  auto node = find(inode);
+  if (!node) return fail(ENOENT);
+  work.file = node->number;
+  std::lock_guard lock(node->mutex);
+  auto attributes = do_setattr(*node, changes);
+  if (attributes) ++work.metadata_updates;
+  return attributes;
 }
 
 Result<Attributes> Volume::do_setattr(Inode& node, const AttributeChanges& changes) {
@@ -357,347 +318,276 @@ Result<Attributes> Volume::do_setattr(Inode& node, const AttributeChanges& chang
 }
 
 Result<Attributes> Volume::create(uint64_t parent, const std::string& name, uint32_t mode,
-                                  uint64_t rdev, Owner owner, bool open_handle) {
-  Charge charge(*this, Op::kCreate);
-  auto result = [&]() -> Result<Attributes> {
-    if (auto fault = inject(Op::kCreate, parent, name, charge); !fault) {
-      return std::unexpected(fault.error());
-    }
-    const uint32_t type = mode & S_IFMT;
-    if (type == S_IFDIR || type == S_IFLNK) return fail(EINVAL);
-    std::lock_guard lock(namespace_mutex_);
-    auto dir = directory_locked(parent);
-    if (!dir) return std::unexpected(dir.error());
-    auto child = new_inode(type == 0 ? (mode | S_IFREG) : mode, owner, **dir);
-    child->rdev = rdev;
-    if (open_handle && child->is_regular()) child->open_handles = 1;
-    charge.file = child;
-    auto attributes = add_entry_locked(**dir, name, std::move(child));
-    if (attributes) charge.cost += costs_.metadata();
-    return attributes;
-  }();
-  return counters_.record(Op::kCreate, 0, std::move(result));
+                                  uint64_t rdev, Owner owner, bool open_handle, Work& work) {
+  const uint32_t type = mode & S_IFMT;
+  if (type == S_IFDIR || type == S_IFLNK) return fail(EINVAL);
+  std::lock_guard lock(namespace_mutex_);
+  auto dir = directory_locked(parent);
+  if (!dir) return std::unexpected(dir.error());
+  auto child = new_inode(type == 0 ? (mode | S_IFREG) : mode, owner, **dir);
+  child->rdev = rdev;
+  if (open_handle && child->is_regular()) child->open_handles = 1;
+  work.file = child->number;
+  auto attributes = add_entry_locked(**dir, name, std::move(child));
+  if (attributes) ++work.metadata_updates;
+  return attributes;
 }
 
 Result<Attributes> Volume::mkdir(uint64_t parent, const std::string& name, uint32_t mode,
-                                 Owner owner) {
-  Charge charge(*this, Op::kMkdir);
-  auto result = [&]() -> Result<Attributes> {
-    if (auto fault = inject(Op::kMkdir, parent, name, charge); !fault) {
-      return std::unexpected(fault.error());
-    }
-    std::lock_guard lock(namespace_mutex_);
-    auto dir = directory_locked(parent);
-    if (!dir) return std::unexpected(dir.error());
-    auto attributes =
-        add_entry_locked(**dir, name, new_inode(S_IFDIR | (mode & 07777), owner, **dir));
-    if (attributes) charge.cost += costs_.metadata();
-    return attributes;
-  }();
-  return counters_.record(Op::kMkdir, 0, std::move(result));
+                                 Owner owner, Work& work) {
+  std::lock_guard lock(namespace_mutex_);
+  auto dir = directory_locked(parent);
+  if (!dir) return std::unexpected(dir.error());
+  auto attributes =
+      add_entry_locked(**dir, name, new_inode(S_IFDIR | (mode & 07777), owner, **dir));
+  if (attributes) ++work.metadata_updates;
+  return attributes;
 }
 
 Result<Attributes> Volume::symlink(uint64_t parent, const std::string& name,
-                                   const std::string& target, Owner owner) {
-  Charge charge(*this, Op::kSymlink);
-  auto result = [&]() -> Result<Attributes> {
-    if (auto fault = inject(Op::kSymlink, parent, name, charge); !fault) {
-      return std::unexpected(fault.error());
-    }
-    if (target.size() >= PATH_MAX) return fail(ENAMETOOLONG);
-    std::lock_guard lock(namespace_mutex_);
-    auto dir = directory_locked(parent);
-    if (!dir) return std::unexpected(dir.error());
-    auto child = new_inode(S_IFLNK | 0777, owner, **dir);
-    child->symlink_target = target;
-    auto attributes = add_entry_locked(**dir, name, std::move(child));
-    if (attributes) charge.cost += costs_.metadata();
-    return attributes;
-  }();
-  return counters_.record(Op::kSymlink, 0, std::move(result));
+                                   const std::string& target, Owner owner, Work& work) {
+  if (target.size() >= PATH_MAX) return fail(ENAMETOOLONG);
+  std::lock_guard lock(namespace_mutex_);
+  auto dir = directory_locked(parent);
+  if (!dir) return std::unexpected(dir.error());
+  auto child = new_inode(S_IFLNK | 0777, owner, **dir);
+  child->symlink_target = target;
+  auto attributes = add_entry_locked(**dir, name, std::move(child));
+  if (attributes) ++work.metadata_updates;
+  return attributes;
 }
 
-Result<std::string> Volume::readlink(uint64_t inode) {
-  auto result = [&]() -> Result<std::string> {
-    auto node = find(inode);
-    if (!node) return fail(ENOENT);
-    if (!S_ISLNK(node->mode)) return fail(EINVAL);
-    std::lock_guard lock(node->mutex);
-    return node->symlink_target;
-  }();
-  return counters_.record(Op::kReadlink, 0, std::move(result));
+Result<std::string> Volume::readlink(uint64_t inode, Work& work) {
+  auto node = find(inode);
+  if (!node) return fail(ENOENT);
+  if (!S_ISLNK(node->mode)) return fail(EINVAL);
+  std::lock_guard lock(node->mutex);
+  return node->symlink_target;
 }
 
-Result<Attributes> Volume::link(uint64_t inode, uint64_t new_parent, const std::string& new_name) {
-  Charge charge(*this, Op::kLink);
-  auto result = [&]() -> Result<Attributes> {
-    if (auto fault = inject(Op::kLink, new_parent, new_name, charge); !fault) {
-      return std::unexpected(fault.error());
-    }
-    std::lock_guard lock(namespace_mutex_);
-    auto node = find_locked(inode);
-    if (!node) return fail(ENOENT);
-    if (node->is_directory()) return fail(EPERM);
-    if (node->nlink == 0) return fail(ENOENT);  // linkat of an unlinked file without O_TMPFILE
-    auto dir = directory_locked(new_parent);
-    if (!dir) return std::unexpected(dir.error());
-    if (new_name.size() > profile_.name_max) return fail(ENAMETOOLONG);
-    if ((*dir)->entries.contains(new_name)) return fail(EEXIST);
-    (*dir)->entries.emplace(new_name, node);
-    node->nlink.fetch_add(1);
-    ++node->references;
-    if (profile_.namespace_durability == "journal") {
-      uncommitted_.push_back(
-          {NamespaceChange::Kind::kCreated, node, (*dir)->number, new_name, 0, {}});
-    }
-    charge.cost += costs_.metadata();
-    const timespec now = clock_.now();
-    {
-      std::lock_guard dir_lock((*dir)->mutex);
-      (*dir)->mtime = (*dir)->ctime = now;
-    }
-    std::lock_guard node_lock(node->mutex);
-    node->ctime = now;
-    return attributes(*node);
-  }();
-  return counters_.record(Op::kLink, 0, std::move(result));
+Result<Attributes> Volume::link(uint64_t inode, uint64_t new_parent, const std::string& new_name,
+                                Work& work) {
+  std::lock_guard lock(namespace_mutex_);
+  auto node = find_locked(inode);
+  if (!node) return fail(ENOENT);
+  if (node->is_directory()) return fail(EPERM);
+  if (node->nlink == 0) return fail(ENOENT);  // linkat of an unlinked file without O_TMPFILE
+  auto dir = directory_locked(new_parent);
+  if (!dir) return std::unexpected(dir.error());
+  if (new_name.size() > profile_.name_max) return fail(ENAMETOOLONG);
+  if ((*dir)->entries.contains(new_name)) return fail(EEXIST);
+  (*dir)->entries.emplace(new_name, node);
+  node->nlink.fetch_add(1);
+  ++node->references;
+  if (journaled_namespace_) {
+    uncommitted_.push_back(
+        {NamespaceChange::Kind::kCreated, node, (*dir)->number, new_name, 0, {}});
+  }
+  ++work.metadata_updates;
+  const timespec now = clock_.now();
+  {
+    std::lock_guard dir_lock((*dir)->mutex);
+    (*dir)->mtime = (*dir)->ctime = now;
+  }
+  std::lock_guard node_lock(node->mutex);
+  node->ctime = now;
+  return attributes(*node);
 }
 
-Result<void> Volume::unlink(uint64_t parent, const std::string& name) {
-  Charge charge(*this, Op::kUnlink);
-  auto result = [&]() -> Result<void> {
-    if (auto fault = inject(Op::kUnlink, parent, name, charge); !fault) {
-      return std::unexpected(fault.error());
-    }
-    std::lock_guard lock(namespace_mutex_);
-    auto dir = directory_locked(parent);
-    if (!dir) return std::unexpected(dir.error());
-    auto it = (*dir)->entries.find(name);
-    if (it == (*dir)->entries.end()) return fail(ENOENT);
-    if (it->second->is_directory()) return fail(EISDIR);
-    auto child = it->second;
-    (*dir)->entries.erase(it);
-    {
-      std::lock_guard dir_lock((*dir)->mutex);
-      (*dir)->mtime = (*dir)->ctime = clock_.now();
-    }
-    charge.file = child;
-    charge.cost += costs_.unlink(drop_link_locked(child));
-    return {};
-  }();
-  return counters_.record(Op::kUnlink, 0, std::move(result));
+Result<void> Volume::unlink(uint64_t parent, const std::string& name, Work& work) {
+  std::lock_guard lock(namespace_mutex_);
+  auto dir = directory_locked(parent);
+  if (!dir) return std::unexpected(dir.error());
+  auto it = (*dir)->entries.find(name);
+  if (it == (*dir)->entries.end()) return fail(ENOENT);
+  if (it->second->is_directory()) return fail(EISDIR);
+  auto child = it->second;
+  (*dir)->entries.erase(it);
+  {
+    std::lock_guard dir_lock((*dir)->mutex);
+    (*dir)->mtime = (*dir)->ctime = clock_.now();
+  }
+  work.file = child->number;
+  ++work.unlinks;
+  drop_link_locked(child, work);
+  return {};
 }
 
-Result<void> Volume::rmdir(uint64_t parent, const std::string& name) {
-  Charge charge(*this, Op::kRmdir);
-  auto result = [&]() -> Result<void> {
-    if (name == ".") return fail(EINVAL);
-    if (name == "..") return fail(ENOTEMPTY);
-    if (auto fault = inject(Op::kRmdir, parent, name, charge); !fault) {
-      return std::unexpected(fault.error());
-    }
-    std::lock_guard lock(namespace_mutex_);
-    auto dir = directory_locked(parent);
-    if (!dir) return std::unexpected(dir.error());
-    auto it = (*dir)->entries.find(name);
-    if (it == (*dir)->entries.end()) return fail(ENOENT);
-    if (!it->second->is_directory()) return fail(ENOTDIR);
-    if (!it->second->entries.empty()) return fail(ENOTEMPTY);
-    auto child = it->second;
-    (*dir)->entries.erase(it);
-    (*dir)->nlink.fetch_sub(1);
-    {
-      std::lock_guard dir_lock((*dir)->mutex);
-      (*dir)->mtime = (*dir)->ctime = clock_.now();
-    }
-    drop_link_locked(child);
-    charge.cost += costs_.unlink(0);
-    return {};
-  }();
-  return counters_.record(Op::kRmdir, 0, std::move(result));
+Result<void> Volume::rmdir(uint64_t parent, const std::string& name, Work& work) {
+  if (name == ".") return fail(EINVAL);
+  if (name == "..") return fail(ENOTEMPTY);
+  std::lock_guard lock(namespace_mutex_);
+  auto dir = directory_locked(parent);
+  if (!dir) return std::unexpected(dir.error());
+  auto it = (*dir)->entries.find(name);
+  if (it == (*dir)->entries.end()) return fail(ENOENT);
+  if (!it->second->is_directory()) return fail(ENOTDIR);
+  if (!it->second->entries.empty()) return fail(ENOTEMPTY);
+  auto child = it->second;
+  (*dir)->entries.erase(it);
+  (*dir)->nlink.fetch_sub(1);
+  {
+    std::lock_guard dir_lock((*dir)->mutex);
+    (*dir)->mtime = (*dir)->ctime = clock_.now();
+  }
+  ++work.unlinks;
+  drop_link_locked(child, work);
+  return {};
 }
 
 Result<void> Volume::rename(uint64_t parent, const std::string& name, uint64_t new_parent,
-                            const std::string& new_name, unsigned flags) {
-  Charge charge(*this, Op::kRename);
-  auto result = [&]() -> Result<void> {
-    if (auto fault = inject(Op::kRename, parent, name, charge); !fault) {
-      return std::unexpected(fault.error());
-    }
-    if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE)) return fail(EINVAL);
-    if ((flags & RENAME_NOREPLACE) && (flags & RENAME_EXCHANGE)) return fail(EINVAL);
-    std::lock_guard lock(namespace_mutex_);
-    auto from_dir = directory_locked(parent);
-    if (!from_dir) return std::unexpected(from_dir.error());
-    auto to_dir = directory_locked(new_parent);
-    if (!to_dir) return std::unexpected(to_dir.error());
-    if (new_name.size() > profile_.name_max) return fail(ENAMETOOLONG);
-    auto source_it = (*from_dir)->entries.find(name);
-    if (source_it == (*from_dir)->entries.end()) return fail(ENOENT);
-    std::shared_ptr<Inode> source = source_it->second;
-    auto target_it = (*to_dir)->entries.find(new_name);
-    std::shared_ptr<Inode> target =
-        target_it == (*to_dir)->entries.end() ? nullptr : target_it->second;
+                            const std::string& new_name, unsigned flags, Work& work) {
+  if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE)) return fail(EINVAL);
+  if ((flags & RENAME_NOREPLACE) && (flags & RENAME_EXCHANGE)) return fail(EINVAL);
+  std::lock_guard lock(namespace_mutex_);
+  auto from_dir = directory_locked(parent);
+  if (!from_dir) return std::unexpected(from_dir.error());
+  auto to_dir = directory_locked(new_parent);
+  if (!to_dir) return std::unexpected(to_dir.error());
+  if (new_name.size() > profile_.name_max) return fail(ENAMETOOLONG);
+  auto source_it = (*from_dir)->entries.find(name);
+  if (source_it == (*from_dir)->entries.end()) return fail(ENOENT);
+  std::shared_ptr<Inode> source = source_it->second;
+  auto target_it = (*to_dir)->entries.find(new_name);
+  std::shared_ptr<Inode> target =
+      target_it == (*to_dir)->entries.end() ? nullptr : target_it->second;
 
-    // A directory may not move below itself.
-    auto is_ancestor_or_self = [&](const std::shared_ptr<Inode>& dir, uint64_t of) {
-      for (uint64_t cursor = of;;) {
-        if (cursor == dir->number) return true;
-        if (cursor == kRootInode) return false;
-        auto node = find_locked(cursor);
-        if (!node) return false;
-        cursor = node->parent;
-      }
-    };
-    if (source->is_directory() && is_ancestor_or_self(source, new_parent)) return fail(EINVAL);
-
-    const timespec now = clock_.now();
-    charge.cost += costs_.metadata();
-    auto touch = [&](Inode& node) {
-      std::lock_guard node_lock(node.mutex);
-      node.mtime = node.ctime = now;
-    };
-    auto move_directory = [&](const std::shared_ptr<Inode>& dir, Inode& from, Inode& to) {
-      if (!dir->is_directory() || &from == &to) return;
-      dir->parent = to.number;
-      from.nlink.fetch_sub(1);
-      to.nlink.fetch_add(1);
-    };
-
-    if (flags & RENAME_EXCHANGE) {
-      if (!target) return fail(ENOENT);
-      if (target->is_directory() && is_ancestor_or_self(target, parent)) return fail(EINVAL);
-      source_it->second = target;
-      (*to_dir)->entries[new_name] = source;
-      move_directory(source, **from_dir, **to_dir);
-      move_directory(target, **to_dir, **from_dir);
-      source->parent = (*to_dir)->number;
-      target->parent = (*from_dir)->number;
-      std::swap(source->name, target->name);
-      touch(**from_dir);
-      touch(**to_dir);
-      return {};
+  // A directory may not move below itself.
+  auto is_ancestor_or_self = [&](const std::shared_ptr<Inode>& dir, uint64_t of) {
+    for (uint64_t cursor = of;;) {
+      if (cursor == dir->number) return true;
+      if (cursor == kRootInode) return false;
+      auto node = find_locked(cursor);
+      if (!node) return false;
+      cursor = node->parent;
     }
-    if (target) {
-      if (flags & RENAME_NOREPLACE) return fail(EEXIST);
-      if (target == source) return {};  // two links to one inode: POSIX says do nothing
-      if (source->is_directory() && !target->is_directory()) return fail(ENOTDIR);
-      if (!source->is_directory() && target->is_directory()) return fail(EISDIR);
-      if (target->is_directory() && !target->entries.empty()) return fail(ENOTEMPTY);
-      (*to_dir)->entries.erase(target_it);
-      if (target->is_directory()) (*to_dir)->nlink.fetch_sub(1);
-      charge.cost += costs_.unlink(drop_link_locked(target));
-    }
-    (*from_dir)->entries.erase(name);
-    (*to_dir)->entries.emplace(new_name, source);
+  };
+  if (source->is_directory() && is_ancestor_or_self(source, new_parent)) return fail(EINVAL);
+
+  const timespec now = clock_.now();
+  ++work.metadata_updates;
+  auto touch = [&](Inode& node) {
+    std::lock_guard node_lock(node.mutex);
+    node.mtime = node.ctime = now;
+  };
+  auto move_directory = [&](const std::shared_ptr<Inode>& dir, Inode& from, Inode& to) {
+    if (!dir->is_directory() || &from == &to) return;
+    dir->parent = to.number;
+    from.nlink.fetch_sub(1);
+    to.nlink.fetch_add(1);
+  };
+
+  if (flags & RENAME_EXCHANGE) {
+    if (!target) return fail(ENOENT);
+    if (target->is_directory() && is_ancestor_or_self(target, parent)) return fail(EINVAL);
+    source_it->second = target;
+    (*to_dir)->entries[new_name] = source;
     move_directory(source, **from_dir, **to_dir);
-    if (!target && profile_.namespace_durability == "journal") {
-      uncommitted_.push_back({NamespaceChange::Kind::kRenamed, source, (*to_dir)->number, new_name,
-                              (*from_dir)->number, name});
-    }
+    move_directory(target, **to_dir, **from_dir);
     source->parent = (*to_dir)->number;
-    source->name = new_name;
+    target->parent = (*from_dir)->number;
+    std::swap(source->name, target->name);
     touch(**from_dir);
-    if (*to_dir != *from_dir) touch(**to_dir);
-    std::lock_guard source_lock(source->mutex);
-    source->ctime = now;
+    touch(**to_dir);
     return {};
-  }();
-  return counters_.record(Op::kRename, 0, std::move(result));
+  }
+  if (target) {
+    if (flags & RENAME_NOREPLACE) return fail(EEXIST);
+    if (target == source) return {};  // two links to one inode: POSIX says do nothing
+    if (source->is_directory() && !target->is_directory()) return fail(ENOTDIR);
+    if (!source->is_directory() && target->is_directory()) return fail(EISDIR);
+    if (target->is_directory() && !target->entries.empty()) return fail(ENOTEMPTY);
+    (*to_dir)->entries.erase(target_it);
+    if (target->is_directory()) (*to_dir)->nlink.fetch_sub(1);
+    ++work.unlinks;
+    drop_link_locked(target, work);
+  }
+  (*from_dir)->entries.erase(name);
+  (*to_dir)->entries.emplace(new_name, source);
+  move_directory(source, **from_dir, **to_dir);
+  if (!target && journaled_namespace_) {
+    uncommitted_.push_back({NamespaceChange::Kind::kRenamed, source, (*to_dir)->number, new_name,
+                            (*from_dir)->number, name});
+  }
+  source->parent = (*to_dir)->number;
+  source->name = new_name;
+  touch(**from_dir);
+  if (*to_dir != *from_dir) touch(**to_dir);
+  std::lock_guard source_lock(source->mutex);
+  source->ctime = now;
+  return {};
 }
 
-Result<std::vector<DirectoryEntry>> Volume::read_directory(uint64_t inode) {
-  auto result = [&]() -> Result<std::vector<DirectoryEntry>> {
-    std::lock_guard lock(namespace_mutex_);
-    auto dir = directory_locked(inode);
-    if (!dir) return std::unexpected(dir.error());
-    std::vector<DirectoryEntry> entries;
-    entries.reserve((*dir)->entries.size() + 2);
-    entries.push_back({".", (*dir)->number, S_IFDIR});
-    entries.push_back({"..", (*dir)->parent, S_IFDIR});
-    for (const auto& [name, child] : (*dir)->entries) {
-      entries.push_back({name, child->number, child->mode & S_IFMT});
-    }
-    return entries;
-  }();
-  return counters_.record(Op::kReaddir, 0, std::move(result));
+Result<std::vector<DirectoryEntry>> Volume::read_directory(uint64_t inode, Work& work) {
+  std::lock_guard lock(namespace_mutex_);
+  auto dir = directory_locked(inode);
+  if (!dir) return std::unexpected(dir.error());
+  std::vector<DirectoryEntry> entries;
+  entries.reserve((*dir)->entries.size() + 2);
+  entries.push_back({".", (*dir)->number, S_IFDIR});
+  entries.push_back({"..", (*dir)->parent, S_IFDIR});
+  for (const auto& [name, child] : (*dir)->entries) {
+    entries.push_back({name, child->number, child->mode & S_IFMT});
+  }
+  return entries;
 }
 
 // ---------------------------------------------------------------------------
 // Files
 
-Result<void> Volume::open(uint64_t inode, int flags) {
-  Charge charge(*this, Op::kOpen);
-  auto result = [&]() -> Result<void> {
-    if (auto fault = inject(Op::kOpen, inode, {}, charge); !fault) {
-      return std::unexpected(fault.error());
-    }
-    auto node = find(inode);
-    if (!node) return fail(ENOENT);
-    if (node->is_directory() && (flags & O_ACCMODE) != O_RDONLY) return fail(EISDIR);
-    if (!node->is_regular()) return {};
-    if ((flags & O_DIRECT) && !profile_.direct_io) return fail(EINVAL);
-    charge.file = node;
-    charge.cost += costs_.open();
-    std::lock_guard lock(node->mutex);
-    ++node->open_handles;
-    // O_TRUNC is the filesystem's job: the FUSE kernel (atomic_o_trunc, which
-    // libfuse enables) passes it to open and sends no truncating setattr.
-    if (flags & O_TRUNC) {
-      truncate_locked(*node, 0);
-      node->mtime = node->ctime = clock_.now();
-    }
-    return {};
-  }();
-  return counters_.record(Op::kOpen, 0, std::move(result));
+Result<void> Volume::open(uint64_t inode, int flags, Work& work) {
+  auto node = find(inode);
+  if (!node) return fail(ENOENT);
+  if (node->is_directory() && (flags & O_ACCMODE) != O_RDONLY) return fail(EISDIR);
+  if (!node->is_regular()) return {};
+  if ((flags & O_DIRECT) && !profile_.direct_io) return fail(EINVAL);
+  work.file = node->number;
+  ++work.opens;
+  std::lock_guard lock(node->mutex);
+  ++node->open_handles;
+  // O_TRUNC is the filesystem's job: the FUSE kernel (atomic_o_trunc, which
+  // libfuse enables) passes it to open and sends no truncating setattr.
+  if (flags & O_TRUNC) {
+    truncate_locked(*node, 0);
+    node->mtime = node->ctime = clock_.now();
+  }
+  return {};
 }
 
-Result<void> Volume::flush(uint64_t inode, bool writer) {
-  Charge charge(*this, Op::kFlush);
-  auto result = [&]() -> Result<void> {
-    if (auto fault = inject(Op::kFlush, inode, {}, charge); !fault) {
-      return std::unexpected(fault.error());
-    }
-    auto node = find(inode);
-    if (!node) return fail(ENOENT);
-    if (!node->is_regular() || !writer) return {};
-    charge.file = node;
-    std::lock_guard lock(node->mutex);
-    if (profile_.flush_on_close) {
-      // NFS close-to-open: nfs_file_flush writes the dirty pages and commits them.
-      const bool unsynced = node->durability.unsynced();
-      charge.cost += writeback_locked(*node, 0, kAllBlocks, /*allocate=*/true);
-      if (unsynced) charge.cost += costs_.commit();
-      node->durability.synced(node->size);
-    }
-    // FUSE's RELEASE may arrive after close(2) has returned; the last close is
-    // known here, so a stat right after close sees the file as the backend leaves it.
-    if (node->open_handles <= 1) {
-      last_close(*node);
-    } else {
-      flush_delayed(*node);
-    }
-    return {};
-  }();
-  return counters_.record(Op::kFlush, 0, std::move(result));
+Result<void> Volume::flush(uint64_t inode, bool writer, Work& work) {
+  auto node = find(inode);
+  if (!node) return fail(ENOENT);
+  if (!node->is_regular() || !writer) return {};
+  work.file = node->number;
+  std::lock_guard lock(node->mutex);
+  // NFS close-to-open: nfs_file_flush writes the dirty pages and commits them.
+  if (profile_.flush_on_close) sync_range_locked(*node, 0, kMaxFileSize, work);
+  // FUSE's RELEASE may arrive after close(2) has returned; the last close is
+  // known here, so a stat right after close sees the file as the backend leaves it.
+  if (node->open_handles <= 1) {
+    last_close(*node, work);
+  } else {
+    flush_delayed(*node, 0, kAllBlocks, work);
+  }
+  return {};
 }
 
-void Volume::release(uint64_t inode) {
+void Volume::release(uint64_t inode, Work& work) {
   if (auto node = find(inode); node && node->is_regular()) {
     std::lock_guard lock(node->mutex);
     if (node->open_handles > 0) --node->open_handles;
     if (node->open_handles == 0) {
-      last_close(*node);
+      work.file = node->number;
+      last_close(*node, work);
       // Unlinked while open. nlink is read without the namespace lock: if an
       // unlink races this, both free the storage, and release_storage is idempotent.
       if (node->nlink.load() == 0) release_storage(*node);
     }
   }
-  counters_.record(Op::kRelease, 0, 0);
 }
 
-void Volume::last_close(Inode& node) {
-  flush_delayed(node);
+void Volume::last_close(Inode& node, Work& work) {
+  flush_delayed(node, 0, kAllBlocks, work);
   discard_reservation(node);
   if (preallocation_ && preallocation_->kind() == PreallocationKind::kBeyondEndOfFile &&
       !node.fallocated && !node.eof_trimmed) {
@@ -708,39 +598,33 @@ void Volume::last_close(Inode& node) {
   }
 }
 
-Result<size_t> Volume::read(uint64_t inode, uint64_t offset, std::span<std::byte> out, int flags) {
-  Charge charge(*this, Op::kRead);
-  auto result = [&]() -> Result<size_t> {
-    if (auto fault = inject(Op::kRead, inode, {}, charge); !fault) {
-      return std::unexpected(fault.error());
+Result<size_t> Volume::read(uint64_t inode, uint64_t offset, std::span<std::byte> out, int flags,
+                            Work& work) {
+  auto node = find(inode);
+  if (!node) return fail(ENOENT);
+  if (node->is_directory()) return fail(EISDIR);
+  if (!node->is_regular()) return fail(EINVAL);
+  const bool direct = (flags & O_DIRECT) != 0;
+  if (direct && (offset % profile_.logical_block_size != 0 ||
+                 out.size() % profile_.logical_block_size != 0)) {
+    return fail(EINVAL);
+  }
+  work.file = node->number;
+  std::lock_guard lock(node->mutex);
+  if (offset >= node->size) return size_t{0};
+  const size_t length = std::min<uint64_t>(out.size(), node->size - offset);
+  node->data->read(offset, out.first(length));
+  work.bytes = length;
+  if (direct) {
+    work.device_reads += device_work(*node, offset, length);
+  } else {
+    ++work.cache_copies;
+    work.cache_copy_bytes += length;
+    for (const BlockRange& range : node->cache.read(offset, length)) {
+      work.device_reads += device_work(*node, range.start, range.length);
     }
-    auto node = find(inode);
-    if (!node) return fail(ENOENT);
-    if (node->is_directory()) return fail(EISDIR);
-    if (!node->is_regular()) return fail(EINVAL);
-    const bool direct = (flags & O_DIRECT) != 0;
-    if (direct && (offset % profile_.logical_block_size != 0 ||
-                   out.size() % profile_.logical_block_size != 0)) {
-      return fail(EINVAL);
-    }
-    charge.file = node;
-    std::lock_guard lock(node->mutex);
-    if (offset >= node->size) return size_t{0};
-    const size_t length = std::min<uint64_t>(out.size(), node->size - offset);
-    node->data->read(offset, out.first(length));
-    if (direct) {
-      charge.cost += costs_.device_reads(device_work(*node, offset, length));
-    } else {
-      charge.cost += costs_.buffered_copy(length);
-      DeviceWork misses;
-      for (const BlockRange& range : node->cache.read(offset, length)) {
-        misses += device_work(*node, range.start, range.length);
-      }
-      charge.cost += costs_.device_reads(misses);
-    }
-    return length;
-  }();
-  return counters_.record(Op::kRead, result.value_or(0), std::move(result));
+  }
+  return length;
 }
 
 void Volume::free_blocks(const std::vector<BlockRange>& runs) {
@@ -760,11 +644,11 @@ void Volume::discard_reservation(Inode& node) {
 }
 
 void Volume::allocate_range(Inode& node, uint64_t logical, uint64_t count, bool unwritten,
-                            bool preallocate) {
+                            bool preallocate, Work& work) {
   // Seed 000's "unsparsing": blocks allocated into a hole with allocated blocks
   // on both sides cost the device more than blocks appended after the last.
   if (node.extents.nearest_before(logical) && logical < mapped_end(node.extents)) {
-    ++node.pending_gap_fills;
+    ++work.device_writes.gap_fills;
   }
   // A stream continues from the file's own reservation; one elsewhere ends it.
   InodeReservation& r = node.reservation;
@@ -829,7 +713,8 @@ void Volume::allocate_range(Inode& node, uint64_t logical, uint64_t count, bool 
   }
 }
 
-Result<void> Volume::allocate_holes(Inode& node, uint64_t first, uint64_t count, bool unwritten) {
+Result<void> Volume::allocate_holes(Inode& node, uint64_t first, uint64_t count, bool unwritten,
+                                    Work& work) {
   std::vector<BlockRange> needed;
   for (const BlockRange& hole : node.extents.holes(first, count)) {
     for (const BlockRange& gap : node.delayed.gaps(hole.start, hole.length)) needed.push_back(gap);
@@ -843,23 +728,26 @@ Result<void> Volume::allocate_holes(Inode& node, uint64_t first, uint64_t count,
   for (const BlockRange& range : needed) {
     for (uint64_t done = 0; done < range.length;) {
       const uint64_t length = std::min(piece, range.length - done);
-      allocate_range(node, range.start + done, length, unwritten, /*preallocate=*/false);
+      allocate_range(node, range.start + done, length, unwritten, /*preallocate=*/false, work);
       done += length;
     }
   }
   return {};
 }
 
-void Volume::flush_delayed(Inode& node) {
+void Volume::flush_delayed(Inode& node, uint64_t first, uint64_t count, Work& work) {
   if (node.delayed.empty()) return;
-  const auto ranges = node.delayed.ranges();  // a copy: allocate_range reads the set
-  for (const auto& [start, length] : ranges) {
-    node.delayed.remove(start, length);
-    allocate_range(node, start, length, /*unwritten=*/false, /*preallocate=*/true);
+  // A copy: allocate_range reads the set.
+  for (const BlockRange& range : node.delayed.overlapping(first, count)) {
+    const uint64_t start = std::max(range.start, first);
+    const uint64_t end = std::min(range.start + range.length, first + count);
+    node.delayed.remove(start, end - start);
+    allocate_range(node, start, end - start, /*unwritten=*/false, /*preallocate=*/true, work);
   }
 }
 
-Result<size_t> Volume::write_locked(Inode& node, uint64_t offset, std::span<const std::byte> data) {
+Result<size_t> Volume::write_locked(Inode& node, uint64_t offset, std::span<const std::byte> data,
+                                    Work& work) {
   if (data.empty()) return size_t{0};
   if (offset > kMaxFileSize || data.size() > kMaxFileSize - offset) return fail(EFBIG);
   const uint64_t end = offset + data.size();
@@ -888,13 +776,14 @@ Result<size_t> Volume::write_locked(Inode& node, uint64_t offset, std::span<cons
   node.size = std::max(node.size, end);
   for (const Extent& e : overwritten) {
     free_blocks(node.extents.unmap(e.logical, e.length));
-    allocate_range(node, e.logical, e.length, /*unwritten=*/false, /*preallocate=*/false);
+    allocate_range(node, e.logical, e.length, /*unwritten=*/false, /*preallocate=*/false, work);
   }
   for (const BlockRange& hole : holes) {
     if (profile_.delayed_allocation) {
       node.delayed.add(hole.start, hole.length);
     } else {
-      allocate_range(node, hole.start, hole.length, /*unwritten=*/false, /*preallocate=*/true);
+      allocate_range(node, hole.start, hole.length, /*unwritten=*/false, /*preallocate=*/true,
+                     work);
     }
   }
   node.extents.mark_written(first, count);
@@ -902,76 +791,61 @@ Result<size_t> Volume::write_locked(Inode& node, uint64_t offset, std::span<cons
   node.mtime = node.ctime = clock_.now();
   // Background writeback of a file with much delayed data.
   if (profile_.writeback_bytes > 0 && node.delayed.blocks() * unit_ >= profile_.writeback_bytes) {
-    flush_delayed(node);
+    flush_delayed(node, 0, kAllBlocks, work);
   }
   return data.size();
 }
 
 Result<size_t> Volume::write(uint64_t inode, uint64_t offset, std::span<const std::byte> data,
-                             int flags) {
-  Charge charge(*this, Op::kWrite);
-  auto result = [&]() -> Result<size_t> {
-    if (auto fault = inject(Op::kWrite, inode, {}, charge); !fault) {
-      return std::unexpected(fault.error());
-    }
-    auto node = find(inode);
-    if (!node) return fail(ENOENT);
-    if (node->is_directory()) return fail(EISDIR);
-    if (!node->is_regular()) return fail(EINVAL);
-    const bool direct = (flags & O_DIRECT) != 0;
-    // The kernel checks no alignment for FUSE; the emulated device does, as
-    // ext4 and xfs do for O_DIRECT (NFS has no constraint: logical_block_size 1).
-    if (direct && (offset % profile_.logical_block_size != 0 ||
-                   data.size() % profile_.logical_block_size != 0)) {
-      return fail(EINVAL);
-    }
-    charge.file = node;
+                             int flags, Work& work) {
+  auto node = find(inode);
+  if (!node) return fail(ENOENT);
+  if (node->is_directory()) return fail(EISDIR);
+  if (!node->is_regular()) return fail(EINVAL);
+  const bool direct = (flags & O_DIRECT) != 0;
+  // The kernel checks no alignment for FUSE; the emulated device does, as
+  // ext4 and xfs do for O_DIRECT (NFS has no constraint: logical_block_size 1).
+  if (direct && (offset % profile_.logical_block_size != 0 ||
+                 data.size() % profile_.logical_block_size != 0)) {
+    return fail(EINVAL);
+  }
+  const bool sync = (flags & O_DSYNC) != 0;  // O_SYNC includes the O_DSYNC bit
+  work.file = node->number;
+  {
     std::lock_guard lock(node->mutex);
     if (flags & O_APPEND) offset = node->size;
     if (data.empty()) return size_t{0};
     if (offset > kMaxFileSize || data.size() > kMaxFileSize - offset) return fail(EFBIG);
     prepare_change(*node, offset, data.size());
-    auto written = write_locked(*node, offset, data);
-    if (!written) return written;
+    if (auto written = write_locked(*node, offset, data, work); !written) return written;
+    work.bytes = data.size();
     node->durability.written(offset, data.size());
-    auto current = [&](uint64_t from, uint64_t length) {
-      std::string bytes(length, '\0');
-      node->data->read(from, std::as_writable_bytes(std::span(bytes.data(), length)));
-      return std::optional<std::string>(std::move(bytes));
-    };
     if (direct) {
       dirty_bytes_.fetch_sub(node->cache.written_through(offset, data.size()),
                              std::memory_order_relaxed);
-      flush_delayed(*node);  // direct I/O allocates at once, never delayed
-      DeviceWork work = device_work(*node, offset, data.size());
-      work.gap_fills += std::exchange(node->pending_gap_fills, 0);
-      charge.cost += costs_.device_writes(work);
-      if (flags & O_DSYNC) {  // as iomap's direct I/O completion: generic_write_sync
-        charge.cost += costs_.commit();
-        node->durability.range_synced(offset, data.size(), node->size, current);
-      }
-      return written;
+      flush_delayed(*node, 0, kAllBlocks, work);  // direct I/O allocates at once, never delayed
+      work.device_writes += device_work(*node, offset, data.size());
+    } else {
+      ++work.cache_copies;
+      work.cache_copy_bytes += data.size();
+      dirty_bytes_.fetch_add(node->cache.write(offset, data.size()), std::memory_order_relaxed);
     }
-    charge.cost += costs_.buffered_copy(data.size());
-    dirty_bytes_.fetch_add(node->cache.write(offset, data.size()), std::memory_order_relaxed);
-    if (flags & O_DSYNC) {  // O_SYNC includes the O_DSYNC bit
-      // As generic_write_sync: the range is written back and committed now.
-      charge.cost += writeback_locked(*node, offset, data.size(), /*allocate=*/false);
-      charge.cost += costs_.commit();
-      node->durability.range_synced(offset, data.size(), node->size, current);
-    } else if (profile_.dirty_limit_bytes > 0 &&
+    if (sync) {
+      // As generic_write_sync (iomap's direct I/O completion calls it too): the
+      // range is written back and committed now.
+      sync_range_locked(*node, offset, data.size(), work);
+    } else if (!direct && profile_.dirty_limit_bytes > 0 &&
                dirty_bytes_.load(std::memory_order_relaxed) > profile_.dirty_limit_bytes) {
       // As balance_dirty_pages: past the dirty limit the writer writes back.
-      charge.cost += writeback_locked(*node, 0, kAllBlocks, /*allocate=*/false);
+      writeback_locked(*node, 0, kMaxFileSize, work);
     }
-    return written;
-  }();
-  if (result && *result > 0 && (flags & O_DSYNC)) {
+  }
+  if (sync) {
     // Its commit is the one journal's: every namespace change goes with it, as with fsync.
     std::lock_guard lock(namespace_mutex_);
     commit_namespace_locked();
   }
-  return counters_.record(Op::kWrite, result.value_or(0), std::move(result));
+  return data.size();
 }
 
 void Volume::truncate_locked(Inode& node, uint64_t size) {
@@ -1009,7 +883,8 @@ void Volume::punch_locked(Inode& node, uint64_t offset, uint64_t length) {
   if (offset < node.size) node.data->zero(offset, std::min(end, node.size) - offset);
 }
 
-Result<void> Volume::do_fallocate(Inode& node, int mode, uint64_t offset, uint64_t length) {
+Result<void> Volume::do_fallocate(Inode& node, int mode, uint64_t offset, uint64_t length,
+                                  Work& work) {
   FallocateMode kind;
   if (mode == 0) {
     kind = FallocateMode::kAllocate;
@@ -1036,7 +911,7 @@ Result<void> Volume::do_fallocate(Inode& node, int mode, uint64_t offset, uint64
     case FallocateMode::kAllocate:
     case FallocateMode::kKeepSize:
       prepare_change(node, offset, length);  // synced holes it fills come back at a crash
-      if (auto r = allocate_holes(node, first, count, /*unwritten=*/true); !r) return r;
+      if (auto r = allocate_holes(node, first, count, /*unwritten=*/true, work); !r) return r;
       node.fallocated = true;
       break;
     case FallocateMode::kPunchHole:
@@ -1050,7 +925,8 @@ Result<void> Volume::do_fallocate(Inode& node, int mode, uint64_t offset, uint64
       uint64_t used = 0;
       for (const BlockRange& hole : node.extents.holes(first, count)) {
         for (const BlockRange& gap : node.delayed.gaps(hole.start, hole.length)) {
-          allocate_range(node, gap.start, gap.length, /*unwritten=*/true, /*preallocate=*/false);
+          allocate_range(node, gap.start, gap.length, /*unwritten=*/true, /*preallocate=*/false,
+                         work);
           used += gap.length;
         }
       }
@@ -1069,95 +945,71 @@ Result<void> Volume::do_fallocate(Inode& node, int mode, uint64_t offset, uint64
   return {};
 }
 
-Result<void> Volume::fallocate(uint64_t inode, int mode, uint64_t offset, uint64_t length) {
-  const bool punching = (mode & FALLOC_FL_PUNCH_HOLE) != 0;
-  Charge charge(*this, punching ? Op::kPunch : Op::kFallocate);
-  auto result = [&]() -> Result<void> {
-    if (auto fault = inject(charge.op, inode, {}, charge); !fault) {
-      return std::unexpected(fault.error());
-    }
-    auto node = find(inode);
-    if (!node) return fail(ENOENT);
-    charge.file = node;
-    std::lock_guard lock(node->mutex);
-    auto done = do_fallocate(*node, mode, offset, length);
-    if (done) {
-      charge.cost += punching ? costs_.punch() : costs_.fallocate();
-      // Preallocating into holes between allocations is the device's work now.
-      charge.cost += costs_.device_writes({0, 0, 0, std::exchange(node->pending_gap_fills, 0)});
-    }
-    return done;
-  }();
-  if (!result) {
-    spdlog::debug("fallocate(inode {}, mode {:#x}, {}+{}): {}", inode, mode, offset, length,
-                  errno_name(result.error().value));
+Result<void> Volume::fallocate(uint64_t inode, int mode, uint64_t offset, uint64_t length,
+                               Work& work) {
+  auto node = find(inode);
+  if (!node) return fail(ENOENT);
+  work.file = node->number;
+  std::lock_guard lock(node->mutex);
+  if (auto done = do_fallocate(*node, mode, offset, length, work); !done) return done;
+  if (mode & FALLOC_FL_PUNCH_HOLE) {
+    ++work.punches;
+    work.bytes = length;
+  } else {
+    ++work.fallocates;
   }
-  const bool punch = (mode & FALLOC_FL_PUNCH_HOLE) != 0;
-  return counters_.record(punch ? Op::kPunch : Op::kFallocate, punch ? length : 0,
-                          std::move(result));
+  return {};
 }
 
-Result<void> Volume::fsync(uint64_t inode, bool /*datasync*/) {
-  Charge charge(*this, Op::kFsync);
-  auto result = [&]() -> Result<void> {
-    if (auto fault = inject(Op::kFsync, inode, {}, charge); !fault) {
-      return std::unexpected(fault.error());
-    }
-    auto node = find(inode);
-    if (!node) return fail(ENOENT);
-    bool commit = false;
-    if (node->is_regular()) {
-      charge.file = node;
-      std::lock_guard lock(node->mutex);
-      commit = node->durability.unsynced();
-      charge.cost += writeback_locked(*node, 0, kAllBlocks, /*allocate=*/true);
-      node->durability.synced(node->size);
-    }
-    {
-      // One journal: committing the file's transaction commits every namespace
-      // change with it; a directory's fsync is how a program asks for exactly that.
-      std::lock_guard lock(namespace_mutex_);
-      commit = commit_namespace_locked() || commit;
-    }
-    if (commit) charge.cost += costs_.commit();
-    return {};
-  }();
-  return counters_.record(Op::kFsync, 0, std::move(result));
-}
-
-Result<uint64_t> Volume::seek(uint64_t inode, uint64_t offset, int whence) {
-  auto result = [&]() -> Result<uint64_t> {
-    if (whence != SEEK_DATA && whence != SEEK_HOLE) return fail(EINVAL);
-    auto node = find(inode);
-    if (!node) return fail(ENOENT);
-    if (!node->is_regular()) return fail(EINVAL);
+Result<void> Volume::fsync(uint64_t inode, bool datasync, Work& work) {
+  auto node = find(inode);
+  if (!node) return fail(ENOENT);
+  bool committed = false;
+  if (node->is_regular()) {
+    work.file = node->number;
     std::lock_guard lock(node->mutex);
-    if (offset >= node->size) return fail(ENXIO);
-    const uint64_t block = offset / unit_;
-    // Delayed blocks are data: they hold written bytes not yet given device blocks.
-    if (whence == SEEK_DATA) {
-      std::optional<uint64_t> data_block = node->extents.next_data(block);
-      if (auto pending = node->delayed.at_or_after(block)) {
-        const uint64_t pending_block = std::max(block, pending->start);
-        if (!data_block || pending_block < *data_block) data_block = pending_block;
-      }
-      if (!data_block) return fail(ENXIO);
-      const uint64_t position = std::max(offset, *data_block * unit_);
-      if (position >= node->size) return fail(ENXIO);
-      return position;
-    }
-    uint64_t hole = node->extents.next_hole(block);
-    while (auto pending = node->delayed.at_or_after(hole)) {
-      if (pending->start > hole) break;
-      hole = node->extents.next_hole(pending->start + pending->length);
-    }
-    const uint64_t position = std::max(offset, hole * unit_);
-    return std::min(position, node->size);  // EOF is a hole
-  }();
-  return counters_.record(Op::kLseek, 0, std::move(result));
+    committed = sync_range_locked(*node, 0, kMaxFileSize, work);
+    // As ext4's i_datasync_tid: fdatasync of a file with nothing to make
+    // durable finds no transaction of its own to commit.
+    if (datasync && !committed) return {};
+  }
+  // One journal: committing the file's transaction commits every namespace
+  // change with it; a directory's fsync is how a program asks for exactly that.
+  std::lock_guard lock(namespace_mutex_);
+  if (commit_namespace_locked() && !committed) ++work.commits;
+  return {};
 }
 
-FilesystemStats Volume::statfs() {
+Result<uint64_t> Volume::seek(uint64_t inode, uint64_t offset, int whence, Work& work) {
+  if (whence != SEEK_DATA && whence != SEEK_HOLE) return fail(EINVAL);
+  auto node = find(inode);
+  if (!node) return fail(ENOENT);
+  if (!node->is_regular()) return fail(EINVAL);
+  std::lock_guard lock(node->mutex);
+  if (offset >= node->size) return fail(ENXIO);
+  const uint64_t block = offset / unit_;
+  // Delayed blocks are data: they hold written bytes not yet given device blocks.
+  if (whence == SEEK_DATA) {
+    std::optional<uint64_t> data_block = node->extents.next_data(block);
+    if (auto pending = node->delayed.at_or_after(block)) {
+      const uint64_t pending_block = std::max(block, pending->start);
+      if (!data_block || pending_block < *data_block) data_block = pending_block;
+    }
+    if (!data_block) return fail(ENXIO);
+    const uint64_t position = std::max(offset, *data_block * unit_);
+    if (position >= node->size) return fail(ENXIO);
+    return position;
+  }
+  uint64_t hole = node->extents.next_hole(block);
+  while (auto pending = node->delayed.at_or_after(hole)) {
+    if (pending->start > hole) break;
+    hole = node->extents.next_hole(pending->start + pending->length);
+  }
+  const uint64_t position = std::max(offset, hole * unit_);
+  return std::min(position, node->size);  // EOF is a hole
+}
+
+Result<FilesystemStats> Volume::statfs(Work&) {
   const FreeSpaceSummary space = allocator_.summary();
   FilesystemStats s;
   s.block_size = profile_.statfs_block_size;
@@ -1172,7 +1024,6 @@ FilesystemStats Volume::statfs() {
     s.files_free = kMaxInodes - inodes_.size();
   }
   s.name_max = profile_.name_max;
-  counters_.record(Op::kStatfs, 0, 0);
   return s;
 }
 
@@ -1180,74 +1031,53 @@ FilesystemStats Volume::statfs() {
 // Extended attributes
 
 Result<void> Volume::setxattr(uint64_t inode, const std::string& name, std::string_view value,
-                              int flags) {
-  auto result = [&]() -> Result<void> {
-    if (name.empty() || name.size() > kMaxXattrName) return fail(ERANGE);
-    if (value.size() > kMaxXattrValue) return fail(E2BIG);
-    auto node = find(inode);
-    if (!node) return fail(ENOENT);
-    std::lock_guard lock(node->mutex);
-    const bool exists = node->xattrs.contains(name);
-    if ((flags & XATTR_CREATE) && exists) return fail(EEXIST);
-    if ((flags & XATTR_REPLACE) && !exists) return fail(ENODATA);
-    node->xattrs[name] = std::string(value);
-    node->ctime = clock_.now();
-    return {};
-  }();
-  return counters_.record(Op::kSetxattr, 0, std::move(result));
+                              int flags, Work& work) {
+  if (name.empty() || name.size() > kMaxXattrName) return fail(ERANGE);
+  if (value.size() > kMaxXattrValue) return fail(E2BIG);
+  auto node = find(inode);
+  if (!node) return fail(ENOENT);
+  std::lock_guard lock(node->mutex);
+  const bool exists = node->xattrs.contains(name);
+  if ((flags & XATTR_CREATE) && exists) return fail(EEXIST);
+  if ((flags & XATTR_REPLACE) && !exists) return fail(ENODATA);
+  node->xattrs[name] = std::string(value);
+  node->ctime = clock_.now();
+  return {};
 }
 
-Result<std::string> Volume::getxattr(uint64_t inode, const std::string& name) {
-  auto result = [&]() -> Result<std::string> {
-    auto node = find(inode);
-    if (!node) return fail(ENOENT);
-    std::lock_guard lock(node->mutex);
-    auto it = node->xattrs.find(name);
-    if (it == node->xattrs.end()) return fail(ENODATA);
-    return it->second;
-  }();
-  return counters_.record(Op::kGetxattr, 0, std::move(result));
+Result<std::string> Volume::getxattr(uint64_t inode, const std::string& name, Work& work) {
+  auto node = find(inode);
+  if (!node) return fail(ENOENT);
+  std::lock_guard lock(node->mutex);
+  auto it = node->xattrs.find(name);
+  if (it == node->xattrs.end()) return fail(ENODATA);
+  return it->second;
 }
 
-Result<std::vector<std::string>> Volume::listxattr(uint64_t inode) {
-  auto result = [&]() -> Result<std::vector<std::string>> {
-    auto node = find(inode);
-    if (!node) return fail(ENOENT);
-    std::lock_guard lock(node->mutex);
-    std::vector<std::string> names;
-    for (const auto& [name, value] : node->xattrs) names.push_back(name);
-    return names;
-  }();
-  return counters_.record(Op::kListxattr, 0, std::move(result));
+Result<std::vector<std::string>> Volume::listxattr(uint64_t inode, Work& work) {
+  auto node = find(inode);
+  if (!node) return fail(ENOENT);
+  std::lock_guard lock(node->mutex);
+  std::vector<std::string> names;
+  for (const auto& [name, value] : node->xattrs) names.push_back(name);
+  return names;
 }
 
-Result<void> Volume::removexattr(uint64_t inode, const std::string& name) {
-  auto result = [&]() -> Result<void> {
-    auto node = find(inode);
-    if (!node) return fail(ENOENT);
-    std::lock_guard lock(node->mutex);
-    if (node->xattrs.erase(name) == 0) return fail(ENODATA);
-    node->ctime = clock_.now();
-    return {};
-  }();
-  return counters_.record(Op::kRemovexattr, 0, std::move(result));
+Result<void> Volume::removexattr(uint64_t inode, const std::string& name, Work& work) {
+  auto node = find(inode);
+  if (!node) return fail(ENOENT);
+  std::lock_guard lock(node->mutex);
+  if (node->xattrs.erase(name) == 0) return fail(ENODATA);
+  node->ctime = clock_.now();
+  return {};
 }
 
 // ---------------------------------------------------------------------------
 // Emulated time, durability and faults
 
-Result<void> Volume::inject(Op op, uint64_t inode, std::string_view name, Charge& charge) {
-  if (faults_.empty()) return {};
-  std::string path;
-  {
-    std::lock_guard lock(namespace_mutex_);
-    path = path_locked(inode);
-  }
-  if (!name.empty()) path = (path == "/" ? "" : path) + "/" + std::string(name);
-  const FaultInjector::Fault fault = faults_.check(op, path);
-  charge.cost.device_ns += fault.latency_ns;
-  if (fault.error) return fail(fault.error);
-  return {};
+std::string Volume::path(uint64_t inode) {
+  std::lock_guard lock(namespace_mutex_);
+  return path_locked(inode);
 }
 
 std::string Volume::path_locked(uint64_t inode) {
@@ -1283,7 +1113,7 @@ void Volume::prepare_change(Inode& node, uint64_t offset, uint64_t length) {
 DeviceWork Volume::device_work(const Inode& node, uint64_t offset, uint64_t length) const {
   DeviceWork work;
   if (length == 0) return work;
-  work.requests = costs_.requests_for(length);
+  work.requests = device_requests(length, profile_.max_request_bytes);
   work.bytes = length;
   const uint64_t first = offset / unit_;
   const uint64_t extents = node.extents.find(first, div_up(offset + length, unit_) - first).size();
@@ -1291,15 +1121,31 @@ DeviceWork Volume::device_work(const Inode& node, uint64_t offset, uint64_t leng
   return work;
 }
 
-Cost Volume::writeback_locked(Inode& node, uint64_t offset, uint64_t length, bool allocate) {
-  if (allocate) flush_delayed(node);
-  DeviceWork work;
+void Volume::writeback_locked(Inode& node, uint64_t offset, uint64_t length, Work& work) {
+  const uint64_t first = offset / unit_;
+  const uint64_t end =
+      length >= kMaxFileSize - offset ? kAllBlocks : div_up(offset + length, unit_);
+  flush_delayed(node, first, end - first, work);
   for (const BlockRange& range : node.cache.take_dirty(offset, length)) {
     dirty_bytes_.fetch_sub(range.length, std::memory_order_relaxed);
-    work += device_work(node, range.start, range.length);
+    work.device_writes += device_work(node, range.start, range.length);
   }
-  work.gap_fills += std::exchange(node.pending_gap_fills, 0);
-  return costs_.device_writes(work);
+}
+
+bool Volume::sync_range_locked(Inode& node, uint64_t offset, uint64_t length, Work& work) {
+  writeback_locked(node, offset, length, work);
+  const bool commit = node.durability.unsynced();
+  if (commit) ++work.commits;
+  if (offset == 0 && length >= kMaxFileSize) {
+    node.durability.synced(node.size);
+  } else {
+    node.durability.range_synced(offset, length, node.size, [&](uint64_t from, uint64_t count) {
+      std::string bytes(count, '\0');
+      node.data->read(from, std::as_writable_bytes(std::span(bytes.data(), count)));
+      return std::optional<std::string>(std::move(bytes));
+    });
+  }
+  return commit;
 }
 
 bool Volume::commit_namespace_locked() {
@@ -1308,7 +1154,7 @@ bool Volume::commit_namespace_locked() {
   return any;
 }
 
-void Volume::restore_durable_locked(Inode& node) {
+void Volume::restore_durable_locked(Inode& node, Work& work) {
   const uint64_t synced_size = node.durability.synced_size();
   const auto saved = node.durability.saved_pages();  // a copy: truncating saves more
   dirty_bytes_.fetch_sub(node.cache.dirty_bytes(), std::memory_order_relaxed);
@@ -1323,7 +1169,7 @@ void Volume::restore_durable_locked(Inode& node) {
     const uint64_t length = std::min(FileDurability::kPageBytes, synced_size - page);
     if (!contents) {
       punch_locked(node, page, length);
-    } else if (auto written = write_locked(node, page, std::as_bytes(std::span(*contents)));
+    } else if (auto written = write_locked(node, page, std::as_bytes(std::span(*contents)), work);
                !written) {
       spdlog::warn("crash: inode {}: cannot restore {} bytes at {}: {}", node.number,
                    contents->size(), page, errno_name(written.error().value));
@@ -1334,15 +1180,14 @@ void Volume::restore_durable_locked(Inode& node) {
   const auto delayed = node.delayed.ranges();  // a copy: allocate_range reads the set
   for (const auto& [start, length] : delayed) {
     node.delayed.remove(start, length);
-    allocate_range(node, start, length, /*unwritten=*/false, /*preallocate=*/false);
+    allocate_range(node, start, length, /*unwritten=*/false, /*preallocate=*/false, work);
   }
   dirty_bytes_.fetch_sub(node.cache.dirty_bytes(), std::memory_order_relaxed);
   node.cache.clear();
-  node.pending_gap_fills = 0;
   node.durability.synced(node.size);
 }
 
-CrashReport Volume::crash() {
+CrashReport Volume::crash(Work& work) {
   CrashReport report;
   std::lock_guard lock(namespace_mutex_);
   // Namespace changes since the last commit, newest first.
@@ -1356,7 +1201,7 @@ CrashReport Volume::crash() {
       if (it->inode->is_directory() && !it->inode->entries.empty()) continue;
       dir->entries.erase(entry);
       if (it->inode->is_directory()) dir->nlink.fetch_sub(1);
-      drop_link_locked(it->inode);
+      drop_link_locked(it->inode, work);
       continue;
     }
     auto from = find_locked(it->from_parent);
@@ -1379,19 +1224,12 @@ CrashReport Volume::crash() {
     dirty_bytes_.fetch_sub(node->cache.dirty_bytes(), std::memory_order_relaxed);
     node->cache.clear();
     if (!node->durability.unsynced()) continue;
-    restore_durable_locked(*node);
+    restore_durable_locked(*node, work);
     report.restored_files.push_back(number);
   }
   spdlog::warn("crash: {} files put back to their last sync, {} namespace changes undone",
                report.restored_files.size(), undone);
   return report;
-}
-
-void Volume::reset_counters() {
-  counters_.reset();
-  emulated_clock_.reset();
-  std::lock_guard lock(namespace_mutex_);
-  for (const auto& [number, node] : inodes_) node->emulated_ns.store(0, std::memory_order_relaxed);
 }
 
 // ---------------------------------------------------------------------------
@@ -1422,7 +1260,6 @@ FileStats Volume::file_stats_locked(const Inode& node) const {
   f.preallocated_bytes = (mapped_past_eof + node.reservation.length) * unit_;
   f.dirty_bytes = node.cache.dirty_bytes();
   f.unsynced_bytes = node.durability.unsynced_bytes();
-  f.emulated_ns = node.emulated_ns.load(std::memory_order_relaxed);
   for (const auto& [blocks, count] : summary.length_histogram) {
     f.extent_size_histogram[blocks * unit_] = count;
   }
@@ -1483,11 +1320,7 @@ void Volume::for_each_file(const std::function<void(const std::string&, const In
 StatsSnapshot Volume::snapshot() {
   StatsSnapshot s;
   s.profile = profile_.name;
-  s.clock.mode = emulated_clock_.mode().to_string();
-  s.clock.emulated_ns = emulated_clock_.total_ns();
-  s.faults = faults_.to_json();
   s.device = device_stats();
-  s.ops = counters_.snapshot();
   for_each_file([&](const std::string& path, const Inode& node) {
     s.files.emplace(path, file_stats_locked(node));
   });

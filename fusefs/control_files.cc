@@ -30,7 +30,7 @@ std::optional<Result<Attributes>> ControlFiles::lookup(uint64_t parent,
   if (name == "ctl") return attributes(kCtlInode);
   if (name == "layout.json") return attributes(kLayoutInode);
   if (name == ".") return attributes(kDirectoryInode);
-  if (name == "..") return volume_.getattr(Volume::kRootInode);
+  if (name == "..") return engine_.fs().getattr(FileSystem::kRootInode);
   return fail(ENOENT);
 }
 
@@ -39,7 +39,7 @@ Result<Attributes> ControlFiles::getattr(uint64_t inode) const { return attribut
 Result<std::vector<DirectoryEntry>> ControlFiles::read_directory(uint64_t inode) const {
   if (inode != kDirectoryInode) return fail(ENOTDIR);
   return std::vector<DirectoryEntry>{{".", kDirectoryInode, S_IFDIR},
-                                     {"..", Volume::kRootInode, S_IFDIR},
+                                     {"..", FileSystem::kRootInode, S_IFDIR},
                                      {"ctl", kCtlInode, S_IFREG},
                                      {"layout.json", kLayoutInode, S_IFREG},
                                      {"stats.json", kStatsInode, S_IFREG}};
@@ -50,11 +50,11 @@ Result<std::string> ControlFiles::open_contents(uint64_t inode, int flags) const
   if (inode == kDirectoryInode) return fail(EISDIR);
   if (inode == kStatsInode) {
     if (access != O_RDONLY) return fail(EACCES);
-    return to_json(volume_.snapshot()).dump(2) + "\n";
+    return to_json(engine_.fs().snapshot()).dump(2) + "\n";
   }
   if (inode == kLayoutInode) {
     if (access != O_RDONLY) return fail(EACCES);
-    return to_json(volume_.layout()).dump() + "\n";
+    return to_json(engine_.fs().layout()).dump() + "\n";
   }
   if (access == O_RDONLY) return fail(EACCES);
   return std::string();
@@ -65,23 +65,23 @@ Result<void> ControlFiles::execute(std::string_view command) {
     command.remove_suffix(1);
   }
   if (command == "reset") {
-    volume_.reset_counters();
+    engine_.fs().reset_statistics();
     spdlog::info("ctl: counters reset");
     return {};
   }
   if (command == "crash") {
-    const CrashReport report = volume_.crash();
+    const CrashReport report = engine_.fs().crash();
     if (on_crash_) on_crash_(report);
     return {};
   }
   if (command == "fault clear") {
-    volume_.faults().clear();
+    engine_.faults().clear();
     spdlog::info("ctl: fault rules cleared");
     return {};
   }
   if (command.starts_with("fault add ")) {
     const std::string_view rule = command.substr(10);
-    if (auto added = volume_.faults().add(rule); !added) {
+    if (auto added = engine_.faults().add(rule); !added) {
       spdlog::warn("ctl: {}", added.error());
       return fail(EINVAL);
     }
@@ -94,7 +94,7 @@ Result<void> ControlFiles::execute(std::string_view command) {
       spdlog::warn("ctl: {}", mode.error());
       return fail(EINVAL);
     }
-    volume_.set_latency(*mode);
+    engine_.cost().set_latency(*mode);
     spdlog::info("ctl: latency {}", mode->to_string());
     return {};
   }
@@ -105,7 +105,7 @@ Result<void> ControlFiles::execute(std::string_view command) {
 std::optional<Result<std::string>> ControlFiles::virtual_xattr(uint64_t inode,
                                                                const std::string& name) {
   if (!name.starts_with(kXattrPrefix)) return std::nullopt;
-  auto stats = volume_.file_stats(inode);
+  auto stats = engine_.fs().file_stats(inode);
   if (!stats) return std::unexpected(stats.error());
   const std::string key = name.substr(kXattrPrefix.size());
   uint64_t value;

@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "backends/volume.h"
+#include "backends/engine.h"
 
 namespace mimicfs {
 
@@ -31,18 +31,18 @@ class ControlFiles {
  public:
   static constexpr std::string_view kDirectoryName = ".mimicfs";
   static constexpr std::string_view kXattrPrefix = "user.mimicfs.";
-  // Inode numbers below Volume::kFirstFileInode, which the volume never uses.
+  // Inode numbers below FileSystem::kFirstFileInode, which the volume never uses.
   static constexpr uint64_t kDirectoryInode = 2;
   static constexpr uint64_t kStatsInode = 3;
   static constexpr uint64_t kCtlInode = 4;
   static constexpr uint64_t kLayoutInode = 5;
 
-  explicit ControlFiles(Volume& volume) : volume_(volume) {}
+  explicit ControlFiles(Engine& engine) : engine_(engine) {}
 
   static bool owns(uint64_t inode) { return inode >= kDirectoryInode && inode <= kLayoutInode; }
   // True for the name that may not be created in the root: ".mimicfs".
   static bool reserved(uint64_t parent, std::string_view name) {
-    return parent == Volume::kRootInode && name == kDirectoryName;
+    return parent == FileSystem::kRootInode && name == kDirectoryName;
   }
 
   // The control entry `name` in `parent`, or nullopt when the lookup is not ours.
@@ -66,7 +66,7 @@ class ControlFiles {
 
  private:
   Attributes attributes(uint64_t inode) const;
-  Volume& volume_;
+  Engine& engine_;
   std::function<void(const CrashReport&)> on_crash_;
 };
 

@@ -85,8 +85,8 @@ void on_init(void* userdata, fuse_conn_info* conn) {
   conn->want &= ~(FUSE_CAP_POSIX_LOCKS | FUSE_CAP_FLOCK_LOCKS);
   conn->max_write = 1 << 20;
   auto* self = static_cast<FuseAdapter*>(userdata);
-  spdlog::info("mounted: profile {}, protocol {}.{}", self->volume().profile().name,
-               conn->proto_major, conn->proto_minor);
+  spdlog::info("mounted: profile {}, protocol {}.{}", self->fs().profile().name, conn->proto_major,
+               conn->proto_minor);
 }
 
 void on_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
@@ -94,7 +94,7 @@ void on_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
     auto& self = adapter(req);
     auto control = self.control().lookup(parent, name);
     if (!control && ControlFiles::owns(parent)) control = fail(ENOENT);
-    auto result = control ? std::move(*control) : self.volume().lookup(parent, name);
+    auto result = control ? std::move(*control) : self.fs().lookup(parent, name);
     if (!result) return result.error().value;
     fuse_entry_param e = to_entry(self, *result);
     fuse_reply_entry(req, &e);
@@ -104,7 +104,7 @@ void on_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
 
 void on_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
   try {
-    if (!ControlFiles::owns(ino)) adapter(req).volume().forget(ino, nlookup);
+    if (!ControlFiles::owns(ino)) adapter(req).fs().forget(ino, nlookup);
   } catch (const std::exception& e) {
     spdlog::error("forget: {}", e.what());
   }
@@ -115,7 +115,7 @@ void on_forget_multi(fuse_req_t req, size_t count, fuse_forget_data* forgets) {
   try {
     for (size_t i = 0; i < count; ++i) {
       if (!ControlFiles::owns(forgets[i].ino)) {
-        adapter(req).volume().forget(forgets[i].ino, forgets[i].nlookup);
+        adapter(req).fs().forget(forgets[i].ino, forgets[i].nlookup);
       }
     }
   } catch (const std::exception& e) {
@@ -127,8 +127,7 @@ void on_forget_multi(fuse_req_t req, size_t count, fuse_forget_data* forgets) {
 void on_getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
   serve(req, "getattr", [&] {
     auto& self = adapter(req);
-    auto result =
-        ControlFiles::owns(ino) ? self.control().getattr(ino) : self.volume().getattr(ino);
+    auto result = ControlFiles::owns(ino) ? self.control().getattr(ino) : self.fs().getattr(ino);
     if (!result) return result.error().value;
     struct stat st = to_stat(*result);
     fuse_reply_attr(req, &st, self.options().attr_timeout);
@@ -155,7 +154,7 @@ void on_setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, f
     } else if (to_set & FUSE_SET_ATTR_MTIME) {
       changes.mtime = attr->st_mtim;
     }
-    auto result = self.volume().setattr(ino, changes);
+    auto result = self.fs().setattr(ino, changes);
     if (!result) return result.error().value;
     struct stat st = to_stat(*result);
     fuse_reply_attr(req, &st, self.options().attr_timeout);
@@ -178,8 +177,7 @@ void on_mknod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, 
     if (ControlFiles::reserved(parent, name)) return EEXIST;
     if (ControlFiles::owns(parent)) return EPERM;
     int error;
-    reply_new_entry(req, adapter(req).volume().create(parent, name, mode, rdev, owner_of(req)),
-                    &error);
+    reply_new_entry(req, adapter(req).fs().create(parent, name, mode, rdev, owner_of(req)), &error);
     return error;
   });
 }
@@ -189,7 +187,7 @@ void on_mkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode) 
     if (ControlFiles::reserved(parent, name)) return EEXIST;
     if (ControlFiles::owns(parent)) return EPERM;
     int error;
-    reply_new_entry(req, adapter(req).volume().mkdir(parent, name, mode, owner_of(req)), &error);
+    reply_new_entry(req, adapter(req).fs().mkdir(parent, name, mode, owner_of(req)), &error);
     return error;
   });
 }
@@ -199,8 +197,7 @@ void on_symlink(fuse_req_t req, const char* target, fuse_ino_t parent, const cha
     if (ControlFiles::reserved(parent, name)) return EEXIST;
     if (ControlFiles::owns(parent)) return EPERM;
     int error;
-    reply_new_entry(req, adapter(req).volume().symlink(parent, name, target, owner_of(req)),
-                    &error);
+    reply_new_entry(req, adapter(req).fs().symlink(parent, name, target, owner_of(req)), &error);
     return error;
   });
 }
@@ -210,7 +207,7 @@ void on_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t new_parent, const char* 
     if (ControlFiles::reserved(new_parent, new_name)) return EEXIST;
     if (ControlFiles::owns(ino) || ControlFiles::owns(new_parent)) return EPERM;
     int error;
-    reply_new_entry(req, adapter(req).volume().link(ino, new_parent, new_name), &error);
+    reply_new_entry(req, adapter(req).fs().link(ino, new_parent, new_name), &error);
     return error;
   });
 }
@@ -218,7 +215,7 @@ void on_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t new_parent, const char* 
 void on_readlink(fuse_req_t req, fuse_ino_t ino) {
   serve(req, "readlink", [&] {
     if (ControlFiles::owns(ino)) return EINVAL;
-    auto result = adapter(req).volume().readlink(ino);
+    auto result = adapter(req).fs().readlink(ino);
     if (!result) return result.error().value;
     fuse_reply_readlink(req, result->c_str());
     return 0;
@@ -229,7 +226,7 @@ void on_unlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
   serve(req, "unlink", [&] {
     if (ControlFiles::reserved(parent, name)) return EISDIR;
     if (ControlFiles::owns(parent)) return EPERM;
-    auto result = adapter(req).volume().unlink(parent, name);
+    auto result = adapter(req).fs().unlink(parent, name);
     if (!result) return result.error().value;
     fuse_reply_err(req, 0);
     return 0;
@@ -239,7 +236,7 @@ void on_unlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
 void on_rmdir(fuse_req_t req, fuse_ino_t parent, const char* name) {
   serve(req, "rmdir", [&] {
     if (ControlFiles::reserved(parent, name) || ControlFiles::owns(parent)) return EPERM;
-    auto result = adapter(req).volume().rmdir(parent, name);
+    auto result = adapter(req).fs().rmdir(parent, name);
     if (!result) return result.error().value;
     fuse_reply_err(req, 0);
     return 0;
@@ -253,7 +250,7 @@ void on_rename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t n
         ControlFiles::owns(parent) || ControlFiles::owns(new_parent)) {
       return EPERM;
     }
-    auto result = adapter(req).volume().rename(parent, name, new_parent, new_name, flags);
+    auto result = adapter(req).fs().rename(parent, name, new_parent, new_name, flags);
     if (!result) return result.error().value;
     fuse_reply_err(req, 0);
     return 0;
@@ -271,14 +268,14 @@ void on_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
       h->contents = std::move(*contents);
       fi->direct_io = 1;  // size is unknown until read: bypass the page cache
     } else {
-      auto result = self.volume().open(ino, fi->flags);
+      auto result = self.fs().open(ino, fi->flags);
       if (!result) return result.error().value;
     }
     fi->fh = reinterpret_cast<uint64_t>(h.get());
     if (fuse_reply_open(req, fi) == 0) {
       h.release();
     } else if (!ControlFiles::owns(ino)) {
-      self.volume().release(ino);  // interrupted: no RELEASE will come for this handle
+      self.fs().release(ino);  // interrupted: no RELEASE will come for this handle
     }
     return 0;
   });
@@ -291,7 +288,7 @@ void on_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
     if (ControlFiles::reserved(parent, name)) return EEXIST;
     if (ControlFiles::owns(parent)) return EPERM;
     // The new file is open: one handle, released by RELEASE like any other.
-    auto result = self.volume().create(parent, name, mode, 0, owner_of(req), /*open_handle=*/true);
+    auto result = self.fs().create(parent, name, mode, 0, owner_of(req), /*open_handle=*/true);
     if (!result) return result.error().value;
     auto h = std::make_unique<Handle>();
     h->flags = fi->flags;
@@ -300,7 +297,7 @@ void on_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
     if (fuse_reply_create(req, &e, fi) == 0) {
       h.release();
     } else {
-      self.volume().release(result->inode);  // interrupted: no RELEASE will come
+      self.fs().release(result->inode);  // interrupted: no RELEASE will come
     }
     return 0;
   });
@@ -309,7 +306,7 @@ void on_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
 void on_release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   std::unique_ptr<Handle> h(handle(fi));
   try {
-    if (!ControlFiles::owns(ino)) adapter(req).volume().release(ino);
+    if (!ControlFiles::owns(ino)) adapter(req).fs().release(ino);
   } catch (const std::exception& e) {
     spdlog::error("release: {}", e.what());
   }
@@ -327,8 +324,7 @@ void on_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, fuse_fil
     }
     thread_local std::vector<std::byte> buffer;
     if (buffer.size() < size) buffer.resize(size);
-    auto result =
-        adapter(req).volume().read(ino, offset, std::span(buffer.data(), size), fi->flags);
+    auto result = adapter(req).fs().read(ino, offset, std::span(buffer.data(), size), fi->flags);
     if (!result) return result.error().value;
     fuse_reply_buf(req, reinterpret_cast<const char*>(buffer.data()), *result);
     return 0;
@@ -347,7 +343,7 @@ void on_write(fuse_req_t req, fuse_ino_t ino, const char* data, size_t size, off
     }
     if (ControlFiles::owns(ino)) return EBADF;
     // fi->flags are the descriptor's now (fcntl may have changed O_DIRECT or O_APPEND).
-    auto result = self.volume().write(
+    auto result = self.fs().write(
         ino, offset, std::span(reinterpret_cast<const std::byte*>(data), size), fi->flags);
     if (!result) return result.error().value;
     fuse_reply_write(req, *result);
@@ -359,7 +355,7 @@ void on_flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   serve(req, "flush", [&] {
     if (!ControlFiles::owns(ino)) {
       const bool writer = (handle(fi)->flags & O_ACCMODE) != O_RDONLY;
-      auto result = adapter(req).volume().flush(ino, writer);
+      auto result = adapter(req).fs().flush(ino, writer);
       if (!result) return result.error().value;
     }
     fuse_reply_err(req, 0);
@@ -370,7 +366,7 @@ void on_flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
 void on_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info*) {
   serve(req, "fsync", [&] {
     if (!ControlFiles::owns(ino)) {
-      auto result = adapter(req).volume().fsync(ino, datasync != 0);
+      auto result = adapter(req).fs().fsync(ino, datasync != 0);
       if (!result) return result.error().value;
     }
     fuse_reply_err(req, 0);
@@ -382,7 +378,7 @@ void on_opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   serve(req, "opendir", [&] {
     auto& self = adapter(req);
     auto entries = ControlFiles::owns(ino) ? self.control().read_directory(ino)
-                                           : self.volume().read_directory(ino);
+                                           : self.fs().read_directory(ino);
     if (!entries) return entries.error().value;
     auto h = std::make_unique<Handle>();
     h->entries = std::move(*entries);
@@ -420,7 +416,9 @@ void on_fsyncdir(fuse_req_t req, fuse_ino_t, int, fuse_file_info*) { fuse_reply_
 
 void on_statfs(fuse_req_t req, fuse_ino_t) {
   serve(req, "statfs", [&] {
-    const FilesystemStats s = adapter(req).volume().statfs();
+    const auto result = adapter(req).fs().statfs();
+    if (!result) return result.error().value;
+    const FilesystemStats& s = *result;
     struct statvfs st {};
     st.f_bsize = s.block_size;
     st.f_frsize = s.fragment_size;
@@ -453,7 +451,7 @@ void on_setxattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* v
   serve(req, "setxattr", [&] {
     if (ControlFiles::owns(ino)) return ENOTSUP;
     if (std::string_view(name).starts_with(ControlFiles::kXattrPrefix)) return EPERM;
-    auto result = adapter(req).volume().setxattr(ino, name, std::string_view(value, size), flags);
+    auto result = adapter(req).fs().setxattr(ino, name, std::string_view(value, size), flags);
     if (!result) return result.error().value;
     fuse_reply_err(req, 0);
     return 0;
@@ -465,7 +463,7 @@ void on_getxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) 
     auto& self = adapter(req);
     if (ControlFiles::owns(ino)) return ENODATA;
     auto value = self.control().virtual_xattr(ino, name);
-    auto result = value ? std::move(*value) : self.volume().getxattr(ino, name);
+    auto result = value ? std::move(*value) : self.fs().getxattr(ino, name);
     if (!result) return result.error().value;
     return reply_xattr_value(req, *result, size);
   });
@@ -474,7 +472,7 @@ void on_getxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) 
 void on_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
   serve(req, "listxattr", [&] {
     if (ControlFiles::owns(ino)) return reply_xattr_value(req, "", size);
-    auto names = adapter(req).volume().listxattr(ino);
+    auto names = adapter(req).fs().listxattr(ino);
     if (!names) return names.error().value;
     std::string list;
     for (const auto& name : *names) list.append(name).push_back('\0');
@@ -486,7 +484,7 @@ void on_removexattr(fuse_req_t req, fuse_ino_t ino, const char* name) {
   serve(req, "removexattr", [&] {
     if (ControlFiles::owns(ino)) return ENOTSUP;
     if (std::string_view(name).starts_with(ControlFiles::kXattrPrefix)) return EPERM;
-    auto result = adapter(req).volume().removexattr(ino, name);
+    auto result = adapter(req).fs().removexattr(ino, name);
     if (!result) return result.error().value;
     fuse_reply_err(req, 0);
     return 0;
@@ -498,7 +496,7 @@ void on_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t 
   serve(req, "fallocate", [&] {
     if (ControlFiles::owns(ino)) return EOPNOTSUPP;
     if (offset < 0 || length <= 0) return EINVAL;
-    auto result = adapter(req).volume().fallocate(ino, mode, offset, length);
+    auto result = adapter(req).fs().fallocate(ino, mode, offset, length);
     if (!result) return result.error().value;
     fuse_reply_err(req, 0);
     return 0;
@@ -509,7 +507,7 @@ void on_lseek(fuse_req_t req, fuse_ino_t ino, off_t offset, int whence, fuse_fil
   serve(req, "lseek", [&] {
     if (ControlFiles::owns(ino)) return EINVAL;
     if (offset < 0) return ENXIO;
-    auto result = adapter(req).volume().seek(ino, offset, whence);
+    auto result = adapter(req).fs().seek(ino, offset, whence);
     if (!result) return result.error().value;
     fuse_reply_lseek(req, static_cast<off_t>(*result));
     return 0;
@@ -518,8 +516,8 @@ void on_lseek(fuse_req_t req, fuse_ino_t ino, off_t offset, int whence, fuse_fil
 
 }  // namespace
 
-FuseAdapter::FuseAdapter(Volume& volume, AdapterOptions options)
-    : volume_(volume), control_(volume), options_(options) {
+FuseAdapter::FuseAdapter(Engine& engine, AdapterOptions options)
+    : engine_(engine), control_(engine), options_(options) {
   control_.on_crash([this](const CrashReport& report) { invalidate(report); });
 }
 

@@ -1,6 +1,6 @@
 // FuseAdapter: the only code that knows libfuse's low-level callback table.
 //
-// Each callback decodes the request, calls the Volume (or ControlFiles), and
+// Each callback decodes the request, calls the engine (or ControlFiles), and
 // sends exactly one reply. No exception crosses into libfuse: bad_alloc becomes
 // ENOMEM, anything else EIO, logged.
 #pragma once
@@ -10,7 +10,7 @@
 #define FUSE_USE_VERSION 314
 #include <fuse_lowlevel.h>
 
-#include "backends/volume.h"
+#include "backends/engine.h"
 #include "fusefs/control_files.h"
 
 namespace mimicfs {
@@ -24,7 +24,7 @@ struct AdapterOptions {
 
 class FuseAdapter {
  public:
-  FuseAdapter(Volume& volume, AdapterOptions options);
+  FuseAdapter(Engine& engine, AdapterOptions options);
 
   // The session serving this adapter, for cache invalidation after `ctl crash`.
   void set_session(fuse_session* session) { session_.store(session); }
@@ -32,7 +32,7 @@ class FuseAdapter {
   // The callback table; pass `this` as userdata to fuse_session_new.
   static const fuse_lowlevel_ops& operations();
 
-  Volume& volume() { return volume_; }
+  FileSystem& fs() { return engine_.fs(); }
   ControlFiles& control() { return control_; }
   const AdapterOptions& options() const { return options_; }
 
@@ -40,7 +40,7 @@ class FuseAdapter {
   // Tells the kernel to forget entries and file pages a crash undid.
   void invalidate(const CrashReport& report);
 
-  Volume& volume_;
+  Engine& engine_;
   ControlFiles control_;
   const AdapterOptions options_;
   std::atomic<fuse_session*> session_{nullptr};

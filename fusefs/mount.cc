@@ -45,14 +45,14 @@ std::string check_fuse_device() {
 
 int mount_and_serve(const MountOptions& options) {
   SystemWallClock wall_clock;
-  Volume volume(options.profile, std::make_unique<MemoryDataStore>(), wall_clock, options.latency);
+  Engine engine(options.profile, std::make_unique<MemoryDataStore>(), wall_clock, options.latency);
   for (const std::string& rule : options.faults) {
-    if (auto added = volume.faults().add(rule); !added) {
+    if (auto added = engine.faults().add(rule); !added) {
       spdlog::error("{}", added.error());
       return kExitUsage;
     }
   }
-  FuseAdapter adapter(volume, options.adapter);
+  FuseAdapter adapter(engine, options.adapter);
 
   // libfuse takes mount options as an argv.
   std::vector<std::string> words = {

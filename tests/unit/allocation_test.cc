@@ -708,7 +708,7 @@ TEST(ZeroRange, EnospcChangesNothing) {
 // volume reports everything free.
 TEST(Statfs, GroupMetadataIsNotPartOfTheSize) {
   Fs fs("ext4");
-  const FilesystemStats s = fs.volume.statfs();
+  const FilesystemStats s = fs.volume.statfs().value();
   EXPECT_EQ(s.blocks, s.blocks_free);
   EXPECT_EQ(s.blocks * s.fragment_size + fs.device().metadata_bytes,
             fs.volume.profile().capacity_bytes);
@@ -761,7 +761,7 @@ TEST(Punch, ModesTheProfileLacksAreEopnotsupp) {
 TEST(Punch, IsCountedAsPunchWithItsBytes) {
   Fs fs("nfs42");
   const uint64_t file = fs.create_open("file");
-  fs.volume.reset_counters();
+  fs.volume.reset_statistics();
   ASSERT_TRUE(fs.volume.fallocate(file, 0, 0, 8192).has_value());
   ASSERT_TRUE(fs.punch(file, 0, 1000).has_value());
   ASSERT_TRUE(fs.punch(file, 4096, 512).has_value());

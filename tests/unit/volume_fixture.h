@@ -1,6 +1,6 @@
-// Fs: a Volume in memory with a clock the test sets, and the helpers the Volume
-// unit tests share (volume_test.cc: POSIX behaviour; allocation_test.cc: the
-// allocation policies of each profile).
+// Fs: an Engine (a Volume and its layers) in memory with a clock the test sets, and the helpers the
+// Volume unit tests share (volume_test.cc: POSIX behaviour; allocation_test.cc: the allocation
+// policies of each profile).
 #pragma once
 
 #include <fcntl.h>
@@ -16,8 +16,8 @@
 #include <string_view>
 #include <vector>
 
+#include "backends/engine.h"
 #include "backends/memory_data_store.h"
-#include "backends/volume.h"
 
 namespace mimicfs {
 
@@ -26,7 +26,7 @@ inline void PrintTo(Errno e, std::ostream* os) { *os << errno_name(e.value); }
 
 namespace volume_fixture {
 
-inline constexpr uint64_t kRoot = Volume::kRootInode;
+inline constexpr uint64_t kRoot = FileSystem::kRootInode;
 inline constexpr uint64_t kKiB = 1024;
 inline constexpr uint64_t kMiB = 1024 * kKiB;
 inline constexpr int kPunch = FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE;
@@ -82,7 +82,7 @@ inline Errno error_of(const auto& result) {
 struct Fs {
   explicit Fs(std::string_view profile_name) : Fs(builtin(profile_name)) {}
   explicit Fs(Profile profile)
-      : volume(std::move(profile), std::make_unique<MemoryDataStore>(), clock) {}
+      : engine(std::move(profile), std::make_unique<MemoryDataStore>(), clock) {}
 
   uint64_t create(const std::string& name, uint64_t parent = kRoot) {
     auto attributes = volume.create(parent, name, S_IFREG | 0644, 0, Owner{1000, 100});
@@ -149,7 +149,7 @@ struct Fs {
     const DeviceStats d = device();
     return d.allocated_bytes - d.metadata_bytes;
   }
-  uint64_t statfs_free() { return volume.statfs().blocks_free; }
+  uint64_t statfs_free() { return volume.statfs()->blocks_free; }
   // The inode `name` in `parent` names, 0 if none; takes no lasting reference.
   uint64_t inode_of(const std::string& name, uint64_t parent = kRoot) {
     auto a = volume.lookup(parent, name);
@@ -163,8 +163,9 @@ struct Fs {
     volume.forget(inode, 1);
   }
 
-  FixedWallClock clock;  // before volume: the volume keeps a reference
-  Volume volume;
+  FixedWallClock clock;  // before engine: the volume keeps a reference
+  Engine engine;         // the stack a mount uses: counting, cost, faults, volume
+  FileSystem& volume = engine.fs();
 };
 
 }  // namespace volume_fixture

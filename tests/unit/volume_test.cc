@@ -35,7 +35,7 @@ TEST(Volume, CreateLookupGetattr) {
   Fs fs("nfs");
   auto created = fs.volume.create(kRoot, "file", S_IFREG | 0640, 0, Owner{1000, 100});
   ASSERT_TRUE(created.has_value());
-  EXPECT_GE(created->inode, Volume::kFirstFileInode);
+  EXPECT_GE(created->inode, FileSystem::kFirstFileInode);
   EXPECT_EQ(created->mode, S_IFREG | 0640u);
   EXPECT_EQ(created->nlink, 1u);
   EXPECT_EQ(created->uid, 1000u);
@@ -460,7 +460,7 @@ TEST(Volume, FullDeviceFailsNextWriteAndKeepsEarlierData) {
   EXPECT_EQ(fs.device_allocated(), 64 * kKiB);
   // Overwriting allocated blocks needs no space.
   EXPECT_TRUE(fs.write(file, 10, "overwrite").has_value());
-  EXPECT_EQ(fs.volume.statfs().blocks_free, 0u);
+  EXPECT_EQ(fs.volume.statfs().value().blocks_free, 0u);
 }
 
 TEST(Volume, WriteNeedingMoreThanFreeSpaceFailsWhole) {
@@ -946,7 +946,7 @@ TEST(Volume, XattrOnDirectoryWorks) {
 
 TEST(Volume, StatfsOnNfsReportsMebibyteGeometry) {
   Fs fs("nfs");
-  const FilesystemStats s = fs.volume.statfs();
+  const FilesystemStats s = fs.volume.statfs().value();
   EXPECT_EQ(s.block_size, 1 * kMiB);
   EXPECT_EQ(s.fragment_size, 1 * kMiB);
   EXPECT_EQ(s.blocks, (uint64_t{1} << 40) / kMiB);
@@ -956,19 +956,19 @@ TEST(Volume, StatfsOnNfsReportsMebibyteGeometry) {
 
   const uint64_t file = fs.create("file");
   ASSERT_TRUE(fs.write(file, 0, std::string(2 * kMiB, 'x')).has_value());
-  EXPECT_EQ(fs.volume.statfs().blocks_free, s.blocks - 2);
+  EXPECT_EQ(fs.volume.statfs().value().blocks_free, s.blocks - 2);
 }
 
 TEST(Volume, StatfsOnIdealReports4KiBGeometry) {
   Fs fs("ideal");
-  const FilesystemStats s = fs.volume.statfs();
+  const FilesystemStats s = fs.volume.statfs().value();
   EXPECT_EQ(s.block_size, 4096u);
   EXPECT_EQ(s.fragment_size, 4096u);
   EXPECT_EQ(s.blocks, (uint64_t{4} << 40) / 4096);
   const uint64_t file = fs.create("file");
   ASSERT_TRUE(fs.write(file, 0, "x").has_value());
-  EXPECT_EQ(fs.volume.statfs().blocks_free, s.blocks - 1);
-  EXPECT_EQ(fs.volume.statfs().files_free, s.files_free - 1);
+  EXPECT_EQ(fs.volume.statfs().value().blocks_free, s.blocks - 1);
+  EXPECT_EQ(fs.volume.statfs().value().files_free, s.files_free - 1);
 }
 
 // --- counters and snapshot
@@ -977,7 +977,7 @@ TEST(Volume, CountersCountOperationsAndBytes) {
   Fs fs("nfs");
   const uint64_t file = fs.create("file");
   ASSERT_TRUE(fs.write(file, 0, "x").has_value());
-  fs.volume.reset_counters();
+  fs.volume.reset_statistics();
   EXPECT_TRUE(fs.volume.snapshot().ops.empty());
 
   ASSERT_TRUE(fs.write(file, 0, std::string(10, 'a')).has_value());
@@ -1000,7 +1000,7 @@ TEST(Volume, CountersCountOperationsAndBytes) {
 TEST(Volume, CountersCountErrorsByErrnoName) {
   Fs fs("nfs");
   const uint64_t file = fs.create("file");
-  fs.volume.reset_counters();
+  fs.volume.reset_statistics();
   for (int i = 0; i < 3; ++i) {
     EXPECT_EQ(error_of(fs.volume.fallocate(file, 0, 0, 4096)), Errno{EOPNOTSUPP});
   }
@@ -1019,7 +1019,7 @@ TEST(Volume, CountersCountErrorsByErrnoName) {
 TEST(Volume, FailedWriteCountsNoBytes) {
   Fs fs(small("ideal", 8 * kKiB));
   const uint64_t file = fs.create("file");
-  fs.volume.reset_counters();
+  fs.volume.reset_statistics();
   EXPECT_EQ(error_of(fs.write(file, 0, std::string(3 * 4096, 'x'))), Errno{ENOSPC});
   const StatsSnapshot s = fs.volume.snapshot();
   EXPECT_EQ(s.ops.at("write").count, 1u);
@@ -1054,7 +1054,7 @@ TEST(Volume, SnapshotListsRegularFilesByPath) {
 TEST(Volume, StatsJsonHasTheDocumentedKeys) {
   Fs fs("nfs");
   const uint64_t file = fs.create("file");
-  fs.volume.reset_counters();
+  fs.volume.reset_statistics();
   ASSERT_TRUE(fs.write(file, 0, "abc").has_value());
   EXPECT_FALSE(fs.volume.fallocate(file, 0, 0, 4096).has_value());
 

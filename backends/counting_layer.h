@@ -1,0 +1,27 @@
+// CountingLayer: the operation counters of stats.json. After each operation it
+// records its class, its bytes (work.bytes), its errno and the emulated time
+// the cost layer below set (work.emulated_ns). forget() is not counted.
+//
+// Thread-safety: OperationCounters' (atomics; errors under their own leaf mutex).
+#pragma once
+
+#include "backends/layer.h"
+
+namespace mimicfs {
+
+class CountingLayer final : public Layer {
+ public:
+  explicit CountingLayer(FileSystem& target) : Layer(target) {}
+
+  // Adds the operation counters ("ops").
+  StatsSnapshot snapshot() override;
+  void reset_statistics() override;
+
+ protected:
+  void leave(const Call& call, Work& work, int error) override;
+
+ private:
+  OperationCounters counters_;
+};
+
+}  // namespace mimicfs

@@ -1,0 +1,241 @@
+// FileSystem: the engine's interface, the one the FUSE adapter calls. The core
+// (Volume) implements it; layers (layer.h) implement it over another FileSystem
+// and change what they are for: faults, emulated time, counting.
+//
+// Every operation returns a value or the errno the emulated backend would give
+// (positive, as in <errno.h>), and fills `work` with what it did (work.h). Each
+// also has an overload without `work` for callers that do not look at it.
+//
+// Thread-safety: every method may be called from any thread, concurrently.
+// Inode numbers are never reused while the filesystem exists.
+#pragma once
+
+#include <sys/types.h>
+#include <time.h>
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "backends/extent_map.h"
+#include "backends/layout.h"
+#include "backends/profile.h"
+#include "backends/result.h"
+#include "backends/stats.h"
+#include "backends/work.h"
+
+namespace mimicfs {
+
+struct Attributes {
+  uint64_t inode = 0;
+  uint32_t mode = 0;  // type and permission bits, as st_mode
+  uint32_t nlink = 0;
+  uint32_t uid = 0;
+  uint32_t gid = 0;
+  uint64_t rdev = 0;
+  uint64_t size = 0;
+  uint64_t blocks = 0;      // 512-byte units allocated, as st_blocks
+  uint32_t block_size = 0;  // st_blksize: the profile's statfs block size
+  timespec atime{}, mtime{}, ctime{};
+};
+
+// setattr's changes; an absent field is left alone. A timestamp whose tv_nsec is
+// UTIME_NOW is set to the volume's current time.
+struct AttributeChanges {
+  std::optional<uint32_t> mode;  // permission bits only
+  std::optional<uint32_t> uid;
+  std::optional<uint32_t> gid;
+  std::optional<uint64_t> size;
+  std::optional<timespec> atime;
+  std::optional<timespec> mtime;
+};
+
+struct Owner {
+  uint32_t uid = 0;
+  uint32_t gid = 0;
+};
+
+struct DirectoryEntry {
+  std::string name;
+  uint64_t inode = 0;
+  uint32_t type = 0;  // S_IFMT bits
+};
+
+// What crash() undid, for a cache in front of the volume (the kernel's) to forget.
+struct CrashReport {
+  std::vector<std::pair<uint64_t, std::string>> removed_entries;  // (directory, name)
+  std::vector<uint64_t> restored_files;                           // inode numbers
+};
+
+struct FilesystemStats {
+  uint64_t block_size = 0;     // f_bsize
+  uint64_t fragment_size = 0;  // f_frsize
+  uint64_t blocks = 0;         // f_blocks, in fragment_size units
+  uint64_t blocks_free = 0;
+  uint64_t blocks_available = 0;
+  uint64_t files = 0;
+  uint64_t files_free = 0;
+  uint64_t name_max = 0;
+};
+
+class FileSystem {
+ public:
+  static constexpr uint64_t kRootInode = 1;
+  // Inode numbers below this are never handed out: the adapter may use them.
+  static constexpr uint64_t kFirstFileInode = 16;
+
+  virtual ~FileSystem() = default;
+
+  virtual const Profile& profile() const = 0;
+
+  // --- Namespace. Each call that returns an entry's Attributes takes one
+  // reference on that inode for the caller (the kernel's lookup count); forget()
+  // drops them. An unlinked inode lives until its last reference is dropped.
+  [[nodiscard]] virtual Result<Attributes> lookup(uint64_t parent, const std::string& name,
+                                                  Work& work) = 0;
+  virtual void forget(uint64_t inode, uint64_t references, Work& work) = 0;
+  [[nodiscard]] virtual Result<Attributes> getattr(uint64_t inode, Work& work) = 0;
+  // With `changes.size`, a truncate (counted as its own operation, "truncate").
+  [[nodiscard]] virtual Result<Attributes> setattr(uint64_t inode, const AttributeChanges& changes,
+                                                   Work& work) = 0;
+  // Regular files, FIFOs, sockets and device nodes (type from `mode`).
+  // With `open_handle`, the new file is also open (FUSE's CREATE): one handle,
+  // released by release(), and no separate "open" is counted.
+  [[nodiscard]] virtual Result<Attributes> create(uint64_t parent, const std::string& name,
+                                                  uint32_t mode, uint64_t rdev, Owner owner,
+                                                  bool open_handle, Work& work) = 0;
+  [[nodiscard]] virtual Result<Attributes> mkdir(uint64_t parent, const std::string& name,
+                                                 uint32_t mode, Owner owner, Work& work) = 0;
+  [[nodiscard]] virtual Result<Attributes> symlink(uint64_t parent, const std::string& name,
+                                                   const std::string& target, Owner owner,
+                                                   Work& work) = 0;
+  [[nodiscard]] virtual Result<std::string> readlink(uint64_t inode, Work& work) = 0;
+  [[nodiscard]] virtual Result<Attributes> link(uint64_t inode, uint64_t new_parent,
+                                                const std::string& new_name, Work& work) = 0;
+  [[nodiscard]] virtual Result<void> unlink(uint64_t parent, const std::string& name,
+                                            Work& work) = 0;
+  [[nodiscard]] virtual Result<void> rmdir(uint64_t parent, const std::string& name,
+                                           Work& work) = 0;
+  // flags: 0, RENAME_NOREPLACE or RENAME_EXCHANGE (others: EINVAL).
+  [[nodiscard]] virtual Result<void> rename(uint64_t parent, const std::string& name,
+                                            uint64_t new_parent, const std::string& new_name,
+                                            unsigned flags, Work& work) = 0;
+  // ".", ".." and the entries, in name order.
+  [[nodiscard]] virtual Result<std::vector<DirectoryEntry>> read_directory(uint64_t inode,
+                                                                           Work& work) = 0;
+
+  // --- Files. `flags` are open(2)'s, as the descriptor has them now.
+  // O_TRUNC empties a regular file, as open(2) does. Each open is one handle,
+  // until release(). O_DIRECT on a profile without direct I/O: EINVAL.
+  [[nodiscard]] virtual Result<void> open(uint64_t inode, int flags, Work& work) = 0;
+  // close(2) of a descriptor opened for writing (`writer`): delayed allocation
+  // happens now and, when this is the file's last open handle, the last-close
+  // work too (see release()). On NFS (flush_on_close) the file's dirty data is
+  // written back and committed: it is durable. Closing a read-only descriptor
+  // changes nothing.
+  [[nodiscard]] virtual Result<void> flush(uint64_t inode, bool writer, Work& work) = 0;
+  // The last reference to an open handle is gone. When it was the file's last
+  // handle: delayed allocation happens, an inode reservation is given back and
+  // speculative preallocation past EOF is trimmed, as xfs does on the first
+  // close only (since Linux 6.12; before, through IDIRTY_RELEASE) and never for a
+  // fallocated file. An unlinked file's blocks are freed.
+  virtual void release(uint64_t inode, Work& work) = 0;
+  // Reads up to out.size() bytes; fewer at EOF. Holes and unwritten extents read
+  // as zeros. With O_DIRECT the offset and length must be multiples of the
+  // logical block size (else EINVAL) and the device is read; otherwise pages
+  // not in the page cache are.
+  [[nodiscard]] virtual Result<size_t> read(uint64_t inode, uint64_t offset,
+                                            std::span<std::byte> out, int flags, Work& work) = 0;
+  // Writes all of `data` at `offset`. O_APPEND writes at EOF; O_DIRECT must be
+  // aligned to the logical block size (else EINVAL) and pays the device now;
+  // otherwise the data is dirty in the page cache, and with O_SYNC or O_DSYNC
+  // written back (its delayed blocks allocated) and committed at once, as a
+  // write followed by fdatasync of its range. The allocation units it touches
+  // that have no blocks (and, copy-on-write, those it overwrites) are reserved,
+  // then allocated now or, with delayed allocation, at fsync, close or
+  // writeback; the PreallocationPolicy may add blocks. All or nothing: on
+  // ENOSPC nothing is written, reserved or allocated and earlier data is intact.
+  [[nodiscard]] virtual Result<size_t> write(uint64_t inode, uint64_t offset,
+                                             std::span<const std::byte> data, int flags,
+                                             Work& work) = 0;
+  // fallocate(2) with Linux's mode bits. A mode the profile lacks: EOPNOTSUPP,
+  // every time (never ENOSYS, which would disable fallocate for the whole mount).
+  // PUNCH_HOLE is counted as its own operation, "punch".
+  [[nodiscard]] virtual Result<void> fallocate(uint64_t inode, int mode, uint64_t offset,
+                                               uint64_t length, Work& work) = 0;
+  // Delayed allocation of the file happens now; its dirty data is written back
+  // and, when anything of it was not durable, committed. On a journal profile any
+  // fsync (of a file or a directory) also makes every namespace change durable.
+  [[nodiscard]] virtual Result<void> fsync(uint64_t inode, bool datasync, Work& work) = 0;
+  // SEEK_DATA or SEEK_HOLE; ENXIO at or past EOF, as Linux.
+  [[nodiscard]] virtual Result<uint64_t> seek(uint64_t inode, uint64_t offset, int whence,
+                                              Work& work) = 0;
+  [[nodiscard]] virtual Result<FilesystemStats> statfs(Work& work) = 0;
+
+  // --- Extended attributes. flags: XATTR_CREATE or XATTR_REPLACE or 0.
+  [[nodiscard]] virtual Result<void> setxattr(uint64_t inode, const std::string& name,
+                                              std::string_view value, int flags, Work& work) = 0;
+  [[nodiscard]] virtual Result<std::string> getxattr(uint64_t inode, const std::string& name,
+                                                     Work& work) = 0;
+  [[nodiscard]] virtual Result<std::vector<std::string>> listxattr(uint64_t inode, Work& work) = 0;
+  [[nodiscard]] virtual Result<void> removexattr(uint64_t inode, const std::string& name,
+                                                 Work& work) = 0;
+
+  // --- Power cut. Every file goes back to its last sync (size and contents),
+  // dirty pages are dropped, and on a journal profile the entries created or
+  // renamed since the last commit are undone. Open handles stay open.
+  virtual CrashReport crash(Work& work) = 0;
+
+  // --- Inspection: not operations (never counted, charged or faulted).
+  // The path of an inode from the root ("/dir/file"), "/" for the root, "" when
+  // it has no entry.
+  virtual std::string path(uint64_t inode) = 0;
+  [[nodiscard]] virtual Result<FileStats> file_stats(uint64_t inode) = 0;
+  [[nodiscard]] virtual Result<std::vector<Extent>> file_extents(uint64_t inode) = 0;
+  // Each layer adds its part: the core the device and files, the cost layer the
+  // clock and emulated times, the counting layer the operations, faults the rules.
+  virtual StatsSnapshot snapshot() = 0;
+  // Every file's extents with their device positions (O(total extents)).
+  virtual DeviceLayout layout() = 0;
+  // Zeroes the operation counters and every emulated time.
+  virtual void reset_statistics() = 0;
+
+  // --- The same operations for callers that do not look at the work.
+  Result<Attributes> lookup(uint64_t parent, const std::string& name);
+  void forget(uint64_t inode, uint64_t references);
+  Result<Attributes> getattr(uint64_t inode);
+  Result<Attributes> setattr(uint64_t inode, const AttributeChanges& changes);
+  Result<Attributes> create(uint64_t parent, const std::string& name, uint32_t mode, uint64_t rdev,
+                            Owner owner, bool open_handle = false);
+  Result<Attributes> mkdir(uint64_t parent, const std::string& name, uint32_t mode, Owner owner);
+  Result<Attributes> symlink(uint64_t parent, const std::string& name, const std::string& target,
+                             Owner owner);
+  Result<std::string> readlink(uint64_t inode);
+  Result<Attributes> link(uint64_t inode, uint64_t new_parent, const std::string& new_name);
+  Result<void> unlink(uint64_t parent, const std::string& name);
+  Result<void> rmdir(uint64_t parent, const std::string& name);
+  Result<void> rename(uint64_t parent, const std::string& name, uint64_t new_parent,
+                      const std::string& new_name, unsigned flags);
+  Result<std::vector<DirectoryEntry>> read_directory(uint64_t inode);
+  Result<void> open(uint64_t inode, int flags);
+  Result<void> flush(uint64_t inode, bool writer);
+  void release(uint64_t inode);
+  Result<size_t> read(uint64_t inode, uint64_t offset, std::span<std::byte> out, int flags = 0);
+  Result<size_t> write(uint64_t inode, uint64_t offset, std::span<const std::byte> data,
+                       int flags = 0);
+  Result<void> fallocate(uint64_t inode, int mode, uint64_t offset, uint64_t length);
+  Result<void> fsync(uint64_t inode, bool datasync);
+  Result<uint64_t> seek(uint64_t inode, uint64_t offset, int whence);
+  Result<FilesystemStats> statfs();
+  Result<void> setxattr(uint64_t inode, const std::string& name, std::string_view value, int flags);
+  Result<std::string> getxattr(uint64_t inode, const std::string& name);
+  Result<std::vector<std::string>> listxattr(uint64_t inode);
+  Result<void> removexattr(uint64_t inode, const std::string& name);
+  CrashReport crash();
+};
+
+}  // namespace mimicfs

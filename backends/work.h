@@ -1,0 +1,69 @@
+// Work: what one engine operation did, as the core (Volume) reports it.
+//
+// The core says what happened (bytes moved, device requests, extents spanned,
+// holes filled, commits, extents freed); it computes no time. The layers above
+// read it: CostLayer turns it into emulated time through the CostModel,
+// CountingLayer into the operation counters, and a FaultLayer adds the latency
+// of a fault it injected. One Work belongs to one call: not shared across threads.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace mimicfs {
+
+// The device requests one operation makes, in one direction.
+struct DeviceWork {
+  uint64_t requests = 0;
+  uint64_t bytes = 0;
+  uint64_t extra_extents = 0;  // extents past the first that the requests span
+  uint64_t gap_fills = 0;      // allocations into a hole between allocated blocks
+
+  DeviceWork& operator+=(const DeviceWork& other) {
+    requests += other.requests;
+    bytes += other.bytes;
+    extra_extents += other.extra_extents;
+    gap_fills += other.gap_fills;
+    return *this;
+  }
+  bool empty() const { return requests == 0 && gap_fills == 0; }
+};
+
+// Device requests for a contiguous range of `bytes`, split at `max_request_bytes`.
+inline uint64_t device_requests(uint64_t bytes, uint64_t max_request_bytes) {
+  return bytes / max_request_bytes + (bytes % max_request_bytes != 0);
+}
+
+struct Work {
+  // The inode the work is charged to (0: none): per-file emulated time.
+  uint64_t file = 0;
+  // The operation counters' bytes: data moved by read and write, punched by punch.
+  uint64_t bytes = 0;
+
+  // Namespace and attribute updates (create, mkdir, symlink, link, rename,
+  // setattr): one server or journal update each.
+  uint32_t metadata_updates = 0;
+  // Opens that revalidate with the server (NFS close-to-open).
+  uint32_t opens = 0;
+  // Buffered reads and writes served by the page cache, and their bytes.
+  uint32_t cache_copies = 0;
+  uint64_t cache_copy_bytes = 0;
+  DeviceWork device_reads;
+  DeviceWork device_writes;
+  // Commits of a sync (journal commit and cache flush).
+  uint32_t commits = 0;
+  uint32_t fallocates = 0;  // fallocate calls that allocated or zeroed
+  uint32_t punches = 0;
+  // Unlinks and rmdirs, and the extents freed with a file's last link.
+  uint32_t unlinks = 0;
+  uint64_t extents_freed = 0;
+
+  // Added by a FaultLayer: the latency of a fault rule that fired.
+  uint64_t fault_latency_ns = 0;
+  // Set by the CostLayer: what all of the above cost, in emulated nanoseconds.
+  uint64_t emulated_ns = 0;
+  // Inodes that ceased to exist during the operation: layers drop what they keep per inode.
+  std::vector<uint64_t> destroyed_inodes;
+};
+
+}  // namespace mimicfs
