@@ -1,0 +1,78 @@
+#include "backends/fault_layer.h"
+
+#include <gtest/gtest.h>
+
+#include "tests/unit/volume_fixture.h"
+
+namespace mimicfs {
+namespace {
+
+using namespace volume_fixture;
+
+struct Stack {
+  explicit Stack(std::string_view profile)
+      : volume(builtin(profile), std::make_unique<MemoryDataStore>(), clock), faults(volume) {}
+  FixedWallClock clock;
+  Volume volume;
+  FaultLayer faults;
+};
+
+TEST(FaultLayer, AnErrorRuleFailsTheOperationBeforeTheVolumeSeesIt) {
+  Stack s("ext4");
+  ASSERT_TRUE(s.faults.rules().add("op=create,path=/db/*.ibd,error=EDQUOT").has_value());
+  FileSystem& fs = s.faults;
+  const uint64_t db = fs.mkdir(kRoot, "db", 0755, Owner{})->inode;
+  EXPECT_EQ(error_of(fs.create(db, "t.ibd", S_IFREG | 0644, 0, Owner{})), Errno{EDQUOT});
+  EXPECT_EQ(error_of(s.volume.lookup(db, "t.ibd")), Errno{ENOENT});
+  EXPECT_TRUE(fs.create(db, "t.frm", S_IFREG | 0644, 0, Owner{}).has_value());
+}
+
+TEST(FaultLayer, MatchesTheFilesPathFromTheRoot) {
+  Stack s("ext4");
+  ASSERT_TRUE(s.faults.rules().add("op=write,path=/d/a*,error=EIO").has_value());
+  FileSystem& fs = s.faults;
+  const uint64_t d = fs.mkdir(kRoot, "d", 0755, Owner{})->inode;
+  const uint64_t a = fs.create(d, "a1", S_IFREG | 0644, 0, Owner{})->inode;
+  const uint64_t b = fs.create(d, "b1", S_IFREG | 0644, 0, Owner{})->inode;
+  EXPECT_EQ(error_of(fs.write(a, 0, as_bytes("x"))), Errno{EIO});
+  EXPECT_TRUE(fs.write(b, 0, as_bytes("x")).has_value());
+  EXPECT_EQ(s.volume.getattr(a)->size, 0u);
+}
+
+TEST(FaultLayer, ALatencyRuleAddsToTheWorkAndLetsTheOperationRun) {
+  Stack s("ext4");
+  ASSERT_TRUE(s.faults.rules().add("op=fsync,latency=7ms").has_value());
+  FileSystem& fs = s.faults;
+  const uint64_t f = fs.create(kRoot, "f", S_IFREG | 0644, 0, Owner{})->inode;
+  Work work;
+  EXPECT_TRUE(fs.fsync(f, false, work).has_value());
+  EXPECT_EQ(work.fault_latency_ns, 7'000'000u);
+}
+
+TEST(FaultLayer, CacheDrivenOperationsAreNeverFaulted) {
+  Stack s("ext4");
+  ASSERT_TRUE(s.faults.rules().add("error=EIO").has_value());  // every operation
+  FileSystem& fs = s.faults;
+  EXPECT_TRUE(fs.getattr(kRoot).has_value());
+  EXPECT_TRUE(fs.read_directory(kRoot).has_value());
+  EXPECT_TRUE(fs.statfs().has_value());
+  EXPECT_EQ(error_of(fs.lookup(kRoot, "nothing")), Errno{ENOENT});  // the volume's answer
+  EXPECT_EQ(error_of(fs.mkdir(kRoot, "d", 0755, Owner{})), Errno{EIO});
+  EXPECT_FALSE(FaultLayer::faultable(Op::kGetxattr));
+  EXPECT_TRUE(FaultLayer::faultable(Op::kPunch));
+}
+
+TEST(FaultLayer, SnapshotShowsTheRulesAndTheirCounts) {
+  Stack s("ideal");
+  ASSERT_TRUE(s.faults.rules().add("op=mkdir,error=ENOSPC,nth=2").has_value());
+  FileSystem& fs = s.faults;
+  EXPECT_TRUE(fs.mkdir(kRoot, "a", 0755, Owner{}).has_value());
+  EXPECT_EQ(error_of(fs.mkdir(kRoot, "b", 0755, Owner{})), Errno{ENOSPC});
+  const nlohmann::json faults = fs.snapshot().faults;
+  ASSERT_EQ(faults.size(), 1u);
+  EXPECT_EQ(faults[0]["matched"], 2);
+  EXPECT_EQ(faults[0]["fired"], 1);
+}
+
+}  // namespace
+}  // namespace mimicfs
