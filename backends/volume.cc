@@ -82,7 +82,8 @@ struct Volume::Inode {
   std::string symlink_target;
 
   // Guarded by Volume::namespace_mutex_ (nlink is atomic so getattr can read it
-  // without that lock):
+  // without that lock; a file's last link drops under its mutex too, where
+  // release() reads it):
   std::atomic<uint32_t> nlink{0};
   uint64_t references = 0;
   std::map<std::string, std::shared_ptr<Inode>> entries;  // directories only
@@ -210,23 +211,24 @@ Result<Attributes> Volume::add_entry_locked(Inode& parent, const std::string& na
 }
 
 void Volume::drop_link_locked(const std::shared_ptr<Inode>& child, Work& work) {
-  const uint32_t remaining = child->is_directory() ? 0 : child->nlink.fetch_sub(1) - 1;
-  if (child->is_directory()) child->nlink = 0;
+  uint32_t remaining;
   {
+    // A file's last link and its last handle are decided under its lock, so
+    // exactly one of unlink and release frees the storage.
     std::lock_guard lock(child->mutex);
+    remaining = child->is_directory() ? 0 : child->nlink.load() - 1;
+    child->nlink = remaining;
     child->ctime = clock_.now();
-    // Charged whether the blocks go now or at the last close: seed 004's cost of
-    // freeing a punched file's extents is the unlink's.
-    if (remaining == 0 && child->is_regular()) work.extents_freed += child->extents.extent_count();
+    if (remaining == 0 && child->is_regular()) {
+      // Charged whether the blocks go now or at the last close: seed 004's cost
+      // of freeing a punched file's extents is the unlink's.
+      work.extents_freed += child->extents.extent_count();
+      // As Linux's final iput: the last link of a file nobody has open frees
+      // its blocks now; the kernel's cached reference only keeps the inode number.
+      if (child->open_handles == 0) release_storage(*child);
+    }
   }
-  if (remaining == 0 && child->references == 0) {
-    destroy_locked(child, work);
-  } else if (remaining == 0 && child->is_regular()) {
-    // As Linux's final iput: the last link of a file nobody has open frees its
-    // blocks now; the kernel's cached reference only keeps the inode number.
-    std::lock_guard lock(child->mutex);
-    if (child->open_handles == 0) release_storage(*child);
-  }
+  if (remaining == 0 && child->references == 0) destroy_locked(child, work);
 }
 
 void Volume::release_storage(Inode& inode) {
@@ -579,8 +581,7 @@ void Volume::release(uint64_t inode, Work& work) {
     if (node->open_handles == 0) {
       work.file = node->number;
       last_close(*node, work);
-      // Unlinked while open. nlink is read without the namespace lock: if an
-      // unlink races this, both free the storage, and release_storage is idempotent.
+      // Unlinked while open: nlink changes under this lock too (drop_link_locked).
       if (node->nlink.load() == 0) release_storage(*node);
     }
   }

@@ -4,6 +4,8 @@
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 
+#include "fusefs/control_command.h"
+
 namespace mimicfs {
 
 Attributes ControlFiles::attributes(uint64_t inode) const {
@@ -60,46 +62,32 @@ Result<std::string> ControlFiles::open_contents(uint64_t inode, int flags) const
   return std::string();
 }
 
-Result<void> ControlFiles::execute(std::string_view command) {
-  while (!command.empty() && (command.back() == '\n' || command.back() == ' ')) {
-    command.remove_suffix(1);
+Result<void> ControlFiles::execute(std::string_view text) {
+  auto command = parse_control_command(text);
+  if (!command) {
+    spdlog::warn("ctl: {}", command.error());
+    return fail(EINVAL);
   }
-  if (command == "reset") {
+  if (std::holds_alternative<ResetCommand>(*command)) {
     engine_.fs().reset_statistics();
     spdlog::info("ctl: counters reset");
-    return {};
-  }
-  if (command == "crash") {
+  } else if (std::holds_alternative<CrashCommand>(*command)) {
     const CrashReport report = engine_.fs().crash();
     if (on_crash_) on_crash_(report);
-    return {};
-  }
-  if (command == "fault clear") {
+  } else if (std::holds_alternative<FaultClearCommand>(*command)) {
     engine_.faults().clear();
     spdlog::info("ctl: fault rules cleared");
-    return {};
-  }
-  if (command.starts_with("fault add ")) {
-    const std::string_view rule = command.substr(10);
-    if (auto added = engine_.faults().add(rule); !added) {
+  } else if (const auto* add = std::get_if<FaultAddCommand>(&*command)) {
+    if (auto added = engine_.faults().add(add->rule); !added) {
       spdlog::warn("ctl: {}", added.error());
       return fail(EINVAL);
     }
-    spdlog::info("ctl: fault rule added: {}", rule);
-    return {};
+    spdlog::info("ctl: fault rule added: {}", add->rule);
+  } else if (const auto* latency = std::get_if<LatencyCommand>(&*command)) {
+    engine_.cost().set_latency(latency->mode);
+    spdlog::info("ctl: latency {}", latency->mode.to_string());
   }
-  if (command.starts_with("latency ")) {
-    auto mode = LatencyMode::parse(command.substr(8));
-    if (!mode) {
-      spdlog::warn("ctl: {}", mode.error());
-      return fail(EINVAL);
-    }
-    engine_.cost().set_latency(*mode);
-    spdlog::info("ctl: latency {}", mode->to_string());
-    return {};
-  }
-  spdlog::warn("ctl: unknown command \"{}\" (known: {})", command, kCommands);
-  return fail(EINVAL);
+  return {};
 }
 
 std::optional<Result<std::string>> ControlFiles::virtual_xattr(uint64_t inode,

@@ -3,12 +3,7 @@
 // disturbed.
 //
 //   .mimicfs/stats.json  read: the StatsSnapshot as JSON, taken at open
-//   .mimicfs/ctl         write a command (one per write):
-//                          reset            zero the operation counters and emulated times
-//                          crash            a power cut: drop everything not synced
-//                          fault add RULE   add a fault rule (fault_injector.h)
-//                          fault clear      remove every fault rule
-//                          latency MODE     virtual, real or real:SCALE
+//   .mimicfs/ctl         write a command (one per write; control_command.h)
 //   .mimicfs/layout.json read: every file's extents and device positions, taken at open
 //
 // and the per-file xattrs user.mimicfs.{extents,fragments,unwritten_extents,
@@ -58,8 +53,6 @@ class ControlFiles {
   void on_crash(std::function<void(const CrashReport&)> callback) {
     on_crash_ = std::move(callback);
   }
-  static constexpr std::string_view kCommands =
-      "reset, crash, fault add RULE, fault clear, latency virtual|real|real:SCALE";
 
   // user.mimicfs.* on a regular file, or nullopt when `name` is not ours.
   std::optional<Result<std::string>> virtual_xattr(uint64_t inode, const std::string& name);

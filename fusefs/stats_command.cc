@@ -13,7 +13,7 @@
 #include <sstream>
 
 #include "backends/emulated_clock.h"
-#include "backends/fault_injector.h"
+#include "fusefs/control_command.h"
 #include "fusefs/control_files.h"
 #include "fusefs/exit_status.h"
 
@@ -151,24 +151,9 @@ int send_control(const std::string& mountpoint, const std::vector<std::string>& 
   std::string command;
   for (const auto& w : words) command += (command.empty() ? "" : " ") + w;
   // Checked here too, so the reason reaches the terminal, not only the mount's log.
-  const bool known = command == "reset" || command == "crash" || command == "fault clear" ||
-                     command.starts_with("fault add ") || command.starts_with("latency ");
-  if (!known) {
-    fmt::print(stderr, "mimicfs ctl: unknown command \"{}\" (known: {})\n", command,
-               ControlFiles::kCommands);
+  if (auto parsed = parse_control_command(command); !parsed) {
+    fmt::print(stderr, "mimicfs ctl: {}\n", parsed.error());
     return kExitUsage;
-  }
-  if (command.starts_with("fault add ")) {
-    FaultInjector check;
-    if (auto rule = check.add(command.substr(10)); !rule) {
-      fmt::print(stderr, "mimicfs ctl: {}\n", rule.error());
-      return kExitUsage;
-    }
-  } else if (command.starts_with("latency ")) {
-    if (auto mode = LatencyMode::parse(command.substr(8)); !mode) {
-      fmt::print(stderr, "mimicfs ctl: {}\n", mode.error());
-      return kExitUsage;
-    }
   }
   command += "\n";
   const std::string file = control_path(mountpoint, "ctl");
@@ -184,7 +169,7 @@ int send_control(const std::string& mountpoint, const std::vector<std::string>& 
   if (written < 0) {
     if (error == EINVAL) {
       fmt::print(stderr, "mimicfs ctl: the volume rejected \"{}\" (known: {}); its log says why\n",
-                 command.substr(0, command.size() - 1), ControlFiles::kCommands);
+                 command.substr(0, command.size() - 1), kControlCommands);
       return kExitUsage;
     }
     fmt::print(stderr, "mimicfs ctl: {}: {}\n", file, std::strerror(error));

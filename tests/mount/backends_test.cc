@@ -38,6 +38,9 @@ struct ModeCase {
   bool allocate, keep_size, punch_hole, zero_range;
 };
 
+// gtest prints a parameter this way (not as its bytes).
+void PrintTo(const ModeCase& c, std::ostream* os) { *os << c.profile; }
+
 class FallocateModes : public ::testing::TestWithParam<ModeCase> {};
 
 TEST_P(FallocateModes, ExactlyTheModesTheRealFilesystemHas) {

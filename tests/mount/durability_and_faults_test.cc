@@ -103,7 +103,7 @@ TEST(Crash, DropsWhatWasNotSyncedAndKeepsWhatWas) {
     ASSERT_GE(fd, 0);
     write_at(fd, std::string(10000, 's'), 0);
     ASSERT_EQ(fsync(fd), 0);
-    write_at(fd, std::string(100, 'u'), 50);       // an unsynced overwrite
+    write_at(fd, std::string(100, 'u'), 50);      // an unsynced overwrite
     write_at(fd, std::string(5000, 'u'), 10000);  // an unsynced append
     EXPECT_EQ(vol.file_stats("redo.log")["unsynced_bytes"], 5100);
     ASSERT_EQ(vol.ctl("crash"), 0);

@@ -243,6 +243,9 @@ struct Seed004Case {
   double low, high;  // the expected punched / plain ratio
 };
 
+// gtest prints a parameter this way (not as its bytes).
+void PrintTo(const Seed004Case& c, std::ostream* os) { *os << c.profile; }
+
 class Seed004 : public ::testing::TestWithParam<Seed004Case> {};
 
 TEST_P(Seed004, UnlinkOfAPunchedFileCostsWhatTheSeedMeasured) {
@@ -250,8 +253,7 @@ TEST_P(Seed004, UnlinkOfAPunchedFileCostsWhatTheSeedMeasured) {
   const Seed004Case& c = GetParam();
   const uint64_t plain = seed004_unlink_cost(c.profile, false);
   const uint64_t punched = seed004_unlink_cost(c.profile, true);
-  std::printf("seed 004 on %s: punched / plain = %.2f\n", c.profile.c_str(),
-              ratio(punched, plain));
+  std::printf("seed 004 on %s: punched / plain = %.2f\n", c.profile.c_str(), ratio(punched, plain));
   EXPECT_GE(ratio(punched, plain), c.low);
   EXPECT_LE(ratio(punched, plain), c.high);
 }

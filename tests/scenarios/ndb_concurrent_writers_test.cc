@@ -45,6 +45,8 @@ struct NdbCase {
   uint64_t max_extents;
 };
 
+void PrintTo(const NdbCase& c, std::ostream* os) { *os << c.name; }
+
 std::ostream& operator<<(std::ostream& out, const NdbCase& c) { return out << c.name; }
 
 // Each writer is its own process, as each NDB node is; they start together.

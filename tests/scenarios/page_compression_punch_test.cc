@@ -35,6 +35,8 @@ struct PunchCase {
   bool device_gets_space_back;
 };
 
+void PrintTo(const PunchCase& c, std::ostream* os) { *os << c.profile; }
+
 class PageCompression : public ::testing::TestWithParam<PunchCase> {};
 
 TEST_P(PageCompression, PunchingHalfOfEveryPage) {

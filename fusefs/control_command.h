@@ -1,0 +1,41 @@
+// ControlCommand: the grammar of what is written to MOUNT/.mimicfs/ctl, parsed
+// in one place for the volume (ControlFiles::execute) and for `mimicfs ctl`,
+// which checks a command before sending it so the reason reaches the terminal.
+//
+//   reset            zero the operation counters and emulated times
+//   crash            a power cut: drop everything not synced
+//   fault add RULE   add a fault rule (fault_injector.h)
+//   fault clear      remove every fault rule
+//   latency MODE     virtual, real or real:SCALE
+#pragma once
+
+#include <expected>
+#include <string>
+#include <string_view>
+#include <variant>
+
+#include "backends/emulated_clock.h"
+
+namespace mimicfs {
+
+struct ResetCommand {};
+struct CrashCommand {};
+struct FaultClearCommand {};
+struct FaultAddCommand {
+  std::string rule;  // already checked by FaultInjector::add
+};
+struct LatencyCommand {
+  LatencyMode mode;
+};
+
+using ControlCommand =
+    std::variant<ResetCommand, CrashCommand, FaultClearCommand, FaultAddCommand, LatencyCommand>;
+
+inline constexpr std::string_view kControlCommands =
+    "reset, crash, fault add RULE, fault clear, latency virtual|real|real:SCALE";
+
+// Parses one command (trailing newlines and spaces ignored). On error, one line
+// saying what is wrong: an unknown command, a malformed fault rule or latency mode.
+std::expected<ControlCommand, std::string> parse_control_command(std::string_view text);
+
+}  // namespace mimicfs
