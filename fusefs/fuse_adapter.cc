@@ -12,38 +12,55 @@
 #include <string>
 #include <vector>
 
+#include "fusefs/fuse_reply.h"
+
 namespace mimicfs {
 namespace {
 
 FuseAdapter& adapter(fuse_req_t req) { return *static_cast<FuseAdapter*>(fuse_req_userdata(req)); }
 
-// What an open file handle (fi->fh) remembers.
-struct Handle {
-  int flags = 0;
-  std::string contents;                 // control files: what the reader sees
-  std::vector<DirectoryEntry> entries;  // directories: the listing taken at opendir
-};
-
 Handle* handle(fuse_file_info* fi) { return reinterpret_cast<Handle*>(fi->fh); }
 
-// Runs `body`, which sends its own reply on success and returns 0, or returns an
-// errno for this wrapper to send. The one place exceptions stop.
+// What a request whose callback threw is answered.
+enum class OnFailure {
+  kError,  // the errno: ENOMEM for bad_alloc, EIO for anything else
+  kOk,     // release: the handle is gone whatever happened
+  kNone,   // forget: the kernel expects no answer
+};
+
+// Runs `body`, which returns the Reply, and sends it: the one place exceptions
+// stop and the one place a reply is sent.
 template <typename Body>
-void serve(fuse_req_t req, const char* op, Body&& body) {
-  int error;
+void serve(fuse_req_t req, const char* op, uint64_t inode, Body&& body,
+           OnFailure on_failure = OnFailure::kError) {
+  int error = 0;
+  Reply reply;
   try {
-    error = body();
+    reply = body();
   } catch (const std::bad_alloc&) {
-    spdlog::warn("{}: out of memory", op);
+    spdlog::warn("{} {}: out of memory", op, inode);
     error = ENOMEM;
   } catch (const std::exception& e) {
-    spdlog::error("{}: {}", op, e.what());
+    spdlog::error("{} {}: {}", op, inode, e.what());
     error = EIO;
   } catch (...) {
-    spdlog::error("{}: unknown exception", op);
+    spdlog::error("{} {}: unknown exception", op, inode);
     error = EIO;
   }
-  if (error) fuse_reply_err(req, error);
+  if (error != 0) {
+    switch (on_failure) {
+      case OnFailure::kError:
+        reply = ErrorReply{error};
+        break;
+      case OnFailure::kOk:
+        reply = ErrorReply{0};
+        break;
+      case OnFailure::kNone:
+        reply = NoReply{};
+        break;
+    }
+  }
+  send(req, op, inode, std::move(reply));
 }
 
 struct stat to_stat(const Attributes& a) {
@@ -77,6 +94,29 @@ Owner owner_of(fuse_req_t req) {
   return Owner{ctx->uid, ctx->gid};
 }
 
+// The reply for an operation that returns nothing but success or an errno.
+template <typename T>
+Reply status(const Result<T>& result) {
+  return ErrorReply{result ? 0 : result.error().value};
+}
+
+Reply entry(fuse_req_t req, const Result<Attributes>& result) {
+  if (!result) return ErrorReply{result.error().value};
+  return EntryReply{to_entry(adapter(req), *result)};
+}
+
+Reply attr(fuse_req_t req, const Result<Attributes>& result) {
+  if (!result) return ErrorReply{result.error().value};
+  return AttrReply{to_stat(*result), adapter(req).options().attr_timeout};
+}
+
+// getxattr and listxattr share the size-probe protocol: size 0 asks for the length.
+Reply xattr_value(std::string value, size_t size) {
+  if (size == 0) return XattrSizeReply{value.size()};
+  if (value.size() > size) return ErrorReply{ERANGE};
+  return DataReply{std::move(value)};
+}
+
 void on_init(void* userdata, fuse_conn_info* conn) {
   // Every write must reach the volume with its exact offset and length, as the
   // NFS client's byte-range dirty tracking sends it: no writeback cache.
@@ -90,308 +130,250 @@ void on_init(void* userdata, fuse_conn_info* conn) {
 }
 
 void on_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
-  serve(req, "lookup", [&] {
+  serve(req, "lookup", parent, [&]() -> Reply {
     auto& self = adapter(req);
     auto control = self.control().lookup(parent, name);
     if (!control && ControlFiles::owns(parent)) control = fail(ENOENT);
-    auto result = control ? std::move(*control) : self.fs().lookup(parent, name);
-    if (!result) return result.error().value;
-    fuse_entry_param e = to_entry(self, *result);
-    fuse_reply_entry(req, &e);
-    return 0;
+    return entry(req, control ? std::move(*control) : self.fs().lookup(parent, name));
   });
 }
 
 void on_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
-  try {
-    if (!ControlFiles::owns(ino)) adapter(req).fs().forget(ino, nlookup);
-  } catch (const std::exception& e) {
-    spdlog::error("forget: {}", e.what());
-  }
-  fuse_reply_none(req);
+  serve(
+      req, "forget", ino,
+      [&]() -> Reply {
+        if (!ControlFiles::owns(ino)) adapter(req).fs().forget(ino, nlookup);
+        return NoReply{};
+      },
+      OnFailure::kNone);
 }
 
 void on_forget_multi(fuse_req_t req, size_t count, fuse_forget_data* forgets) {
-  try {
-    for (size_t i = 0; i < count; ++i) {
-      if (!ControlFiles::owns(forgets[i].ino)) {
-        adapter(req).fs().forget(forgets[i].ino, forgets[i].nlookup);
-      }
-    }
-  } catch (const std::exception& e) {
-    spdlog::error("forget: {}", e.what());
-  }
-  fuse_reply_none(req);
+  serve(
+      req, "forget_multi", count,
+      [&]() -> Reply {
+        for (size_t i = 0; i < count; ++i) {
+          if (!ControlFiles::owns(forgets[i].ino)) {
+            adapter(req).fs().forget(forgets[i].ino, forgets[i].nlookup);
+          }
+        }
+        return NoReply{};
+      },
+      OnFailure::kNone);
 }
 
 void on_getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
-  serve(req, "getattr", [&] {
+  serve(req, "getattr", ino, [&]() -> Reply {
     auto& self = adapter(req);
-    auto result = ControlFiles::owns(ino) ? self.control().getattr(ino) : self.fs().getattr(ino);
-    if (!result) return result.error().value;
-    struct stat st = to_stat(*result);
-    fuse_reply_attr(req, &st, self.options().attr_timeout);
-    return 0;
+    return attr(req,
+                ControlFiles::owns(ino) ? self.control().getattr(ino) : self.fs().getattr(ino));
   });
 }
 
-void on_setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, fuse_file_info*) {
-  serve(req, "setattr", [&] {
-    auto& self = adapter(req);
-    if (ControlFiles::owns(ino)) return EPERM;
+void on_setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attributes, int to_set,
+                fuse_file_info*) {
+  serve(req, "setattr", ino, [&]() -> Reply {
+    if (ControlFiles::owns(ino)) return ErrorReply{EPERM};
     AttributeChanges changes;
-    if (to_set & FUSE_SET_ATTR_MODE) changes.mode = attr->st_mode;
-    if (to_set & FUSE_SET_ATTR_UID) changes.uid = attr->st_uid;
-    if (to_set & FUSE_SET_ATTR_GID) changes.gid = attr->st_gid;
-    if (to_set & FUSE_SET_ATTR_SIZE) changes.size = static_cast<uint64_t>(attr->st_size);
+    if (to_set & FUSE_SET_ATTR_MODE) changes.mode = attributes->st_mode;
+    if (to_set & FUSE_SET_ATTR_UID) changes.uid = attributes->st_uid;
+    if (to_set & FUSE_SET_ATTR_GID) changes.gid = attributes->st_gid;
+    if (to_set & FUSE_SET_ATTR_SIZE) changes.size = static_cast<uint64_t>(attributes->st_size);
     if (to_set & FUSE_SET_ATTR_ATIME_NOW) {
       changes.atime = timespec{0, UTIME_NOW};
     } else if (to_set & FUSE_SET_ATTR_ATIME) {
-      changes.atime = attr->st_atim;
+      changes.atime = attributes->st_atim;
     }
     if (to_set & FUSE_SET_ATTR_MTIME_NOW) {
       changes.mtime = timespec{0, UTIME_NOW};
     } else if (to_set & FUSE_SET_ATTR_MTIME) {
-      changes.mtime = attr->st_mtim;
+      changes.mtime = attributes->st_mtim;
     }
-    auto result = self.fs().setattr(ino, changes);
-    if (!result) return result.error().value;
-    struct stat st = to_stat(*result);
-    fuse_reply_attr(req, &st, self.options().attr_timeout);
-    return 0;
+    return attr(req, adapter(req).fs().setattr(ino, changes));
   });
 }
 
-void reply_new_entry(fuse_req_t req, const Result<Attributes>& result, int* error) {
-  if (!result) {
-    *error = result.error().value;
-    return;
-  }
-  fuse_entry_param e = to_entry(adapter(req), *result);
-  fuse_reply_entry(req, &e);
-  *error = 0;
-}
-
 void on_mknod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, dev_t rdev) {
-  serve(req, "mknod", [&] {
-    if (ControlFiles::reserved(parent, name)) return EEXIST;
-    if (ControlFiles::owns(parent)) return EPERM;
-    int error;
-    reply_new_entry(req, adapter(req).fs().create(parent, name, mode, rdev, owner_of(req)), &error);
-    return error;
+  serve(req, "mknod", parent, [&]() -> Reply {
+    if (ControlFiles::reserved(parent, name)) return ErrorReply{EEXIST};
+    if (ControlFiles::owns(parent)) return ErrorReply{EPERM};
+    return entry(req, adapter(req).fs().create(parent, name, mode, rdev, owner_of(req)));
   });
 }
 
 void on_mkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode) {
-  serve(req, "mkdir", [&] {
-    if (ControlFiles::reserved(parent, name)) return EEXIST;
-    if (ControlFiles::owns(parent)) return EPERM;
-    int error;
-    reply_new_entry(req, adapter(req).fs().mkdir(parent, name, mode, owner_of(req)), &error);
-    return error;
+  serve(req, "mkdir", parent, [&]() -> Reply {
+    if (ControlFiles::reserved(parent, name)) return ErrorReply{EEXIST};
+    if (ControlFiles::owns(parent)) return ErrorReply{EPERM};
+    return entry(req, adapter(req).fs().mkdir(parent, name, mode, owner_of(req)));
   });
 }
 
 void on_symlink(fuse_req_t req, const char* target, fuse_ino_t parent, const char* name) {
-  serve(req, "symlink", [&] {
-    if (ControlFiles::reserved(parent, name)) return EEXIST;
-    if (ControlFiles::owns(parent)) return EPERM;
-    int error;
-    reply_new_entry(req, adapter(req).fs().symlink(parent, name, target, owner_of(req)), &error);
-    return error;
+  serve(req, "symlink", parent, [&]() -> Reply {
+    if (ControlFiles::reserved(parent, name)) return ErrorReply{EEXIST};
+    if (ControlFiles::owns(parent)) return ErrorReply{EPERM};
+    return entry(req, adapter(req).fs().symlink(parent, name, target, owner_of(req)));
   });
 }
 
 void on_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t new_parent, const char* new_name) {
-  serve(req, "link", [&] {
-    if (ControlFiles::reserved(new_parent, new_name)) return EEXIST;
-    if (ControlFiles::owns(ino) || ControlFiles::owns(new_parent)) return EPERM;
-    int error;
-    reply_new_entry(req, adapter(req).fs().link(ino, new_parent, new_name), &error);
-    return error;
+  serve(req, "link", ino, [&]() -> Reply {
+    if (ControlFiles::reserved(new_parent, new_name)) return ErrorReply{EEXIST};
+    if (ControlFiles::owns(ino) || ControlFiles::owns(new_parent)) return ErrorReply{EPERM};
+    return entry(req, adapter(req).fs().link(ino, new_parent, new_name));
   });
 }
 
 void on_readlink(fuse_req_t req, fuse_ino_t ino) {
-  serve(req, "readlink", [&] {
-    if (ControlFiles::owns(ino)) return EINVAL;
+  serve(req, "readlink", ino, [&]() -> Reply {
+    if (ControlFiles::owns(ino)) return ErrorReply{EINVAL};
     auto result = adapter(req).fs().readlink(ino);
-    if (!result) return result.error().value;
-    fuse_reply_readlink(req, result->c_str());
-    return 0;
+    if (!result) return ErrorReply{result.error().value};
+    return ReadlinkReply{std::move(*result)};
   });
 }
 
 void on_unlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
-  serve(req, "unlink", [&] {
-    if (ControlFiles::reserved(parent, name)) return EISDIR;
-    if (ControlFiles::owns(parent)) return EPERM;
-    auto result = adapter(req).fs().unlink(parent, name);
-    if (!result) return result.error().value;
-    fuse_reply_err(req, 0);
-    return 0;
+  serve(req, "unlink", parent, [&]() -> Reply {
+    if (ControlFiles::reserved(parent, name)) return ErrorReply{EISDIR};
+    if (ControlFiles::owns(parent)) return ErrorReply{EPERM};
+    return status(adapter(req).fs().unlink(parent, name));
   });
 }
 
 void on_rmdir(fuse_req_t req, fuse_ino_t parent, const char* name) {
-  serve(req, "rmdir", [&] {
-    if (ControlFiles::reserved(parent, name) || ControlFiles::owns(parent)) return EPERM;
-    auto result = adapter(req).fs().rmdir(parent, name);
-    if (!result) return result.error().value;
-    fuse_reply_err(req, 0);
-    return 0;
+  serve(req, "rmdir", parent, [&]() -> Reply {
+    if (ControlFiles::reserved(parent, name) || ControlFiles::owns(parent)) {
+      return ErrorReply{EPERM};
+    }
+    return status(adapter(req).fs().rmdir(parent, name));
   });
 }
 
 void on_rename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t new_parent,
                const char* new_name, unsigned int flags) {
-  serve(req, "rename", [&] {
+  serve(req, "rename", parent, [&]() -> Reply {
     if (ControlFiles::reserved(parent, name) || ControlFiles::reserved(new_parent, new_name) ||
         ControlFiles::owns(parent) || ControlFiles::owns(new_parent)) {
-      return EPERM;
+      return ErrorReply{EPERM};
     }
-    auto result = adapter(req).fs().rename(parent, name, new_parent, new_name, flags);
-    if (!result) return result.error().value;
-    fuse_reply_err(req, 0);
-    return 0;
+    return status(adapter(req).fs().rename(parent, name, new_parent, new_name, flags));
   });
 }
 
 void on_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
-  serve(req, "open", [&] {
+  serve(req, "open", ino, [&]() -> Reply {
     auto& self = adapter(req);
-    auto h = std::make_unique<Handle>();
-    h->flags = fi->flags;
+    OpenReply reply{*fi, std::make_unique<Handle>(), nullptr, std::nullopt};
+    reply.handle->flags = fi->flags;
     if (ControlFiles::owns(ino)) {
       auto contents = self.control().open_contents(ino, fi->flags);
-      if (!contents) return contents.error().value;
-      h->contents = std::move(*contents);
-      fi->direct_io = 1;  // size is unknown until read: bypass the page cache
-    } else {
-      auto result = self.fs().open(ino, fi->flags);
-      if (!result) return result.error().value;
+      if (!contents) return ErrorReply{contents.error().value};
+      reply.handle->contents = std::move(*contents);
+      reply.info.direct_io = 1;  // size is unknown until read: bypass the page cache
+      return reply;
     }
-    fi->fh = reinterpret_cast<uint64_t>(h.get());
-    if (fuse_reply_open(req, fi) == 0) {
-      h.release();
-    } else if (!ControlFiles::owns(ino)) {
-      self.fs().release(ino);  // interrupted: no RELEASE will come for this handle
+    if (auto opened = self.fs().open(ino, fi->flags); !opened) {
+      return ErrorReply{opened.error().value};
     }
-    return 0;
+    reply.interrupted = [&self, ino] { self.fs().release(ino); };
+    return reply;
   });
 }
 
 void on_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
                fuse_file_info* fi) {
-  serve(req, "create", [&] {
+  serve(req, "create", parent, [&]() -> Reply {
     auto& self = adapter(req);
-    if (ControlFiles::reserved(parent, name)) return EEXIST;
-    if (ControlFiles::owns(parent)) return EPERM;
+    if (ControlFiles::reserved(parent, name)) return ErrorReply{EEXIST};
+    if (ControlFiles::owns(parent)) return ErrorReply{EPERM};
     // The new file is open: one handle, released by RELEASE like any other.
-    auto result = self.fs().create(parent, name, mode, 0, owner_of(req), /*open_handle=*/true);
-    if (!result) return result.error().value;
-    auto h = std::make_unique<Handle>();
-    h->flags = fi->flags;
-    fi->fh = reinterpret_cast<uint64_t>(h.get());
-    fuse_entry_param e = to_entry(self, *result);
-    if (fuse_reply_create(req, &e, fi) == 0) {
-      h.release();
-    } else {
-      self.fs().release(result->inode);  // interrupted: no RELEASE will come
-    }
-    return 0;
+    auto created = self.fs().create(parent, name, mode, 0, owner_of(req), /*open_handle=*/true);
+    if (!created) return ErrorReply{created.error().value};
+    OpenReply reply{*fi, std::make_unique<Handle>(), nullptr, to_entry(self, *created)};
+    reply.handle->flags = fi->flags;
+    reply.interrupted = [&self, inode = created->inode] { self.fs().release(inode); };
+    return reply;
   });
 }
 
 void on_release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   std::unique_ptr<Handle> h(handle(fi));
-  try {
-    if (!ControlFiles::owns(ino)) adapter(req).fs().release(ino);
-  } catch (const std::exception& e) {
-    spdlog::error("release: {}", e.what());
-  }
-  fuse_reply_err(req, 0);
+  serve(
+      req, "release", ino,
+      [&]() -> Reply {
+        if (!ControlFiles::owns(ino)) adapter(req).fs().release(ino);
+        return ErrorReply{0};
+      },
+      OnFailure::kOk);
 }
 
 void on_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, fuse_file_info* fi) {
-  serve(req, "read", [&] {
+  thread_local std::vector<std::byte> buffer;  // the reply points here until sent
+  serve(req, "read", ino, [&]() -> Reply {
     if (ControlFiles::owns(ino)) {
+      // A copy the reply owns: the handle may be released once this returns.
       const std::string& contents = handle(fi)->contents;
       const size_t start = std::min<size_t>(offset, contents.size());
-      const size_t length = std::min(size, contents.size() - start);
-      fuse_reply_buf(req, contents.data() + start, length);
-      return 0;
+      return DataReply{contents.substr(start, std::min(size, contents.size() - start))};
     }
-    thread_local std::vector<std::byte> buffer;
     if (buffer.size() < size) buffer.resize(size);
     auto result = adapter(req).fs().read(ino, offset, std::span(buffer.data(), size), fi->flags);
-    if (!result) return result.error().value;
-    fuse_reply_buf(req, reinterpret_cast<const char*>(buffer.data()), *result);
-    return 0;
+    if (!result) return ErrorReply{result.error().value};
+    return DataView{std::span(reinterpret_cast<const char*>(buffer.data()), *result)};
   });
 }
 
 void on_write(fuse_req_t req, fuse_ino_t ino, const char* data, size_t size, off_t offset,
               fuse_file_info* fi) {
-  serve(req, "write", [&] {
+  serve(req, "write", ino, [&]() -> Reply {
     auto& self = adapter(req);
     if (ino == ControlFiles::kCtlInode) {
       auto result = self.control().execute(std::string_view(data, size));
-      if (!result) return result.error().value;
-      fuse_reply_write(req, size);
-      return 0;
+      if (!result) return ErrorReply{result.error().value};
+      return WriteReply{size};
     }
-    if (ControlFiles::owns(ino)) return EBADF;
+    if (ControlFiles::owns(ino)) return ErrorReply{EBADF};
     // fi->flags are the descriptor's now (fcntl may have changed O_DIRECT or O_APPEND).
     auto result = self.fs().write(
         ino, offset, std::span(reinterpret_cast<const std::byte*>(data), size), fi->flags);
-    if (!result) return result.error().value;
-    fuse_reply_write(req, *result);
-    return 0;
+    if (!result) return ErrorReply{result.error().value};
+    return WriteReply{*result};
   });
 }
 
 void on_flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
-  serve(req, "flush", [&] {
-    if (!ControlFiles::owns(ino)) {
-      const bool writer = (handle(fi)->flags & O_ACCMODE) != O_RDONLY;
-      auto result = adapter(req).fs().flush(ino, writer);
-      if (!result) return result.error().value;
-    }
-    fuse_reply_err(req, 0);
-    return 0;
+  serve(req, "flush", ino, [&]() -> Reply {
+    if (ControlFiles::owns(ino)) return ErrorReply{0};
+    const bool writer = (handle(fi)->flags & O_ACCMODE) != O_RDONLY;
+    return status(adapter(req).fs().flush(ino, writer));
   });
 }
 
 void on_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info*) {
-  serve(req, "fsync", [&] {
-    if (!ControlFiles::owns(ino)) {
-      auto result = adapter(req).fs().fsync(ino, datasync != 0);
-      if (!result) return result.error().value;
-    }
-    fuse_reply_err(req, 0);
-    return 0;
+  serve(req, "fsync", ino, [&]() -> Reply {
+    if (ControlFiles::owns(ino)) return ErrorReply{0};
+    return status(adapter(req).fs().fsync(ino, datasync != 0));
   });
 }
 
 void on_opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
-  serve(req, "opendir", [&] {
+  serve(req, "opendir", ino, [&]() -> Reply {
     auto& self = adapter(req);
     auto entries = ControlFiles::owns(ino) ? self.control().read_directory(ino)
                                            : self.fs().read_directory(ino);
-    if (!entries) return entries.error().value;
-    auto h = std::make_unique<Handle>();
-    h->entries = std::move(*entries);
-    fi->fh = reinterpret_cast<uint64_t>(h.get());
-    if (fuse_reply_open(req, fi) == 0) h.release();
-    return 0;
+    if (!entries) return ErrorReply{entries.error().value};
+    OpenReply reply{*fi, std::make_unique<Handle>(), nullptr, std::nullopt};
+    reply.handle->entries = std::move(*entries);
+    return reply;
   });
 }
 
-void on_readdir(fuse_req_t req, fuse_ino_t, size_t size, off_t offset, fuse_file_info* fi) {
-  serve(req, "readdir", [&] {
+void on_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, fuse_file_info* fi) {
+  serve(req, "readdir", ino, [&]() -> Reply {
     const auto& entries = handle(fi)->entries;
-    std::vector<char> buffer(size);
+    std::string buffer(size, '\0');
     size_t used = 0;
     for (size_t i = offset; i < entries.size(); ++i) {
       struct stat st {};
@@ -402,115 +384,97 @@ void on_readdir(fuse_req_t req, fuse_ino_t, size_t size, off_t offset, fuse_file
       if (need > size - used) break;
       used += need;
     }
-    fuse_reply_buf(req, buffer.data(), used);
-    return 0;
+    buffer.resize(used);
+    return DataReply{std::move(buffer)};
   });
 }
 
-void on_releasedir(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
+void on_releasedir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   std::unique_ptr<Handle> h(handle(fi));
-  fuse_reply_err(req, 0);
+  serve(
+      req, "releasedir", ino, [] { return Reply{ErrorReply{0}}; }, OnFailure::kOk);
 }
 
-void on_fsyncdir(fuse_req_t req, fuse_ino_t, int, fuse_file_info*) { fuse_reply_err(req, 0); }
-
-void on_statfs(fuse_req_t req, fuse_ino_t) {
-  serve(req, "statfs", [&] {
-    const auto result = adapter(req).fs().statfs();
-    if (!result) return result.error().value;
-    const FilesystemStats& s = *result;
-    struct statvfs st {};
-    st.f_bsize = s.block_size;
-    st.f_frsize = s.fragment_size;
-    st.f_blocks = s.blocks;
-    st.f_bfree = s.blocks_free;
-    st.f_bavail = s.blocks_available;
-    st.f_files = s.files;
-    st.f_ffree = s.files_free;
-    st.f_favail = s.files_free;
-    st.f_namemax = s.name_max;
-    fuse_reply_statfs(req, &st);
-    return 0;
+void on_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info*) {
+  serve(req, "fsyncdir", ino, [&]() -> Reply {
+    if (ControlFiles::owns(ino)) return ErrorReply{0};
+    return status(adapter(req).fs().fsync(ino, datasync != 0));
   });
 }
 
-// getxattr and listxattr share the size-probe protocol: size 0 asks for the length.
-int reply_xattr_value(fuse_req_t req, const std::string& value, size_t size) {
-  if (size == 0) {
-    fuse_reply_xattr(req, value.size());
-  } else if (value.size() > size) {
-    return ERANGE;
-  } else {
-    fuse_reply_buf(req, value.data(), value.size());
-  }
-  return 0;
+void on_statfs(fuse_req_t req, fuse_ino_t ino) {
+  serve(req, "statfs", ino, [&]() -> Reply {
+    const auto result = adapter(req).fs().statfs();
+    if (!result) return ErrorReply{result.error().value};
+    StatfsReply reply;
+    reply.stats.f_bsize = result->block_size;
+    reply.stats.f_frsize = result->fragment_size;
+    reply.stats.f_blocks = result->blocks;
+    reply.stats.f_bfree = result->blocks_free;
+    reply.stats.f_bavail = result->blocks_available;
+    reply.stats.f_files = result->files;
+    reply.stats.f_ffree = result->files_free;
+    reply.stats.f_favail = result->files_free;
+    reply.stats.f_namemax = result->name_max;
+    return reply;
+  });
 }
 
 void on_setxattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* value, size_t size,
                  int flags) {
-  serve(req, "setxattr", [&] {
-    if (ControlFiles::owns(ino)) return ENOTSUP;
-    if (std::string_view(name).starts_with(ControlFiles::kXattrPrefix)) return EPERM;
-    auto result = adapter(req).fs().setxattr(ino, name, std::string_view(value, size), flags);
-    if (!result) return result.error().value;
-    fuse_reply_err(req, 0);
-    return 0;
+  serve(req, "setxattr", ino, [&]() -> Reply {
+    if (ControlFiles::owns(ino)) return ErrorReply{ENOTSUP};
+    if (std::string_view(name).starts_with(ControlFiles::kXattrPrefix)) return ErrorReply{EPERM};
+    return status(adapter(req).fs().setxattr(ino, name, std::string_view(value, size), flags));
   });
 }
 
 void on_getxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
-  serve(req, "getxattr", [&] {
+  serve(req, "getxattr", ino, [&]() -> Reply {
     auto& self = adapter(req);
-    if (ControlFiles::owns(ino)) return ENODATA;
+    if (ControlFiles::owns(ino)) return ErrorReply{ENODATA};
     auto value = self.control().virtual_xattr(ino, name);
     auto result = value ? std::move(*value) : self.fs().getxattr(ino, name);
-    if (!result) return result.error().value;
-    return reply_xattr_value(req, *result, size);
+    if (!result) return ErrorReply{result.error().value};
+    return xattr_value(std::move(*result), size);
   });
 }
 
 void on_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
-  serve(req, "listxattr", [&] {
-    if (ControlFiles::owns(ino)) return reply_xattr_value(req, "", size);
+  serve(req, "listxattr", ino, [&]() -> Reply {
+    if (ControlFiles::owns(ino)) return xattr_value("", size);
     auto names = adapter(req).fs().listxattr(ino);
-    if (!names) return names.error().value;
+    if (!names) return ErrorReply{names.error().value};
     std::string list;
     for (const auto& name : *names) list.append(name).push_back('\0');
-    return reply_xattr_value(req, list, size);
+    return xattr_value(std::move(list), size);
   });
 }
 
 void on_removexattr(fuse_req_t req, fuse_ino_t ino, const char* name) {
-  serve(req, "removexattr", [&] {
-    if (ControlFiles::owns(ino)) return ENOTSUP;
-    if (std::string_view(name).starts_with(ControlFiles::kXattrPrefix)) return EPERM;
-    auto result = adapter(req).fs().removexattr(ino, name);
-    if (!result) return result.error().value;
-    fuse_reply_err(req, 0);
-    return 0;
+  serve(req, "removexattr", ino, [&]() -> Reply {
+    if (ControlFiles::owns(ino)) return ErrorReply{ENOTSUP};
+    if (std::string_view(name).starts_with(ControlFiles::kXattrPrefix)) return ErrorReply{EPERM};
+    return status(adapter(req).fs().removexattr(ino, name));
   });
 }
 
 void on_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length,
                   fuse_file_info*) {
-  serve(req, "fallocate", [&] {
-    if (ControlFiles::owns(ino)) return EOPNOTSUPP;
-    if (offset < 0 || length <= 0) return EINVAL;
-    auto result = adapter(req).fs().fallocate(ino, mode, offset, length);
-    if (!result) return result.error().value;
-    fuse_reply_err(req, 0);
-    return 0;
+  serve(req, "fallocate", ino, [&]() -> Reply {
+    if (ControlFiles::owns(ino)) return ErrorReply{EOPNOTSUPP};
+    if (offset < 0 || length <= 0) return ErrorReply{EINVAL};
+    return status(adapter(req).fs().fallocate(ino, mode, offset, length));
   });
 }
 
 void on_lseek(fuse_req_t req, fuse_ino_t ino, off_t offset, int whence, fuse_file_info*) {
-  serve(req, "lseek", [&] {
-    if (ControlFiles::owns(ino)) return EINVAL;
-    if (offset < 0) return ENXIO;
+  serve(req, "lseek", ino, [&]() -> Reply {
+    if (ControlFiles::owns(ino)) return ErrorReply{EINVAL};
+    if (offset < 0) return ErrorReply{ENXIO};
     auto result = adapter(req).fs().seek(ino, offset, whence);
-    if (!result) return result.error().value;
-    fuse_reply_lseek(req, static_cast<off_t>(*result));
-    return 0;
+    if (!result) return ErrorReply{result.error().value};
+    return LseekReply{static_cast<off_t>(*result)};
   });
 }
 

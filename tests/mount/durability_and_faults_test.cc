@@ -160,6 +160,34 @@ TEST(Crash, ODsyncWritesSurvive) {
   EXPECT_EQ(read_file(vol.file("log")), "commit 1;commit 2;");
 }
 
+TEST(Crash, ADirectoryFsyncMakesRenamesAndNewNamesDurable) {
+  MIMICFS_REQUIRE_MOUNTABLE();
+  for (const char* profile : {"ext4", "xfs", "btrfs"}) {
+    SCOPED_TRACE(profile);
+    MountedVolume vol(profile);
+    ASSERT_TRUE(vol.mounted()) << vol.error();
+    // The pattern of every careful log: write a temporary, sync it, rename it
+    // into place, sync the directory.
+    const int fd = open(vol.file("seg.tmp").c_str(), O_CREAT | O_WRONLY, 0644);
+    write_at(fd, "segment", 0);
+    ASSERT_EQ(fsync(fd), 0);
+    close(fd);
+    ASSERT_EQ(rename(vol.file("seg.tmp").c_str(), vol.file("seg.final").c_str()), 0);
+    close(open(vol.file("empty").c_str(), O_CREAT | O_WRONLY, 0644));
+    vol.reset_counters();
+    const int dir = open(vol.path().c_str(), O_RDONLY | O_DIRECTORY);
+    ASSERT_EQ(fsync(dir), 0);
+    close(dir);
+    EXPECT_EQ(vol.stats()["ops"]["fsync"]["count"], 1);
+    EXPECT_GT(vol.stats()["ops"]["fsync"]["emulated_ns"], 0) << "the commit is charged";
+    ASSERT_EQ(vol.ctl("crash"), 0);
+    EXPECT_EQ(read_file(vol.file("seg.final")), "segment");
+    struct stat st {};
+    EXPECT_NE(stat(vol.file("seg.tmp").c_str(), &st), 0);
+    EXPECT_EQ(stat(vol.file("empty").c_str(), &st), 0);
+  }
+}
+
 // ---------------------------------------------------------------------------
 // Fault rules
 

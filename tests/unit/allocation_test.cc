@@ -56,6 +56,39 @@ TEST_P(DelayedAllocation, WriteReservesButAllocatesNothing) {
   EXPECT_EQ(fs.read(file, 0, data.size() + 1), data);
 }
 
+// An O_SYNC/O_DSYNC write is a write and an fdatasync of its range: the
+// range's delayed blocks are allocated (written back), the rest stay delayed.
+TEST_P(DelayedAllocation, ODsyncWriteAllocatesItsRangeOnly) {
+  Fs fs(GetParam());
+  const uint64_t file = fs.create_open("file");
+  ASSERT_TRUE(fs.write(file, 0, pattern(2 * kBlock, 1)).has_value());
+  ASSERT_TRUE(fs.volume.write(file, 4 * kBlock, as_bytes(pattern(kBlock, 2)), O_DSYNC));
+  const FileStats s = fs.stats(file);
+  EXPECT_EQ(s.allocated_bytes, kBlock);
+  EXPECT_EQ(s.delayed_bytes, 2 * kBlock);
+  EXPECT_EQ(s.unsynced_bytes, 2 * kBlock);
+  EXPECT_EQ(s.dirty_bytes, 2 * kBlock);
+}
+
+// fdatasync of a file with nothing unsynced finds no transaction to commit, so
+// it does not commit others' namespace changes either; fsync of a directory does.
+TEST_P(DelayedAllocation, FdatasyncOfACleanFileCommitsNothing) {
+  Fs fs(GetParam());
+  const uint64_t file = fs.create_open("file");
+  fs.fsync(file);
+  fs.create("other");
+  fs.volume.reset_statistics();
+  ASSERT_TRUE(fs.volume.fsync(file, /*datasync=*/true).has_value());
+  EXPECT_EQ(fs.volume.snapshot().clock.emulated_ns, 0u);
+  fs.volume.crash();
+  EXPECT_EQ(fs.inode_of("other"), 0u) << "the new name was not committed";
+  fs.create("other");
+  ASSERT_TRUE(fs.volume.fsync(kRoot, /*datasync=*/true).has_value());
+  EXPECT_GT(fs.volume.snapshot().clock.emulated_ns, 0u);
+  fs.volume.crash();
+  EXPECT_NE(fs.inode_of("other"), 0u);
+}
+
 // fsync allocates the delayed blocks out of their reservation.
 TEST_P(DelayedAllocation, FsyncAllocates) {
   Fs fs(GetParam());

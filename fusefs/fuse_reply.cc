@@ -1,0 +1,69 @@
+#include "fusefs/fuse_reply.h"
+
+#include <spdlog/spdlog.h>
+
+#include <cstring>
+
+#include "backends/result.h"
+
+namespace mimicfs {
+namespace {
+
+template <class... Ts>
+struct Overloaded : Ts... {
+  using Ts::operator()...;
+};
+
+// The reply's outcome for the log: "ok", an errno name, or what was sent.
+std::string outcome(const Reply& reply) {
+  return std::visit(
+      Overloaded{
+          [](const ErrorReply& r) { return r.error ? errno_name(r.error) : std::string("ok"); },
+          [](const NoReply&) { return std::string("no reply"); },
+          [](const EntryReply& r) { return fmt::format("inode {}", r.entry.ino); },
+          [](const AttrReply& r) { return fmt::format("size {}", r.attr.st_size); },
+          [](const OpenReply&) { return std::string("open"); },
+          [](const DataReply& r) { return fmt::format("{} bytes", r.data.size()); },
+          [](const DataView& r) { return fmt::format("{} bytes", r.data.size()); },
+          [](const WriteReply& r) { return fmt::format("{} bytes", r.count); },
+          [](const StatfsReply&) { return std::string("ok"); },
+          [](const XattrSizeReply& r) { return fmt::format("size {}", r.size); },
+          [](const LseekReply& r) { return fmt::format("offset {}", r.offset); },
+          [](const ReadlinkReply& r) { return r.target; },
+      },
+      reply);
+}
+
+}  // namespace
+
+void send(fuse_req_t req, const char* op, uint64_t inode, Reply reply) {
+  if (spdlog::should_log(spdlog::level::debug)) {
+    spdlog::debug("{} {} -> {}", op, inode, outcome(reply));
+  }
+  std::visit(Overloaded{
+                 [&](const ErrorReply& r) { fuse_reply_err(req, r.error); },
+                 [&](const NoReply&) { fuse_reply_none(req); },
+                 [&](const EntryReply& r) { fuse_reply_entry(req, &r.entry); },
+                 [&](const AttrReply& r) { fuse_reply_attr(req, &r.attr, r.timeout); },
+                 [&](OpenReply& r) {
+                   r.info.fh = reinterpret_cast<uint64_t>(r.handle.get());
+                   const int sent = r.created ? fuse_reply_create(req, &*r.created, &r.info)
+                                              : fuse_reply_open(req, &r.info);
+                   if (sent == 0) {
+                     r.handle.release();  // the kernel's until RELEASE
+                   } else if (r.interrupted) {
+                     r.interrupted();  // no RELEASE will come for this handle
+                   }
+                 },
+                 [&](const DataReply& r) { fuse_reply_buf(req, r.data.data(), r.data.size()); },
+                 [&](const DataView& r) { fuse_reply_buf(req, r.data.data(), r.data.size()); },
+                 [&](const WriteReply& r) { fuse_reply_write(req, r.count); },
+                 [&](const StatfsReply& r) { fuse_reply_statfs(req, &r.stats); },
+                 [&](const XattrSizeReply& r) { fuse_reply_xattr(req, r.size); },
+                 [&](const LseekReply& r) { fuse_reply_lseek(req, r.offset); },
+                 [&](const ReadlinkReply& r) { fuse_reply_readlink(req, r.target.c_str()); },
+             },
+             reply);
+}
+
+}  // namespace mimicfs

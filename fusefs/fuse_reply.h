@@ -1,0 +1,85 @@
+// Reply: what the adapter answers to one FUSE request. Each callback computes
+// one Reply and serve() sends it with send(): exactly one fuse_reply_* per
+// request by construction, and the per-operation debug log line in one place.
+//
+// Every reply that carries data owns it (or, for DataView, points at memory the
+// callback's thread keeps until send() returns): nothing a reply sends can be
+// freed by another request meanwhile.
+#pragma once
+
+#define FUSE_USE_VERSION 314
+#include <fuse_lowlevel.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "backends/file_system.h"
+
+namespace mimicfs {
+
+// What an open file handle (fi->fh) remembers; the kernel holds it from the
+// open's reply to RELEASE (or RELEASEDIR).
+struct Handle {
+  int flags = 0;
+  std::string contents;                 // control files: what the reader sees, fixed at open
+  std::vector<DirectoryEntry> entries;  // directories: the listing taken at opendir
+};
+
+// fuse_reply_err: 0 for success without data, else a positive errno.
+struct ErrorReply {
+  int error = 0;
+};
+// The kernel expects no answer (forget).
+struct NoReply {};
+struct EntryReply {
+  fuse_entry_param entry{};
+};
+struct AttrReply {
+  struct stat attr {};
+  double timeout = 0;
+};
+// open, opendir and create: the handle is the kernel's once the reply is sent;
+// if the request was interrupted, `interrupted` undoes the open instead.
+struct OpenReply {
+  fuse_file_info info{};
+  std::unique_ptr<Handle> handle;
+  std::function<void()> interrupted;
+  std::optional<fuse_entry_param> created;  // create: the new entry
+};
+struct DataReply {
+  std::string data;  // owned: the bytes sent
+};
+struct DataView {
+  std::span<const char> data;  // valid until send() returns (the thread's buffer)
+};
+struct WriteReply {
+  size_t count = 0;
+};
+struct StatfsReply {
+  struct statvfs stats {};
+};
+struct XattrSizeReply {
+  size_t size = 0;
+};
+struct LseekReply {
+  off_t offset = 0;
+};
+struct ReadlinkReply {
+  std::string target;
+};
+
+using Reply =
+    std::variant<ErrorReply, NoReply, EntryReply, AttrReply, OpenReply, DataReply, DataView,
+                 WriteReply, StatfsReply, XattrSizeReply, LseekReply, ReadlinkReply>;
+
+// Sends `reply` to `req`; logs the operation at debug level as "op ino -> outcome".
+void send(fuse_req_t req, const char* op, uint64_t inode, Reply reply);
+
+}  // namespace mimicfs
