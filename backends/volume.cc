@@ -25,38 +25,13 @@ constexpr uint64_t kMaxInodes = uint64_t{1} << 32;
 
 uint64_t div_up(uint64_t value, uint64_t unit) { return (value + unit - 1) / unit; }
 
-constexpr uint64_t kAllBlocks = std::numeric_limits<uint64_t>::max() / 2;
-
-// One past the file's last mapped block; 0 when it has none.
-uint64_t mapped_end(const ExtentMap& extents) {
-  auto last = extents.nearest_before(kAllBlocks);
-  return last ? last->logical_end() : 0;
-}
-
-uint64_t blocks_in(const std::vector<BlockRange>& runs) {
-  uint64_t total = 0;
-  for (const BlockRange& run : runs) total += run.length;
-  return total;
-}
+constexpr uint64_t kAllBlocks = FileSpace::kAllBlocks;
 
 }  // namespace
 
-// A file's blocks set aside by an inode preallocation window: device blocks
-// [physical, physical+length), for file blocks from `logical` on.
-struct InodeReservation {
-  uint64_t logical = 0;
-  uint64_t physical = 0;
-  uint64_t length = 0;
-};
-
 struct Volume::Inode {
-  Inode(uint64_t number, uint32_t mode, uint64_t group, uint64_t max_extent_blocks,
-        uint64_t max_unwritten_blocks, uint64_t dirty_unit)
-      : number(number),
-        mode(mode),
-        group(group),
-        extents(max_extent_blocks, max_unwritten_blocks),
-        cache(dirty_unit) {}
+  Inode(uint64_t number, uint32_t mode, uint64_t group, DeviceSpace& device, uint64_t dirty_unit)
+      : number(number), mode(mode), group(group), space(device, group), cache(dirty_unit) {}
   const uint64_t number;
   const uint32_t mode;   // type bits never change; permission bits live in `permissions`
   const uint64_t group;  // the allocation group its blocks are placed in
@@ -69,12 +44,7 @@ struct Volume::Inode {
   uint64_t size = 0;
   timespec atime{}, mtime{}, ctime{};
   std::map<std::string, std::string> xattrs;
-  ExtentMap extents;
-  BlockRangeSet delayed;  // written blocks awaiting delayed allocation (each reserved)
-  InodeReservation reservation;
-  PreallocationState preallocation;
-  bool fallocated = false;   // as xfs's PREALLOC flag: blocks past EOF survive close
-  bool eof_trimmed = false;  // as xfs's IDIRTY_RELEASE: trimmed once, kept after
+  FileSpace space;
   uint32_t open_handles = 0;
   FilePageCache cache;
   FileDurability durability;
@@ -110,19 +80,8 @@ Volume::Volume(Profile profile, std::unique_ptr<DataStore> store, const WallCloc
       journaled_namespace_(profile_.namespace_durability == "journal"),
       store_(std::move(store)),
       clock_(clock),
-      placement_(make_placement_policy(profile_.placement)),
-      preallocation_(make_preallocation_policy(profile_)),
-      allocator_(DeviceGeometry{profile_.capacity_bytes / unit_,
-                                profile_.allocation_group_bytes / unit_,
-                                profile_.group_metadata_bytes / unit_}),
-      references_(profile_.copy_on_write
-                      ? std::make_unique<ExtentReferences>(profile_.cow_extent_max_bytes / unit_)
-                      : nullptr) {
-  if (!placement_) {
-    throw std::invalid_argument(
-        fmt::format("unknown allocation placement \"{}\"", profile_.placement));
-  }
-  auto root = std::make_shared<Inode>(kRootInode, S_IFDIR, 0, 0, 0, profile_.dirty_unit);
+      space_(profile_) {
+  auto root = std::make_shared<Inode>(kRootInode, S_IFDIR, 0, space_, profile_.dirty_unit);
   root->permissions = 0755;
   root->atime = root->mtime = root->ctime = clock_.now();
   root->nlink = 2;
@@ -157,10 +116,9 @@ std::shared_ptr<Volume::Inode> Volume::new_inode(uint32_t mode, Owner owner, con
   // As xfs and ext4's Orlov allocator: a new directory goes to the next group,
   // a file to its directory's.
   const uint64_t group =
-      S_ISDIR(mode) ? next_directory_group_++ % allocator_.group_count() : parent.group;
-  auto inode = std::make_shared<Inode>(
-      next_inode_++, mode & S_IFMT, group, profile_.max_extent_bytes / unit_,
-      profile_.max_unwritten_extent_bytes / unit_, profile_.dirty_unit);
+      S_ISDIR(mode) ? next_directory_group_++ % space_.allocator().group_count() : parent.group;
+  auto inode =
+      std::make_shared<Inode>(next_inode_++, mode & S_IFMT, group, space_, profile_.dirty_unit);
   inode->permissions = mode & 07777;
   inode->uid = owner.uid;
   inode->gid = owner.gid;
@@ -179,7 +137,7 @@ Attributes Volume::attributes(const Inode& inode) const {
   a.rdev = inode.rdev;
   a.size = S_ISLNK(inode.mode) ? inode.symlink_target.size() : inode.size;
   // Delayed blocks count, as on ext4 and xfs: they are promised to the file.
-  a.blocks = (inode.extents.mapped_blocks() + inode.delayed.blocks()) * unit_ / 512;
+  a.blocks = inode.space.blocks() * unit_ / 512;
   a.block_size = static_cast<uint32_t>(profile_.statfs_block_size);
   a.atime = inode.atime;
   a.mtime = inode.mtime;
@@ -222,7 +180,7 @@ void Volume::drop_link_locked(const std::shared_ptr<Inode>& child, Work& work) {
     if (remaining == 0 && child->is_regular()) {
       // Charged whether the blocks go now or at the last close: seed 004's cost
       // of freeing a punched file's extents is the unlink's.
-      work.extents_freed += child->extents.extent_count();
+      work.extents_freed += child->space.extents().extent_count();
       // As Linux's final iput: the last link of a file nobody has open frees
       // its blocks now; the kernel's cached reference only keeps the inode number.
       if (child->open_handles == 0) release_storage(*child);
@@ -235,10 +193,7 @@ void Volume::release_storage(Inode& inode) {
   dirty_bytes_.fetch_sub(inode.cache.dirty_bytes(), std::memory_order_relaxed);
   inode.cache.clear();
   inode.durability.synced(0);
-  allocator_.unreserve(inode.delayed.blocks());
-  inode.delayed.clear();
-  discard_reservation(inode);
-  free_blocks(inode.extents.unmap(0, kAllBlocks));
+  inode.space.release();
   if (inode.data) inode.data->zero(0, inode.size);
   inode.size = 0;
 }
@@ -567,9 +522,9 @@ Result<void> Volume::flush(uint64_t inode, bool writer, Work& work) {
   // FUSE's RELEASE may arrive after close(2) has returned; the last close is
   // known here, so a stat right after close sees the file as the backend leaves it.
   if (node->open_handles <= 1) {
-    last_close(*node, work);
+    node->space.close(node->size, work);
   } else {
-    flush_delayed(*node, 0, kAllBlocks, work);
+    node->space.flush_delayed(0, kAllBlocks, node->size, work);
   }
   return {};
 }
@@ -580,22 +535,10 @@ void Volume::release(uint64_t inode, Work& work) {
     if (node->open_handles > 0) --node->open_handles;
     if (node->open_handles == 0) {
       work.file = node->number;
-      last_close(*node, work);
+      node->space.close(node->size, work);
       // Unlinked while open: nlink changes under this lock too (drop_link_locked).
       if (node->nlink.load() == 0) release_storage(*node);
     }
-  }
-}
-
-void Volume::last_close(Inode& node, Work& work) {
-  flush_delayed(node, 0, kAllBlocks, work);
-  discard_reservation(node);
-  if (preallocation_ && preallocation_->kind() == PreallocationKind::kBeyondEndOfFile &&
-      !node.fallocated && !node.eof_trimmed) {
-    const uint64_t keep = div_up(node.size, unit_);
-    const auto trimmed = node.extents.unmap(keep, kAllBlocks - keep);
-    if (!trimmed.empty()) node.eof_trimmed = true;
-    free_blocks(trimmed);
   }
 }
 
@@ -628,172 +571,19 @@ Result<size_t> Volume::read(uint64_t inode, uint64_t offset, std::span<std::byte
   return length;
 }
 
-void Volume::free_blocks(const std::vector<BlockRange>& runs) {
-  for (const BlockRange& run : runs) {
-    if (!references_) {
-      allocator_.release(run);
-      continue;
-    }
-    for (const BlockRange& whole : references_->drop(run)) allocator_.release(whole);
-  }
-}
-
-void Volume::discard_reservation(Inode& node) {
-  InodeReservation& r = node.reservation;
-  if (r.length > 0) free_blocks({BlockRange{r.physical, r.length}});
-  r = {};
-}
-
-void Volume::allocate_range(Inode& node, uint64_t logical, uint64_t count, bool unwritten,
-                            bool preallocate, Work& work) {
-  // Seed 000's "unsparsing": blocks allocated into a hole with allocated blocks
-  // on both sides cost the device more than blocks appended after the last.
-  if (node.extents.nearest_before(logical) && logical < mapped_end(node.extents)) {
-    ++work.device_writes.gap_fills;
-  }
-  // A stream continues from the file's own reservation; one elsewhere ends it.
-  InodeReservation& r = node.reservation;
-  if (r.length > 0 && r.logical == logical) {
-    const uint64_t take = std::min(count, r.length);
-    node.extents.map(logical, r.physical, take, unwritten);
-    allocator_.unreserve(take);  // these blocks were allocated with the window
-    r.logical += take;
-    r.physical += take;
-    r.length -= take;
-    logical += take;
-    count -= take;
-    if (count == 0) return;
-  }
-  discard_reservation(node);
-
-  uint64_t extra = 0;
-  if (preallocate && preallocation_) {
-    const AllocationRequest request{logical, count, mapped_end(node.extents),
-                                    div_up(node.size, unit_)};
-    extra = preallocation_->extra_blocks(request, node.preallocation);
-    // Never over blocks the file has, or is about to get from its delayed set.
-    const uint64_t end = logical + count;
-    if (auto next = node.extents.first_at_or_after(end)) {
-      extra = std::min(extra, next->logical - end);
-    }
-    if (auto pending = node.delayed.at_or_after(end)) {
-      extra = std::min(extra, pending->start > end ? pending->start - end : 0);
-    }
-  }
-  const uint64_t goal = placement_->goal(node.extents, logical, node.group, allocator_);
-  auto runs = allocator_.allocate(goal, count + extra, count);
-  if (!runs) {  // no room for the extra: exactly what was reserved
-    extra = 0;
-    runs = allocator_.allocate(goal, count, count);
-  }
-  if (!runs) throw std::logic_error("Volume::allocate_range: reserved blocks are gone");
-  if (references_) {
-    for (const BlockRange& run : *runs) references_->add(run);
-  }
-
-  const bool beyond_eof =
-      preallocation_ && preallocation_->kind() == PreallocationKind::kBeyondEndOfFile;
-  uint64_t position = logical;
-  uint64_t needed = count;
-  for (const BlockRange& run : *runs) {
-    const uint64_t used = std::min(run.length, needed);
-    node.extents.map(position, run.start, used, unwritten);
-    position += used;
-    needed -= used;
-    const BlockRange rest{run.start + used, run.length - used};
-    if (rest.length == 0) continue;
-    if (beyond_eof) {
-      // Mapped past EOF as ordinary blocks: later writes land in them in place.
-      node.extents.map(position, rest.start, rest.length, /*unwritten=*/false);
-    } else if (r.length == 0 && position == logical + count) {
-      r = InodeReservation{position, rest.start, rest.length};
-    } else {
-      free_blocks({rest});  // a window split by used space keeps only its first part
-    }
-    position += rest.length;
-  }
-}
-
-Result<void> Volume::allocate_holes(Inode& node, uint64_t first, uint64_t count, bool unwritten,
-                                    Work& work) {
-  std::vector<BlockRange> needed;
-  for (const BlockRange& hole : node.extents.holes(first, count)) {
-    for (const BlockRange& gap : node.delayed.gaps(hole.start, hole.length)) needed.push_back(gap);
-  }
-  if (auto reserved = allocator_.reserve(blocks_in(needed)); !reserved) return reserved;
-  // As ext4_alloc_file_blocks: one allocation per longest unwritten record, so
-  // files fallocated at the same time interleave in such pieces.
-  const uint64_t piece = unwritten && profile_.max_unwritten_extent_bytes != 0
-                             ? profile_.max_unwritten_extent_bytes / unit_
-                             : kAllBlocks;
-  for (const BlockRange& range : needed) {
-    for (uint64_t done = 0; done < range.length;) {
-      const uint64_t length = std::min(piece, range.length - done);
-      allocate_range(node, range.start + done, length, unwritten, /*preallocate=*/false, work);
-      done += length;
-    }
-  }
-  return {};
-}
-
-void Volume::flush_delayed(Inode& node, uint64_t first, uint64_t count, Work& work) {
-  if (node.delayed.empty()) return;
-  // A copy: allocate_range reads the set.
-  for (const BlockRange& range : node.delayed.overlapping(first, count)) {
-    const uint64_t start = std::max(range.start, first);
-    const uint64_t end = std::min(range.start + range.length, first + count);
-    node.delayed.remove(start, end - start);
-    allocate_range(node, start, end - start, /*unwritten=*/false, /*preallocate=*/true, work);
-  }
-}
-
 Result<size_t> Volume::write_locked(Inode& node, uint64_t offset, std::span<const std::byte> data,
                                     Work& work) {
   if (data.empty()) return size_t{0};
   if (offset > kMaxFileSize || data.size() > kMaxFileSize - offset) return fail(EFBIG);
   const uint64_t end = offset + data.size();
   const uint64_t first = offset / unit_;
-  const uint64_t count = div_up(end, unit_) - first;
-
-  // The blocks this write needs: holes not already awaiting allocation and, on
-  // a copy-on-write profile, written blocks it overwrites (they move).
-  std::vector<BlockRange> holes;
-  for (const BlockRange& hole : node.extents.holes(first, count)) {
-    for (const BlockRange& gap : node.delayed.gaps(hole.start, hole.length)) {
-      holes.push_back(gap);
-    }
+  const uint64_t size = std::max(node.size, end);
+  if (auto r = node.space.write(first, div_up(end, unit_) - first, size, work); !r) {
+    return std::unexpected(r.error());
   }
-  std::vector<Extent> overwritten;
-  if (references_) {
-    for (const Extent& e : node.extents.find(first, count)) {
-      if (!e.unwritten) overwritten.push_back(e);  // btrfs writes prealloc extents in place
-    }
-  }
-  uint64_t needed = blocks_in(holes);
-  for (const Extent& e : overwritten) needed += e.length;
-  if (auto reserved = allocator_.reserve(needed); !reserved)
-    return std::unexpected(reserved.error());
-
-  node.size = std::max(node.size, end);
-  for (const Extent& e : overwritten) {
-    free_blocks(node.extents.unmap(e.logical, e.length));
-    allocate_range(node, e.logical, e.length, /*unwritten=*/false, /*preallocate=*/false, work);
-  }
-  for (const BlockRange& hole : holes) {
-    if (profile_.delayed_allocation) {
-      node.delayed.add(hole.start, hole.length);
-    } else {
-      allocate_range(node, hole.start, hole.length, /*unwritten=*/false, /*preallocate=*/true,
-                     work);
-    }
-  }
-  node.extents.mark_written(first, count);
+  node.size = size;
   node.data->write(offset, data);
   node.mtime = node.ctime = clock_.now();
-  // Background writeback of a file with much delayed data.
-  if (profile_.writeback_bytes > 0 && node.delayed.blocks() * unit_ >= profile_.writeback_bytes) {
-    flush_delayed(node, 0, kAllBlocks, work);
-  }
   return data.size();
 }
 
@@ -824,7 +614,8 @@ Result<size_t> Volume::write(uint64_t inode, uint64_t offset, std::span<const st
     if (direct) {
       dirty_bytes_.fetch_sub(node->cache.written_through(offset, data.size()),
                              std::memory_order_relaxed);
-      flush_delayed(*node, 0, kAllBlocks, work);  // direct I/O allocates at once, never delayed
+      // Direct I/O allocates at once, never delayed.
+      node->space.flush_delayed(0, kAllBlocks, node->size, work);
       work.device_writes += device_work(*node, offset, data.size());
     } else {
       ++work.cache_copies;
@@ -859,12 +650,8 @@ void Volume::truncate_locked(Inode& node, uint64_t size) {
   if (size <= node.size) {
     dirty_bytes_.fetch_sub(node.cache.drop(size, kMaxFileSize - size), std::memory_order_relaxed);
     const uint64_t keep_blocks = div_up(size, unit_);
-    allocator_.unreserve(node.delayed.remove(keep_blocks, kAllBlocks - keep_blocks));
-    discard_reservation(node);
-    free_blocks(node.extents.unmap(keep_blocks, kAllBlocks - keep_blocks));
+    node.space.truncate(keep_blocks, size == 0);
     if (size < node.size) node.data->zero(size, node.size - size);
-    if (size == 0) node.preallocation = {};
-    node.eof_trimmed = false;  // as xfs: a truncated file is trimmed on close again
   }
   node.size = size;
 }
@@ -876,11 +663,7 @@ void Volume::punch_locked(Inode& node, uint64_t offset, uint64_t length) {
   dirty_bytes_.fetch_sub(node.cache.drop(offset, length), std::memory_order_relaxed);
   const uint64_t first_whole = div_up(offset, unit_);
   const uint64_t end_whole = end / unit_;
-  if (first_whole < end_whole) {
-    allocator_.unreserve(node.delayed.remove(first_whole, end_whole - first_whole));
-    free_blocks(node.extents.unmap(first_whole, end_whole - first_whole));
-  }
-  discard_reservation(node);  // as ext4: a punch ends the file's preallocation
+  node.space.punch(first_whole, first_whole < end_whole ? end_whole - first_whole : 0);
   if (offset < node.size) node.data->zero(offset, std::min(end, node.size) - offset);
 }
 
@@ -912,8 +695,7 @@ Result<void> Volume::do_fallocate(Inode& node, int mode, uint64_t offset, uint64
     case FallocateMode::kAllocate:
     case FallocateMode::kKeepSize:
       prepare_change(node, offset, length);  // synced holes it fills come back at a crash
-      if (auto r = allocate_holes(node, first, count, /*unwritten=*/true, work); !r) return r;
-      node.fallocated = true;
+      if (auto r = node.space.allocate(first, count, node.size, work); !r) return r;
       break;
     case FallocateMode::kPunchHole:
       punch_locked(node, offset, length);
@@ -921,18 +703,9 @@ Result<void> Volume::do_fallocate(Inode& node, int mode, uint64_t offset, uint64
     case FallocateMode::kZeroRange: {
       // As ext4: whole blocks become unwritten extents, partial ones are zeroed in
       // place. Every block of the range is reserved first, so ENOSPC changes nothing.
-      if (auto r = allocator_.reserve(count); !r) return r;
+      if (auto r = node.space.reserve(count); !r) return r;
       punch_locked(node, offset, length);
-      uint64_t used = 0;
-      for (const BlockRange& hole : node.extents.holes(first, count)) {
-        for (const BlockRange& gap : node.delayed.gaps(hole.start, hole.length)) {
-          allocate_range(node, gap.start, gap.length, /*unwritten=*/true, /*preallocate=*/false,
-                         work);
-          used += gap.length;
-        }
-      }
-      allocator_.unreserve(count - used);
-      node.fallocated = true;
+      node.space.allocate_reserved(first, count, node.size, work);
       break;
     }
   }
@@ -991,27 +764,18 @@ Result<uint64_t> Volume::seek(uint64_t inode, uint64_t offset, int whence, Work&
   const uint64_t block = offset / unit_;
   // Delayed blocks are data: they hold written bytes not yet given device blocks.
   if (whence == SEEK_DATA) {
-    std::optional<uint64_t> data_block = node->extents.next_data(block);
-    if (auto pending = node->delayed.at_or_after(block)) {
-      const uint64_t pending_block = std::max(block, pending->start);
-      if (!data_block || pending_block < *data_block) data_block = pending_block;
-    }
+    const std::optional<uint64_t> data_block = node->space.next_data(block);
     if (!data_block) return fail(ENXIO);
     const uint64_t position = std::max(offset, *data_block * unit_);
     if (position >= node->size) return fail(ENXIO);
     return position;
   }
-  uint64_t hole = node->extents.next_hole(block);
-  while (auto pending = node->delayed.at_or_after(hole)) {
-    if (pending->start > hole) break;
-    hole = node->extents.next_hole(pending->start + pending->length);
-  }
-  const uint64_t position = std::max(offset, hole * unit_);
+  const uint64_t position = std::max(offset, node->space.next_hole(block) * unit_);
   return std::min(position, node->size);  // EOF is a hole
 }
 
 Result<FilesystemStats> Volume::statfs(Work&) {
-  const FreeSpaceSummary space = allocator_.summary();
+  const FreeSpaceSummary space = space_.allocator().summary();
   FilesystemStats s;
   s.block_size = profile_.statfs_block_size;
   s.fragment_size = profile_.statfs_fragment_size;
@@ -1101,10 +865,7 @@ void Volume::prepare_change(Inode& node, uint64_t offset, uint64_t length) {
         // restored as a hole, so a crash gives back the allocation too.
         const uint64_t first = from / unit_;
         const uint64_t blocks = div_up(from + count, unit_) - first;
-        bool has_data = false;
-        for (const Extent& e : node.extents.find(first, blocks)) has_data |= !e.unwritten;
-        has_data = has_data || !node.delayed.overlapping(first, blocks).empty();
-        if (!has_data) return std::nullopt;
+        if (!node.space.has_data(first, blocks)) return std::nullopt;
         std::string bytes(count, '\0');
         node.data->read(from, std::as_writable_bytes(std::span(bytes.data(), count)));
         return bytes;
@@ -1117,7 +878,8 @@ DeviceWork Volume::device_work(const Inode& node, uint64_t offset, uint64_t leng
   work.requests = device_requests(length, profile_.max_request_bytes);
   work.bytes = length;
   const uint64_t first = offset / unit_;
-  const uint64_t extents = node.extents.find(first, div_up(offset + length, unit_) - first).size();
+  const uint64_t extents =
+      node.space.extents().find(first, div_up(offset + length, unit_) - first).size();
   if (extents > 1) work.extra_extents = extents - 1;
   return work;
 }
@@ -1126,7 +888,7 @@ void Volume::writeback_locked(Inode& node, uint64_t offset, uint64_t length, Wor
   const uint64_t first = offset / unit_;
   const uint64_t end =
       length >= kMaxFileSize - offset ? kAllBlocks : div_up(offset + length, unit_);
-  flush_delayed(node, first, end - first, work);
+  node.space.flush_delayed(first, end - first, node.size, work);
   for (const BlockRange& range : node.cache.take_dirty(offset, length)) {
     dirty_bytes_.fetch_sub(range.length, std::memory_order_relaxed);
     work.device_writes += device_work(node, range.start, range.length);
@@ -1178,11 +940,7 @@ void Volume::restore_durable_locked(Inode& node, Work& work) {
   }
   // The synced data was on the device: restored pages get their blocks now,
   // not at the next writeback, and no preallocation beyond them.
-  const auto delayed = node.delayed.ranges();  // a copy: allocate_range reads the set
-  for (const auto& [start, length] : delayed) {
-    node.delayed.remove(start, length);
-    allocate_range(node, start, length, /*unwritten=*/false, /*preallocate=*/false, work);
-  }
+  node.space.allocate_delayed_exactly(work);
   dirty_bytes_.fetch_sub(node.cache.dirty_bytes(), std::memory_order_relaxed);
   node.cache.clear();
   node.durability.synced(node.size);
@@ -1237,33 +995,12 @@ CrashReport Volume::crash(Work& work) {
 // Statistics
 
 FileStats Volume::file_stats_locked(const Inode& node) const {
-  const ExtentSummary summary = node.extents.summarize();
-  const uint64_t size_blocks = div_up(node.size, unit_);
   FileStats f;
   f.inode = node.number;
   f.size = node.size;
-  f.allocated_bytes = summary.mapped_blocks * unit_;
-  f.extents = summary.extents;
-  f.fragments = summary.fragments;
-  f.unwritten_extents = summary.unwritten_extents;
-  if (node.delayed.empty()) {
-    f.holes = node.extents.count_holes(size_blocks);
-  } else {
-    for (const BlockRange& hole : node.extents.holes(0, size_blocks)) {
-      f.holes += node.delayed.gaps(hole.start, hole.length).size();
-    }
-  }
-  f.delayed_bytes = node.delayed.blocks() * unit_;
-  uint64_t mapped_past_eof = 0;
-  for (const Extent& e : node.extents.find(size_blocks, kAllBlocks - size_blocks)) {
-    mapped_past_eof += e.length;
-  }
-  f.preallocated_bytes = (mapped_past_eof + node.reservation.length) * unit_;
+  node.space.describe(div_up(node.size, unit_), f);
   f.dirty_bytes = node.cache.dirty_bytes();
   f.unsynced_bytes = node.durability.unsynced_bytes();
-  for (const auto& [blocks, count] : summary.length_histogram) {
-    f.extent_size_histogram[blocks * unit_] = count;
-  }
   return f;
 }
 
@@ -1278,23 +1015,10 @@ Result<std::vector<Extent>> Volume::file_extents(uint64_t inode) {
   auto node = find(inode);
   if (!node) return fail(ENOENT);
   std::lock_guard lock(node->mutex);
-  return node->extents.all();
+  return node->space.extents().all();
 }
 
-DeviceStats Volume::device_stats() const {
-  const FreeSpaceSummary space = allocator_.summary();
-  DeviceStats d;
-  d.allocation_unit = unit_;
-  d.capacity_bytes = profile_.capacity_bytes;
-  d.allocated_bytes = (space.total_blocks - space.free_blocks) * unit_;
-  d.metadata_bytes = space.metadata_blocks * unit_;
-  d.unreferenced_bytes = references_ ? references_->unreferenced_blocks() * unit_ : 0;
-  d.reserved_bytes = space.reserved_blocks * unit_;
-  d.free_bytes = space.free_blocks * unit_;
-  d.free_extents = space.free_extents;
-  d.largest_free_extent_bytes = space.largest_free_extent * unit_;
-  return d;
-}
+DeviceStats Volume::device_stats() const { return space_.stats(profile_.capacity_bytes); }
 
 void Volume::for_each_file(const std::function<void(const std::string&, const Inode&)>& visit) {
   // Paths of regular files, depth first; a file with several links is visited
@@ -1335,7 +1059,7 @@ DeviceLayout Volume::layout() {
   l.allocation_group_bytes = profile_.allocation_group_bytes;
   l.group_metadata_bytes = profile_.group_metadata_bytes;
   for_each_file([&](const std::string& path, const Inode& node) {
-    l.files.emplace(path, FileLayout{node.number, node.size, node.extents.all()});
+    l.files.emplace(path, FileLayout{node.number, node.size, node.space.extents().all()});
   });
   return l;
 }

@@ -37,17 +37,14 @@
 #include <unordered_map>
 #include <vector>
 
-#include "backends/allocator.h"
-#include "backends/block_range_set.h"
 #include "backends/data_store.h"
+#include "backends/device_space.h"
 #include "backends/durability.h"
 #include "backends/extent_map.h"
-#include "backends/extent_references.h"
+#include "backends/file_space.h"
 #include "backends/file_system.h"
 #include "backends/layout.h"
 #include "backends/page_cache.h"
-#include "backends/placement_policy.h"
-#include "backends/preallocation_policy.h"
 #include "backends/profile.h"
 #include "backends/result.h"
 #include "backends/wall_clock.h"
@@ -177,24 +174,6 @@ class Volume final : public FileSystem {
   // any. Requires namespace_mutex_.
   bool commit_namespace_locked();
   void restore_durable_locked(Inode& inode, Work& work);  // requires inode.mutex
-  // Maps every hole among blocks [first, first+count) that is not awaiting delayed
-  // allocation to newly allocated blocks, all or nothing (ENOSPC). Requires inode.mutex.
-  Result<void> allocate_holes(Inode& inode, uint64_t first, uint64_t count, bool unwritten,
-                              Work& work);
-  // Maps blocks [logical, logical+count) of a file, which must be unmapped, from its
-  // reservation or new blocks; the caller has reserved `count` blocks. With
-  // `preallocate`, the PreallocationPolicy may add blocks. An allocation into a
-  // hole between allocated blocks is a gap fill in `work`. Requires inode.mutex.
-  void allocate_range(Inode& inode, uint64_t logical, uint64_t count, bool unwritten,
-                      bool preallocate, Work& work);
-  // Gives blocks a file no longer uses back (through ExtentReferences on a
-  // copy-on-write profile). Requires inode.mutex.
-  void free_blocks(const std::vector<BlockRange>& runs);
-  // Allocates the file's delayed blocks among [first, first+count). Requires inode.mutex.
-  void flush_delayed(Inode& inode, uint64_t first, uint64_t count, Work& work);
-  void discard_reservation(Inode& inode);  // requires inode.mutex
-  // What closing the file's last handle does. Requires inode.mutex.
-  void last_close(Inode& inode, Work& work);
   // Frees whole blocks inside [offset, offset+length) and zeroes the bytes of the
   // rest. Requires inode.mutex.
   void punch_locked(Inode& inode, uint64_t offset, uint64_t length);
@@ -210,11 +189,8 @@ class Volume final : public FileSystem {
   const bool journaled_namespace_;  // namespace changes wait for a commit (else synchronous)
   const std::unique_ptr<DataStore> store_;
   const WallClock& clock_;
-  const std::unique_ptr<PlacementPolicy> placement_;
-  const std::unique_ptr<PreallocationPolicy> preallocation_;  // null: none
-  Allocator allocator_;
-  const std::unique_ptr<ExtentReferences> references_;  // copy-on-write profiles only
-  std::atomic<uint64_t> dirty_bytes_{0};                // in every file's page cache
+  DeviceSpace space_;
+  std::atomic<uint64_t> dirty_bytes_{0};  // in every file's page cache
 
   std::mutex namespace_mutex_;
   std::unordered_map<uint64_t, std::shared_ptr<Inode>> inodes_;  // guarded by namespace_mutex_

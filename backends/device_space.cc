@@ -1,0 +1,63 @@
+#include "backends/device_space.h"
+
+#include <fmt/format.h>
+
+#include <limits>
+#include <stdexcept>
+
+namespace mimicfs {
+
+DeviceSpace::DeviceSpace(const Profile& profile)
+    : unit_(profile.allocation_unit),
+      max_extent_blocks_(profile.max_extent_bytes / unit_),
+      max_unwritten_blocks_(profile.max_unwritten_extent_bytes / unit_),
+      unwritten_piece_blocks_(profile.max_unwritten_extent_bytes != 0
+                                  ? profile.max_unwritten_extent_bytes / unit_
+                                  : std::numeric_limits<uint64_t>::max() / 2),
+      delayed_allocation_(profile.delayed_allocation),
+      writeback_blocks_((profile.writeback_bytes + unit_ - 1) / unit_),
+      placement_(make_placement_policy(profile.placement)),
+      preallocation_(make_preallocation_policy(profile)),
+      allocator_(DeviceGeometry{profile.capacity_bytes / unit_,
+                                profile.allocation_group_bytes / unit_,
+                                profile.group_metadata_bytes / unit_}),
+      references_(profile.copy_on_write
+                      ? std::make_unique<ExtentReferences>(profile.cow_extent_max_bytes / unit_)
+                      : nullptr) {
+  if (!placement_) {
+    throw std::invalid_argument(
+        fmt::format("unknown allocation placement \"{}\"", profile.placement));
+  }
+}
+
+void DeviceSpace::referenced(const std::vector<BlockRange>& runs) {
+  if (!references_) return;
+  for (const BlockRange& run : runs) references_->add(run);
+}
+
+void DeviceSpace::free(const std::vector<BlockRange>& runs) {
+  for (const BlockRange& run : runs) {
+    if (!references_) {
+      allocator_.release(run);
+      continue;
+    }
+    for (const BlockRange& whole : references_->drop(run)) allocator_.release(whole);
+  }
+}
+
+DeviceStats DeviceSpace::stats(uint64_t capacity_bytes) const {
+  const FreeSpaceSummary space = allocator_.summary();
+  DeviceStats d;
+  d.allocation_unit = unit_;
+  d.capacity_bytes = capacity_bytes;
+  d.allocated_bytes = (space.total_blocks - space.free_blocks) * unit_;
+  d.metadata_bytes = space.metadata_blocks * unit_;
+  d.unreferenced_bytes = references_ ? references_->unreferenced_blocks() * unit_ : 0;
+  d.reserved_bytes = space.reserved_blocks * unit_;
+  d.free_bytes = space.free_blocks * unit_;
+  d.free_extents = space.free_extents;
+  d.largest_free_extent_bytes = space.largest_free_extent * unit_;
+  return d;
+}
+
+}  // namespace mimicfs

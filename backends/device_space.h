@@ -1,0 +1,66 @@
+// DeviceSpace: the emulated device's blocks and the policies that hand them
+// out, shared by every file of a volume: the Allocator (free space, groups,
+// reservations), the PlacementPolicy (where a file's next blocks go), the
+// PreallocationPolicy (how many extra a growing file gets) and, on a
+// copy-on-write profile, ExtentReferences (when freed blocks really are free).
+// Each is chosen by profile keys when the volume is made.
+//
+// Thread-safety: the Allocator and ExtentReferences lock themselves (leaf
+// locks, in the order ExtentReferences -> Allocator); the policies are
+// immutable. A file's own state is its FileSpace's, under the inode's mutex.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "backends/allocator.h"
+#include "backends/extent_references.h"
+#include "backends/placement_policy.h"
+#include "backends/preallocation_policy.h"
+#include "backends/profile.h"
+#include "backends/stats.h"
+
+namespace mimicfs {
+
+class DeviceSpace {
+ public:
+  // Throws std::invalid_argument for a placement the profile names but no policy has.
+  explicit DeviceSpace(const Profile& profile);
+
+  uint64_t unit() const { return unit_; }  // the allocation unit, in bytes
+  Allocator& allocator() { return allocator_; }
+  const PlacementPolicy& placement() const { return *placement_; }
+  const PreallocationPolicy* preallocation() const { return preallocation_.get(); }
+  bool copy_on_write() const { return references_ != nullptr; }
+  // Adds newly allocated runs to the copy-on-write references (no-op elsewhere).
+  void referenced(const std::vector<BlockRange>& runs);
+  // Gives blocks a file no longer maps back: at once, or on a copy-on-write
+  // profile when no part of their data extent is referenced any more.
+  void free(const std::vector<BlockRange>& runs);
+
+  // Limits of one file's extent records, in blocks (0: none).
+  uint64_t max_extent_blocks() const { return max_extent_blocks_; }
+  uint64_t max_unwritten_blocks() const { return max_unwritten_blocks_; }
+  // fallocate allocates in pieces of this many blocks (as ext4_alloc_file_blocks).
+  uint64_t unwritten_piece_blocks() const { return unwritten_piece_blocks_; }
+  // A write's blocks wait for writeback (delayed allocation) instead of being allocated.
+  bool delayed_allocation() const { return delayed_allocation_; }
+  // A file's delayed blocks that start its writeback; 0: never.
+  uint64_t writeback_blocks() const { return writeback_blocks_; }
+
+  DeviceStats stats(uint64_t capacity_bytes) const;
+
+ private:
+  const uint64_t unit_;
+  const uint64_t max_extent_blocks_;
+  const uint64_t max_unwritten_blocks_;
+  const uint64_t unwritten_piece_blocks_;
+  const bool delayed_allocation_;
+  const uint64_t writeback_blocks_;
+  const std::unique_ptr<PlacementPolicy> placement_;
+  const std::unique_ptr<PreallocationPolicy> preallocation_;  // null: none
+  Allocator allocator_;
+  const std::unique_ptr<ExtentReferences> references_;  // copy-on-write profiles only
+};
+
+}  // namespace mimicfs

@@ -1,0 +1,284 @@
+#include "backends/file_space.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace mimicfs {
+namespace {
+
+uint64_t div_up(uint64_t value, uint64_t unit) { return (value + unit - 1) / unit; }
+
+// One past the file's last mapped block; 0 when it has none.
+uint64_t mapped_end(const ExtentMap& extents) {
+  auto last = extents.nearest_before(FileSpace::kAllBlocks);
+  return last ? last->logical_end() : 0;
+}
+
+uint64_t blocks_in(const std::vector<BlockRange>& runs) {
+  uint64_t total = 0;
+  for (const BlockRange& run : runs) total += run.length;
+  return total;
+}
+
+}  // namespace
+
+FileSpace::FileSpace(DeviceSpace& device, uint64_t group)
+    : device_(device),
+      group_(group),
+      extents_(device.max_extent_blocks(), device.max_unwritten_blocks()) {}
+
+bool FileSpace::has_data(uint64_t first, uint64_t count) const {
+  for (const Extent& e : extents_.find(first, count)) {
+    if (!e.unwritten) return true;
+  }
+  return !delayed_.overlapping(first, count).empty();
+}
+
+std::optional<uint64_t> FileSpace::next_data(uint64_t block) const {
+  std::optional<uint64_t> data = extents_.next_data(block);
+  if (auto pending = delayed_.at_or_after(block)) {
+    const uint64_t pending_block = std::max(block, pending->start);
+    if (!data || pending_block < *data) data = pending_block;
+  }
+  return data;
+}
+
+uint64_t FileSpace::next_hole(uint64_t block) const {
+  uint64_t hole = extents_.next_hole(block);
+  while (auto pending = delayed_.at_or_after(hole)) {
+    if (pending->start > hole) break;
+    hole = extents_.next_hole(pending->start + pending->length);
+  }
+  return hole;
+}
+
+void FileSpace::describe(uint64_t size_blocks, FileStats& f) const {
+  const uint64_t unit = device_.unit();
+  const ExtentSummary summary = extents_.summarize();
+  f.allocated_bytes = summary.mapped_blocks * unit;
+  f.extents = summary.extents;
+  f.fragments = summary.fragments;
+  f.unwritten_extents = summary.unwritten_extents;
+  if (delayed_.empty()) {
+    f.holes = extents_.count_holes(size_blocks);
+  } else {
+    f.holes = 0;
+    for (const BlockRange& hole : extents_.holes(0, size_blocks)) {
+      f.holes += delayed_.gaps(hole.start, hole.length).size();
+    }
+  }
+  f.delayed_bytes = delayed_.blocks() * unit;
+  uint64_t mapped_past_eof = 0;
+  for (const Extent& e : extents_.find(size_blocks, kAllBlocks - size_blocks)) {
+    mapped_past_eof += e.length;
+  }
+  f.preallocated_bytes = (mapped_past_eof + reservation_.length) * unit;
+  for (const auto& [blocks, count] : summary.length_histogram) {
+    f.extent_size_histogram[blocks * unit] = count;
+  }
+}
+
+std::vector<BlockRange> FileSpace::unpromised_holes(uint64_t first, uint64_t count) const {
+  std::vector<BlockRange> holes;
+  for (const BlockRange& hole : extents_.holes(first, count)) {
+    for (const BlockRange& gap : delayed_.gaps(hole.start, hole.length)) holes.push_back(gap);
+  }
+  return holes;
+}
+
+Result<void> FileSpace::write(uint64_t first, uint64_t count, uint64_t size, Work& work) {
+  // The blocks this write needs: holes not already awaiting allocation and, on
+  // a copy-on-write profile, written blocks it overwrites (they move).
+  const std::vector<BlockRange> holes = unpromised_holes(first, count);
+  std::vector<Extent> overwritten;
+  if (device_.copy_on_write()) {
+    for (const Extent& e : extents_.find(first, count)) {
+      if (!e.unwritten) overwritten.push_back(e);  // btrfs writes prealloc extents in place
+    }
+  }
+  uint64_t needed = blocks_in(holes);
+  for (const Extent& e : overwritten) needed += e.length;
+  if (auto reserved = device_.allocator().reserve(needed); !reserved) return reserved;
+
+  for (const Extent& e : overwritten) {
+    device_.free(extents_.unmap(e.logical, e.length));
+    allocate_range(e.logical, e.length, /*unwritten=*/false, /*preallocate=*/false, size, work);
+  }
+  for (const BlockRange& hole : holes) {
+    if (device_.delayed_allocation()) {
+      delayed_.add(hole.start, hole.length);
+    } else {
+      allocate_range(hole.start, hole.length, /*unwritten=*/false, /*preallocate=*/true, size,
+                     work);
+    }
+  }
+  extents_.mark_written(first, count);
+  // Background writeback of a file with much delayed data.
+  if (device_.writeback_blocks() > 0 && delayed_.blocks() >= device_.writeback_blocks()) {
+    flush_delayed(0, kAllBlocks, size, work);
+  }
+  return {};
+}
+
+Result<void> FileSpace::allocate(uint64_t first, uint64_t count, uint64_t size, Work& work) {
+  const std::vector<BlockRange> needed = unpromised_holes(first, count);
+  if (auto reserved = device_.allocator().reserve(blocks_in(needed)); !reserved) return reserved;
+  // As ext4_alloc_file_blocks: one allocation per longest unwritten record, so
+  // files fallocated at the same time interleave in such pieces.
+  const uint64_t piece = device_.unwritten_piece_blocks();
+  for (const BlockRange& range : needed) {
+    for (uint64_t done = 0; done < range.length;) {
+      const uint64_t length = std::min(piece, range.length - done);
+      allocate_range(range.start + done, length, /*unwritten=*/true, /*preallocate=*/false, size,
+                     work);
+      done += length;
+    }
+  }
+  fallocated_ = true;
+  return {};
+}
+
+Result<void> FileSpace::reserve(uint64_t count) { return device_.allocator().reserve(count); }
+
+void FileSpace::allocate_reserved(uint64_t first, uint64_t count, uint64_t size, Work& work) {
+  uint64_t used = 0;
+  for (const BlockRange& hole : unpromised_holes(first, count)) {
+    allocate_range(hole.start, hole.length, /*unwritten=*/true, /*preallocate=*/false, size, work);
+    used += hole.length;
+  }
+  device_.allocator().unreserve(count - used);
+  fallocated_ = true;
+}
+
+void FileSpace::flush_delayed(uint64_t first, uint64_t count, uint64_t size, Work& work) {
+  if (delayed_.empty()) return;
+  // A copy: allocate_range reads the set.
+  for (const BlockRange& range : delayed_.overlapping(first, count)) {
+    const uint64_t start = std::max(range.start, first);
+    const uint64_t end = std::min(range.start + range.length, first + count);
+    delayed_.remove(start, end - start);
+    allocate_range(start, end - start, /*unwritten=*/false, /*preallocate=*/true, size, work);
+  }
+}
+
+void FileSpace::allocate_delayed_exactly(Work& work) {
+  const auto delayed = delayed_.ranges();  // a copy: allocate_range reads the set
+  for (const auto& [start, length] : delayed) {
+    delayed_.remove(start, length);
+    allocate_range(start, length, /*unwritten=*/false, /*preallocate=*/false, 0, work);
+  }
+}
+
+void FileSpace::punch(uint64_t first, uint64_t count) {
+  if (count > 0) {
+    device_.allocator().unreserve(delayed_.remove(first, count));
+    device_.free(extents_.unmap(first, count));
+  }
+  discard_reservation();
+}
+
+void FileSpace::truncate(uint64_t keep_blocks, bool emptied) {
+  device_.allocator().unreserve(delayed_.remove(keep_blocks, kAllBlocks - keep_blocks));
+  discard_reservation();
+  device_.free(extents_.unmap(keep_blocks, kAllBlocks - keep_blocks));
+  if (emptied) preallocation_ = {};
+  eof_trimmed_ = false;  // as xfs: a truncated file is trimmed on close again
+}
+
+void FileSpace::close(uint64_t size, Work& work) {
+  flush_delayed(0, kAllBlocks, size, work);
+  discard_reservation();
+  const PreallocationPolicy* policy = device_.preallocation();
+  if (policy && policy->kind() == PreallocationKind::kBeyondEndOfFile && !fallocated_ &&
+      !eof_trimmed_) {
+    const uint64_t keep = div_up(size, device_.unit());
+    const auto trimmed = extents_.unmap(keep, kAllBlocks - keep);
+    if (!trimmed.empty()) eof_trimmed_ = true;
+    device_.free(trimmed);
+  }
+}
+
+void FileSpace::release() {
+  device_.allocator().unreserve(delayed_.blocks());
+  delayed_.clear();
+  discard_reservation();
+  device_.free(extents_.unmap(0, kAllBlocks));
+}
+
+void FileSpace::discard_reservation() {
+  if (reservation_.length > 0) {
+    device_.free({BlockRange{reservation_.physical, reservation_.length}});
+  }
+  reservation_ = {};
+}
+
+void FileSpace::allocate_range(uint64_t logical, uint64_t count, bool unwritten, bool preallocate,
+                               uint64_t size, Work& work) {
+  // Seed 000's "unsparsing": blocks allocated into a hole with allocated blocks
+  // on both sides cost the device more than blocks appended after the last.
+  if (extents_.nearest_before(logical) && logical < mapped_end(extents_)) {
+    ++work.device_writes.gap_fills;
+  }
+  Allocator& allocator = device_.allocator();
+  // A stream continues from the file's own reservation; one elsewhere ends it.
+  InodeReservation& r = reservation_;
+  if (r.length > 0 && r.logical == logical) {
+    const uint64_t take = std::min(count, r.length);
+    extents_.map(logical, r.physical, take, unwritten);
+    allocator.unreserve(take);  // these blocks were allocated with the window
+    r.logical += take;
+    r.physical += take;
+    r.length -= take;
+    logical += take;
+    count -= take;
+    if (count == 0) return;
+  }
+  discard_reservation();
+
+  const PreallocationPolicy* policy = device_.preallocation();
+  uint64_t extra = 0;
+  if (preallocate && policy) {
+    const AllocationRequest request{logical, count, mapped_end(extents_),
+                                    div_up(size, device_.unit())};
+    extra = policy->extra_blocks(request, preallocation_);
+    // Never over blocks the file has, or is about to get from its delayed set.
+    const uint64_t end = logical + count;
+    if (auto next = extents_.first_at_or_after(end)) {
+      extra = std::min(extra, next->logical - end);
+    }
+    if (auto pending = delayed_.at_or_after(end)) {
+      extra = std::min(extra, pending->start > end ? pending->start - end : 0);
+    }
+  }
+  const uint64_t goal = device_.placement().goal(extents_, logical, group_, allocator);
+  auto runs = allocator.allocate(goal, count + extra, count);
+  if (!runs) {  // no room for the extra: exactly what was reserved
+    extra = 0;
+    runs = allocator.allocate(goal, count, count);
+  }
+  if (!runs) throw std::logic_error("FileSpace::allocate_range: reserved blocks are gone");
+  device_.referenced(*runs);
+
+  const bool beyond_eof = policy && policy->kind() == PreallocationKind::kBeyondEndOfFile;
+  uint64_t position = logical;
+  uint64_t needed = count;
+  for (const BlockRange& run : *runs) {
+    const uint64_t used = std::min(run.length, needed);
+    extents_.map(position, run.start, used, unwritten);
+    position += used;
+    needed -= used;
+    const BlockRange rest{run.start + used, run.length - used};
+    if (rest.length == 0) continue;
+    if (beyond_eof) {
+      // Mapped past EOF as ordinary blocks: later writes land in them in place.
+      extents_.map(position, rest.start, rest.length, /*unwritten=*/false);
+    } else if (r.length == 0 && position == logical + count) {
+      r = InodeReservation{position, rest.start, rest.length};
+    } else {
+      device_.free({rest});  // a window split by used space keeps only its first part
+    }
+    position += rest.length;
+  }
+}
+
+}  // namespace mimicfs

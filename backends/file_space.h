@@ -1,0 +1,102 @@
+// FileSpace: the blocks of one file: its ExtentMap (mapped runs, written or
+// unwritten), its delayed set (written blocks awaiting delayed allocation, each
+// reserved on the device), its inode reservation (ext4's per-inode window), its
+// preallocation stream state, and the xfs flags that decide the trim at close.
+// Every allocation goes through the volume's DeviceSpace and its policies.
+//
+// Offsets here are in allocation-unit blocks; bytes stay with the Volume.
+// Not thread-safe: the owning inode's mutex guards it.
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include "backends/block_range_set.h"
+#include "backends/device_space.h"
+#include "backends/extent_map.h"
+#include "backends/result.h"
+#include "backends/stats.h"
+#include "backends/work.h"
+
+namespace mimicfs {
+
+class FileSpace {
+ public:
+  // Every block of a file, as a count: what "to the end" means here.
+  static constexpr uint64_t kAllBlocks = std::numeric_limits<uint64_t>::max() / 2;
+
+  FileSpace(DeviceSpace& device, uint64_t group);
+
+  const ExtentMap& extents() const { return extents_; }
+  // Blocks the file holds or is promised (st_blocks): mapped and delayed.
+  uint64_t blocks() const { return extents_.mapped_blocks() + delayed_.blocks(); }
+  // True when any block of [first, first+count) holds data: written, or delayed.
+  bool has_data(uint64_t first, uint64_t count) const;
+  // SEEK_DATA and SEEK_HOLE in blocks: delayed blocks are data.
+  std::optional<uint64_t> next_data(uint64_t block) const;
+  uint64_t next_hole(uint64_t block) const;
+  // Fills the allocation fields of `stats` for a file of `size_blocks` blocks.
+  void describe(uint64_t size_blocks, FileStats& stats) const;
+
+  // A write of blocks [first, first+count) in a file that will be `size` bytes:
+  // holes not awaiting allocation (and, copy-on-write, written blocks it
+  // overwrites, which move) are reserved, then allocated now or added to the
+  // delayed set; a file with writeback_blocks of delayed data is written back.
+  // All or nothing: ENOSPC changes nothing.
+  [[nodiscard]] Result<void> write(uint64_t first, uint64_t count, uint64_t size, Work& work);
+  // fallocate's allocation: every hole among [first, first+count) not awaiting
+  // delayed allocation gets unwritten blocks. All or nothing: ENOSPC changes nothing.
+  [[nodiscard]] Result<void> allocate(uint64_t first, uint64_t count, uint64_t size, Work& work);
+  // ZERO_RANGE, in two steps around the punch: reserve every block first (so
+  // ENOSPC changes nothing), then map the holes as unwritten from the reservation.
+  [[nodiscard]] Result<void> reserve(uint64_t count);
+  void allocate_reserved(uint64_t first, uint64_t count, uint64_t size, Work& work);
+  // Writeback: the delayed blocks among [first, first+count) are allocated.
+  void flush_delayed(uint64_t first, uint64_t count, uint64_t size, Work& work);
+  // The same with no preallocation: blocks that a crash restored were on the device.
+  void allocate_delayed_exactly(Work& work);
+
+  // Frees the whole blocks [first, first+count) and ends the inode reservation
+  // (as ext4: a punch ends the file's preallocation).
+  void punch(uint64_t first, uint64_t count);
+  // Frees every block from `keep_blocks` on, preallocation past EOF included;
+  // `emptied` when the file is now empty (its preallocation stream restarts).
+  void truncate(uint64_t keep_blocks, bool emptied);
+  // The file's last handle closed: delayed allocation happens, the inode
+  // reservation goes back, and speculative preallocation past EOF is trimmed,
+  // as xfs does on the first close only (since Linux 6.12) and never for a
+  // fallocated file.
+  void close(uint64_t size, Work& work);
+  // The file is gone: every block and reservation goes back.
+  void release();
+
+ private:
+  // A file's blocks set aside by an inode preallocation window: device blocks
+  // [physical, physical+length), for file blocks from `logical` on.
+  struct InodeReservation {
+    uint64_t logical = 0;
+    uint64_t physical = 0;
+    uint64_t length = 0;
+  };
+
+  // Maps blocks [logical, logical+count), which must be unmapped, from the
+  // reservation or new blocks; the caller has reserved `count` blocks. With
+  // `preallocate`, the PreallocationPolicy may add blocks. An allocation into a
+  // hole between allocated blocks is a gap fill in `work`.
+  void allocate_range(uint64_t logical, uint64_t count, bool unwritten, bool preallocate,
+                      uint64_t size, Work& work);
+  void discard_reservation();
+  // Holes among [first, first+count) not awaiting delayed allocation.
+  std::vector<BlockRange> unpromised_holes(uint64_t first, uint64_t count) const;
+
+  DeviceSpace& device_;
+  const uint64_t group_;  // the allocation group its blocks are placed in
+  ExtentMap extents_;
+  BlockRangeSet delayed_;  // written blocks awaiting delayed allocation (each reserved)
+  InodeReservation reservation_;
+  PreallocationState preallocation_;
+  bool fallocated_ = false;   // as xfs's PREALLOC flag: blocks past EOF survive close
+  bool eof_trimmed_ = false;  // as xfs's IDIRTY_RELEASE: trimmed once, kept after
+};
+
+}  // namespace mimicfs

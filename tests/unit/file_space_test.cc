@@ -1,0 +1,94 @@
+#include "backends/file_space.h"
+
+#include <gtest/gtest.h>
+
+#include "tests/unit/volume_fixture.h"
+
+namespace mimicfs {
+namespace {
+
+using namespace volume_fixture;
+
+struct Space {
+  explicit Space(const Profile& p) : profile(p), device(profile), file(device, 0) {}
+  explicit Space(std::string_view name) : Space(builtin(name)) {}
+  Profile profile;
+  DeviceSpace device;
+  FileSpace file;
+  Work work;
+  uint64_t unit() const { return device.unit(); }
+  uint64_t used_blocks() const {
+    const DeviceStats d = device.stats(profile.capacity_bytes);
+    return (d.allocated_bytes - d.metadata_bytes) / d.allocation_unit;
+  }
+};
+
+TEST(FileSpace, DelayedWriteReservesAndWritebackAllocatesItsRangeOnly) {
+  Space s("ext4");
+  ASSERT_TRUE(s.file.write(0, 4, 4 * s.unit(), s.work).has_value());
+  EXPECT_EQ(s.file.extents().mapped_blocks(), 0u);
+  EXPECT_EQ(s.file.blocks(), 4u);
+  EXPECT_TRUE(s.file.has_data(3, 1));
+  s.file.flush_delayed(1, 2, 4 * s.unit(), s.work);
+  EXPECT_EQ(s.file.extents().mapped_blocks(), 2u);
+  EXPECT_EQ(s.file.blocks(), 4u);
+}
+
+TEST(FileSpace, ImmediateAllocationIntoAGapIsAGapFill) {
+  Space s("nfs");
+  ASSERT_TRUE(s.file.write(0, 1, s.unit(), s.work).has_value());
+  ASSERT_TRUE(s.file.write(8, 1, 9 * s.unit(), s.work).has_value());
+  EXPECT_EQ(s.work.device_writes.gap_fills, 0u);
+  ASSERT_TRUE(s.file.write(4, 1, 9 * s.unit(), s.work).has_value());
+  EXPECT_EQ(s.work.device_writes.gap_fills, 1u);
+}
+
+TEST(FileSpace, AllocateIsAllOrNothingOnEnospc) {
+  Space s(small("ext4", 64 * 4096));
+  EXPECT_EQ(s.file.allocate(0, 65, 0, s.work).error(), Errno{ENOSPC});
+  EXPECT_EQ(s.file.blocks(), 0u);
+  EXPECT_EQ(s.used_blocks(), 0u);
+  ASSERT_TRUE(s.file.allocate(0, 64, 0, s.work).has_value());
+  EXPECT_EQ(s.file.extents().summarize().unwritten_extents, 1u);
+}
+
+TEST(FileSpace, PunchFreesWholeBlocksAndReleaseFreesEverything) {
+  Space s("ideal");
+  ASSERT_TRUE(s.file.write(0, 8, 8 * s.unit(), s.work).has_value());
+  s.file.punch(2, 3);
+  EXPECT_EQ(s.file.blocks(), 5u);
+  EXPECT_EQ(s.file.next_hole(0), 2u);
+  EXPECT_EQ(s.file.next_data(2), std::optional<uint64_t>(5));
+  s.file.release();
+  EXPECT_EQ(s.file.blocks(), 0u);
+  EXPECT_EQ(s.used_blocks(), 0u);
+}
+
+TEST(FileSpace, XfsTrimsSpeculativePreallocationOnTheFirstCloseOnly) {
+  Space s("xfs");
+  const uint64_t size = 100 * s.unit();
+  ASSERT_TRUE(s.file.write(0, 100, size, s.work).has_value());
+  s.file.flush_delayed(0, FileSpace::kAllBlocks, size, s.work);
+  ASSERT_GT(s.file.extents().mapped_blocks(), 100u) << "preallocated past EOF";
+  s.file.close(size, s.work);
+  EXPECT_EQ(s.file.extents().mapped_blocks(), 100u);
+  ASSERT_TRUE(s.file.write(100, 100, 2 * size, s.work).has_value());
+  s.file.close(2 * size, s.work);
+  EXPECT_GT(s.file.extents().mapped_blocks(), 200u) << "kept after the first trim";
+  s.file.truncate(200, false);
+  EXPECT_EQ(s.file.extents().mapped_blocks(), 200u);
+}
+
+TEST(FileSpace, DescribeCountsHolesDelayedAndPreallocation) {
+  Space s("ext4");
+  ASSERT_TRUE(s.file.write(0, 1, 10 * s.unit(), s.work).has_value());
+  ASSERT_TRUE(s.file.write(5, 1, 10 * s.unit(), s.work).has_value());
+  FileStats f;
+  s.file.describe(10, f);
+  EXPECT_EQ(f.delayed_bytes, 2 * s.unit());
+  EXPECT_EQ(f.holes, 2u);  // [1,5) and [6,10)
+  EXPECT_EQ(f.extents, 0u);
+}
+
+}  // namespace
+}  // namespace mimicfs
