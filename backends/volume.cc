@@ -64,23 +64,13 @@ struct Volume::Inode {
   bool is_regular() const { return S_ISREG(mode); }
 };
 
-// A namespace change not yet durable on a journal profile.
-struct Volume::NamespaceChange {
-  enum class Kind { kCreated, kRenamed } kind;
-  std::shared_ptr<Inode> inode;
-  uint64_t parent = 0;  // where the entry is now
-  std::string name;
-  uint64_t from_parent = 0;  // kRenamed: where it was
-  std::string from_name;
-};
-
 Volume::Volume(Profile profile, std::unique_ptr<DataStore> store, const WallClock& clock)
     : profile_(std::move(profile)),
       unit_(profile_.allocation_unit),
-      journaled_namespace_(profile_.namespace_durability == "journal"),
       store_(std::move(store)),
       clock_(clock),
-      space_(profile_) {
+      space_(profile_),
+      journal_(NamespaceJournal::durability_of(profile_)) {
   auto root = std::make_shared<Inode>(kRootInode, S_IFDIR, 0, space_, profile_.dirty_unit);
   root->permissions = 0755;
   root->atime = root->mtime = root->ctime = clock_.now();
@@ -155,9 +145,7 @@ Result<Attributes> Volume::add_entry_locked(Inode& parent, const std::string& na
   child->parent = parent.number;
   child->name = name;
   if (child->is_directory()) parent.nlink.fetch_add(1);
-  if (journaled_namespace_) {
-    uncommitted_.push_back({NamespaceChange::Kind::kCreated, child, parent.number, name, 0, {}});
-  }
+  journal_.created(child->number, parent.number, name);
   parent.entries.emplace(name, child);
   inodes_.emplace(child->number, child);
   {
@@ -336,10 +324,7 @@ Result<Attributes> Volume::link(uint64_t inode, uint64_t new_parent, const std::
   (*dir)->entries.emplace(new_name, node);
   node->nlink.fetch_add(1);
   ++node->references;
-  if (journaled_namespace_) {
-    uncommitted_.push_back(
-        {NamespaceChange::Kind::kCreated, node, (*dir)->number, new_name, 0, {}});
-  }
+  journal_.created(node->number, (*dir)->number, new_name);
   ++work.metadata_updates;
   const timespec now = clock_.now();
   {
@@ -462,10 +447,8 @@ Result<void> Volume::rename(uint64_t parent, const std::string& name, uint64_t n
   (*from_dir)->entries.erase(name);
   (*to_dir)->entries.emplace(new_name, source);
   move_directory(source, **from_dir, **to_dir);
-  if (!target && journaled_namespace_) {
-    uncommitted_.push_back({NamespaceChange::Kind::kRenamed, source, (*to_dir)->number, new_name,
-                            (*from_dir)->number, name});
-  }
+  if (!target)
+    journal_.renamed(source->number, (*to_dir)->number, new_name, (*from_dir)->number, name);
   source->parent = (*to_dir)->number;
   source->name = new_name;
   touch(**from_dir);
@@ -635,7 +618,7 @@ Result<size_t> Volume::write(uint64_t inode, uint64_t offset, std::span<const st
   if (sync) {
     // Its commit is the one journal's: every namespace change goes with it, as with fsync.
     std::lock_guard lock(namespace_mutex_);
-    commit_namespace_locked();
+    journal_.commit();
   }
   return data.size();
 }
@@ -750,7 +733,7 @@ Result<void> Volume::fsync(uint64_t inode, bool datasync, Work& work) {
   // One journal: committing the file's transaction commits every namespace
   // change with it; a directory's fsync is how a program asks for exactly that.
   std::lock_guard lock(namespace_mutex_);
-  if (commit_namespace_locked() && !committed) ++work.commits;
+  if (journal_.commit() && !committed) ++work.commits;
   return {};
 }
 
@@ -911,12 +894,6 @@ bool Volume::sync_range_locked(Inode& node, uint64_t offset, uint64_t length, Wo
   return commit;
 }
 
-bool Volume::commit_namespace_locked() {
-  const bool any = !uncommitted_.empty();
-  uncommitted_.clear();
-  return any;
-}
-
 void Volume::restore_durable_locked(Inode& node, Work& work) {
   const uint64_t synced_size = node.durability.synced_size();
   const auto saved = node.durability.saved_pages();  // a copy: truncating saves more
@@ -950,32 +927,33 @@ CrashReport Volume::crash(Work& work) {
   CrashReport report;
   std::lock_guard lock(namespace_mutex_);
   // Namespace changes since the last commit, newest first.
-  for (auto it = uncommitted_.rbegin(); it != uncommitted_.rend(); ++it) {
-    auto dir = find_locked(it->parent);
+  const std::vector<NamespaceJournal::Change> lost = journal_.lose();
+  for (const NamespaceJournal::Change& change : lost) {
+    auto dir = find_locked(change.parent);
     if (!dir || !dir->is_directory()) continue;
-    auto entry = dir->entries.find(it->name);
-    if (entry == dir->entries.end() || entry->second != it->inode) continue;
-    report.removed_entries.emplace_back(dir->number, it->name);
-    if (it->kind == NamespaceChange::Kind::kCreated) {
-      if (it->inode->is_directory() && !it->inode->entries.empty()) continue;
+    auto entry = dir->entries.find(change.name);
+    if (entry == dir->entries.end() || entry->second->number != change.inode) continue;
+    const std::shared_ptr<Inode> inode = entry->second;
+    report.removed_entries.emplace_back(dir->number, change.name);
+    if (change.kind == NamespaceJournal::Change::Kind::kCreated) {
+      if (inode->is_directory() && !inode->entries.empty()) continue;
       dir->entries.erase(entry);
-      if (it->inode->is_directory()) dir->nlink.fetch_sub(1);
-      drop_link_locked(it->inode, work);
+      if (inode->is_directory()) dir->nlink.fetch_sub(1);
+      drop_link_locked(inode, work);
       continue;
     }
-    auto from = find_locked(it->from_parent);
-    if (!from || !from->is_directory() || from->entries.contains(it->from_name)) continue;
+    auto from = find_locked(change.from_parent);
+    if (!from || !from->is_directory() || from->entries.contains(change.from_name)) continue;
     dir->entries.erase(entry);
-    from->entries.emplace(it->from_name, it->inode);
-    if (it->inode->is_directory() && from != dir) {
+    from->entries.emplace(change.from_name, inode);
+    if (inode->is_directory() && from != dir) {
       dir->nlink.fetch_sub(1);
       from->nlink.fetch_add(1);
     }
-    it->inode->parent = from->number;
-    it->inode->name = it->from_name;
+    inode->parent = from->number;
+    inode->name = change.from_name;
   }
-  const size_t undone = uncommitted_.size();
-  uncommitted_.clear();
+  const size_t undone = lost.size();
   for (const auto& [number, node] : inodes_) {
     if (!node->is_regular()) continue;
     std::lock_guard node_lock(node->mutex);

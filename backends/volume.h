@@ -44,6 +44,7 @@
 #include "backends/file_space.h"
 #include "backends/file_system.h"
 #include "backends/layout.h"
+#include "backends/namespace_journal.h"
 #include "backends/page_cache.h"
 #include "backends/profile.h"
 #include "backends/result.h"
@@ -134,7 +135,6 @@ class Volume final : public FileSystem {
 
  private:
   struct Inode;
-  struct NamespaceChange;
 
   std::shared_ptr<Inode> find(uint64_t inode);                      // takes namespace_mutex_
   std::shared_ptr<Inode> find_locked(uint64_t inode);               // requires namespace_mutex_
@@ -170,9 +170,6 @@ class Volume final : public FileSystem {
   bool sync_range_locked(Inode& inode, uint64_t offset, uint64_t length, Work& work);
   // The device requests for [offset, offset+length) of the file. Requires inode.mutex.
   DeviceWork device_work(const Inode& inode, uint64_t offset, uint64_t length) const;
-  // Namespace changes since the last commit become durable; true when there were
-  // any. Requires namespace_mutex_.
-  bool commit_namespace_locked();
   void restore_durable_locked(Inode& inode, Work& work);  // requires inode.mutex
   // Frees whole blocks inside [offset, offset+length) and zeroes the bytes of the
   // rest. Requires inode.mutex.
@@ -185,8 +182,7 @@ class Volume final : public FileSystem {
   void for_each_file(const std::function<void(const std::string&, const Inode&)>& visit);
 
   const Profile profile_;
-  const uint64_t unit_;             // profile_.allocation_unit, in bytes
-  const bool journaled_namespace_;  // namespace changes wait for a commit (else synchronous)
+  const uint64_t unit_;  // profile_.allocation_unit, in bytes
   const std::unique_ptr<DataStore> store_;
   const WallClock& clock_;
   DeviceSpace space_;
@@ -196,7 +192,7 @@ class Volume final : public FileSystem {
   std::unordered_map<uint64_t, std::shared_ptr<Inode>> inodes_;  // guarded by namespace_mutex_
   uint64_t next_inode_ = kFirstFileInode;                        // guarded by namespace_mutex_
   uint64_t next_directory_group_ = 1;                            // guarded by namespace_mutex_
-  std::vector<NamespaceChange> uncommitted_;                     // guarded by namespace_mutex_
+  NamespaceJournal journal_;                                     // guarded by namespace_mutex_
 };
 
 }  // namespace mimicfs
