@@ -198,7 +198,7 @@ void Volume::destroy_locked(const std::shared_ptr<Inode>& inode, Work& work) {
 // ---------------------------------------------------------------------------
 // Namespace
 
-Result<Attributes> Volume::lookup(uint64_t parent, const std::string& name, Work& work) {
+Result<Attributes> Volume::lookup(uint64_t parent, const std::string& name, Work&) {
   std::lock_guard lock(namespace_mutex_);
   auto dir = directory_locked(parent);
   if (!dir) return std::unexpected(dir.error());
@@ -226,7 +226,7 @@ void Volume::forget(uint64_t inode, uint64_t references, Work& work) {
   if (node->references == 0 && node->nlink == 0) destroy_locked(node, work);
 }
 
-Result<Attributes> Volume::getattr(uint64_t inode, Work& work) {
+Result<Attributes> Volume::getattr(uint64_t inode, Work&) {
   auto node = find(inode);
   if (!node) return fail(ENOENT);
   std::lock_guard lock(node->mutex);
@@ -302,7 +302,7 @@ Result<Attributes> Volume::symlink(uint64_t parent, const std::string& name,
   return attributes;
 }
 
-Result<std::string> Volume::readlink(uint64_t inode, Work& work) {
+Result<std::string> Volume::readlink(uint64_t inode, Work&) {
   auto node = find(inode);
   if (!node) return fail(ENOENT);
   if (!S_ISLNK(node->mode)) return fail(EINVAL);
@@ -458,7 +458,7 @@ Result<void> Volume::rename(uint64_t parent, const std::string& name, uint64_t n
   return {};
 }
 
-Result<std::vector<DirectoryEntry>> Volume::read_directory(uint64_t inode, Work& work) {
+Result<std::vector<DirectoryEntry>> Volume::read_directory(uint64_t inode, Work&) {
   std::lock_guard lock(namespace_mutex_);
   auto dir = directory_locked(inode);
   if (!dir) return std::unexpected(dir.error());
@@ -737,7 +737,7 @@ Result<void> Volume::fsync(uint64_t inode, bool datasync, Work& work) {
   return {};
 }
 
-Result<uint64_t> Volume::seek(uint64_t inode, uint64_t offset, int whence, Work& work) {
+Result<uint64_t> Volume::seek(uint64_t inode, uint64_t offset, int whence, Work&) {
   if (whence != SEEK_DATA && whence != SEEK_HOLE) return fail(EINVAL);
   auto node = find(inode);
   if (!node) return fail(ENOENT);
@@ -779,7 +779,7 @@ Result<FilesystemStats> Volume::statfs(Work&) {
 // Extended attributes
 
 Result<void> Volume::setxattr(uint64_t inode, const std::string& name, std::string_view value,
-                              int flags, Work& work) {
+                              int flags, Work&) {
   if (name.empty() || name.size() > kMaxXattrName) return fail(ERANGE);
   if (value.size() > kMaxXattrValue) return fail(E2BIG);
   auto node = find(inode);
@@ -793,7 +793,7 @@ Result<void> Volume::setxattr(uint64_t inode, const std::string& name, std::stri
   return {};
 }
 
-Result<std::string> Volume::getxattr(uint64_t inode, const std::string& name, Work& work) {
+Result<std::string> Volume::getxattr(uint64_t inode, const std::string& name, Work&) {
   auto node = find(inode);
   if (!node) return fail(ENOENT);
   std::lock_guard lock(node->mutex);
@@ -802,7 +802,7 @@ Result<std::string> Volume::getxattr(uint64_t inode, const std::string& name, Wo
   return it->second;
 }
 
-Result<std::vector<std::string>> Volume::listxattr(uint64_t inode, Work& work) {
+Result<std::vector<std::string>> Volume::listxattr(uint64_t inode, Work&) {
   auto node = find(inode);
   if (!node) return fail(ENOENT);
   std::lock_guard lock(node->mutex);
@@ -811,7 +811,7 @@ Result<std::vector<std::string>> Volume::listxattr(uint64_t inode, Work& work) {
   return names;
 }
 
-Result<void> Volume::removexattr(uint64_t inode, const std::string& name, Work& work) {
+Result<void> Volume::removexattr(uint64_t inode, const std::string& name, Work&) {
   auto node = find(inode);
   if (!node) return fail(ENOENT);
   std::lock_guard lock(node->mutex);
