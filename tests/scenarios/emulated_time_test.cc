@@ -26,7 +26,8 @@ using AlignedBuffer = std::unique_ptr<char, AlignedFree>;
 
 // A buffer of `size` bytes of `fill`, 4 KiB aligned (O_DIRECT needs no more here).
 AlignedBuffer buffer(size_t size, char fill) {
-  AlignedBuffer b(static_cast<char*>(std::aligned_alloc(4096, size)));
+  // aligned_alloc wants a size that is a multiple of the alignment.
+  AlignedBuffer b(static_cast<char*>(std::aligned_alloc(4096, (size + 4095) / 4096 * 4096)));
   std::fill(b.get(), b.get() + size, fill);
   return b;
 }
