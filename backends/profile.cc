@@ -1,5 +1,7 @@
 #include "backends/profile.h"
 
+#include "backends/profile_schema.h"
+
 #define TOML_HEADER_ONLY 1
 #include <fmt/format.h>
 #include <toml++/toml.h>
@@ -15,23 +17,10 @@
 namespace mimicfs {
 namespace {
 
-constexpr uint64_t kMaxAllocationUnit = 1 << 20;
 // The source name given to `--set` overrides, so their errors read "--set KEY: ...".
 constexpr std::string_view kOverrideSource = "--set";
-
-struct ModeName {
-  FallocateMode mode;
-  std::string_view name;
-};
-constexpr ModeName kModeNames[] = {
-    {FallocateMode::kAllocate, "allocate"},
-    {FallocateMode::kKeepSize, "keep_size"},
-    {FallocateMode::kPunchHole, "punch_hole"},
-    {FallocateMode::kZeroRange, "zero_range"},
-};
-
-constexpr std::string_view kPlacements[] = {"goal", "shared_cursor"};
-constexpr std::string_view kNamespaceDurabilities[] = {"journal", "synchronous"};
+// Each allocation group is an entry in the allocator's maps: bound the memory.
+constexpr uint64_t kMaxGroups = uint64_t{1} << 20;
 
 using Error = std::unexpected<std::string>;
 
@@ -44,228 +33,73 @@ Error key_error(const toml::node& node, std::string_view key, std::string_view m
   return Error(fmt::format("{}:{}: {}: {}", where, src.begin.line, key, message));
 }
 
-using Apply = std::function<std::expected<void, std::string>(const toml::node&, Profile&)>;
-
-// One key of the schema: where it lives and how it lands in a Profile. A key that
-// is not required has the default in Profile.
-struct KeySpec {
-  std::string_view path;  // dotted, e.g. "device.allocation_unit"
-  Apply apply;
-  bool required = true;
-};
-
-Apply string_key(std::string_view key, std::string Profile::*field) {
-  return [key, field](const toml::node& node, Profile& p) -> std::expected<void, std::string> {
-    auto v = node.value<std::string>();
-    if (!node.is_string() || !v) return key_error(node, key, "expected a string");
-    p.*field = *v;
-    return {};
-  };
-}
-
-Apply bool_key(std::string_view key, bool Profile::*field) {
-  return [key, field](const toml::node& node, Profile& p) -> std::expected<void, std::string> {
-    if (!node.is_boolean()) return key_error(node, key, "expected true or false");
-    p.*field = *node.value<bool>();
-    return {};
-  };
-}
-
-template <typename Field>
-Apply integer_key(std::string_view key, Field Profile::*field, uint64_t min, uint64_t max) {
-  return [=](const toml::node& node, Profile& p) -> std::expected<void, std::string> {
-    if (!node.is_integer()) return key_error(node, key, "expected an integer");
-    int64_t v = *node.value<int64_t>();
-    if (v < 0 || static_cast<uint64_t>(v) < min || static_cast<uint64_t>(v) > max) {
-      return key_error(node, key, fmt::format("must be between {} and {} (got {})", min, max, v));
+// Sets `key` in `profile` from `node`, checking its type, range and choices as
+// the schema declares them.
+std::expected<void, std::string> apply_key(const ProfileKey& key, const toml::node& node,
+                                           Profile& profile) {
+  const std::string_view path = key.path;
+  auto integer = [&](auto field) -> std::expected<void, std::string> {
+    if (!node.is_integer()) return key_error(node, path, "expected an integer");
+    const int64_t v = *node.value<int64_t>();
+    if (v < 0 || static_cast<uint64_t>(v) < key.min || static_cast<uint64_t>(v) > key.max) {
+      return key_error(node, path,
+                       fmt::format("must be between {} and {} (got {})", key.min, key.max, v));
     }
-    p.*field = static_cast<Field>(v);
+    if (key.power_of_two && !std::has_single_bit(static_cast<uint64_t>(v))) {
+      return key_error(node, path, fmt::format("must be a power of two (got {})", v));
+    }
+    profile.*field = static_cast<std::remove_reference_t<decltype(profile.*field)>>(v);
     return {};
   };
-}
-
-constexpr uint64_t kMaxBytes = uint64_t{1} << 60;
-// An hour: long enough for any emulated latency, short enough that sums of
-// millions of them cannot overflow 64-bit nanoseconds.
-constexpr uint64_t kMaxNs = uint64_t{3600} * 1'000'000'000;
-// Each allocation group is an entry in the allocator's maps: bound the memory.
-constexpr uint64_t kMaxGroups = uint64_t{1} << 20;
-
-const std::vector<KeySpec>& schema() {
-  static const std::vector<KeySpec> keys = {
-      {"name", string_key("name", &Profile::name)},
-      {"description", string_key("description", &Profile::description), false},
-      {"device.allocation_unit",
-       [](const toml::node& node, Profile& p) -> std::expected<void, std::string> {
-         auto r = integer_key("device.allocation_unit", &Profile::allocation_unit, 512,
-                              kMaxAllocationUnit)(node, p);
-         if (!r) return r;
-         if (!std::has_single_bit(p.allocation_unit)) {
-           return key_error(node, "device.allocation_unit",
-                            fmt::format("must be a power of two (got {})", p.allocation_unit));
-         }
-         return {};
-       }},
-      {"device.capacity_bytes",
-       integer_key("device.capacity_bytes", &Profile::capacity_bytes, 1, kMaxBytes)},
-      {"device.allocation_group_bytes",
-       integer_key("device.allocation_group_bytes", &Profile::allocation_group_bytes, 0, kMaxBytes),
-       false},
-      {"device.group_metadata_bytes",
-       integer_key("device.group_metadata_bytes", &Profile::group_metadata_bytes, 0, kMaxBytes),
-       false},
-      {"device.max_extent_bytes",
-       integer_key("device.max_extent_bytes", &Profile::max_extent_bytes, 0, kMaxBytes), false},
-      {"device.max_unwritten_extent_bytes",
-       integer_key("device.max_unwritten_extent_bytes", &Profile::max_unwritten_extent_bytes, 0,
-                   kMaxBytes),
-       false},
-      {"statfs.block_size",
-       integer_key("statfs.block_size", &Profile::statfs_block_size, 1, uint64_t{1} << 30)},
-      {"statfs.fragment_size",
-       integer_key("statfs.fragment_size", &Profile::statfs_fragment_size, 1, uint64_t{1} << 30)},
-      {"statfs.name_max", integer_key("statfs.name_max", &Profile::name_max, 1, 255)},
-      {"fallocate.modes",
-       [](const toml::node& node, Profile& p) -> std::expected<void, std::string> {
-         const auto* array = node.as_array();
-         if (!array) return key_error(node, "fallocate.modes", "expected an array of strings");
-         p.fallocate_modes = 0;
-         for (const auto& element : *array) {
-           auto name = element.value<std::string>();
-           auto it = std::find_if(std::begin(kModeNames), std::end(kModeNames),
-                                  [&](const ModeName& m) { return name && m.name == *name; });
-           if (!element.is_string() || it == std::end(kModeNames)) {
-             return key_error(element, "fallocate.modes",
-                              "unknown mode (known: allocate, keep_size, punch_hole, zero_range)");
-           }
-           p.fallocate_modes |= static_cast<uint8_t>(it->mode);
-         }
-         return {};
-       }},
-      {"allocation.placement",
-       [](const toml::node& node, Profile& p) -> std::expected<void, std::string> {
-         auto r = string_key("allocation.placement", &Profile::placement)(node, p);
-         if (!r) return r;
-         if (std::find(std::begin(kPlacements), std::end(kPlacements), p.placement) ==
-             std::end(kPlacements)) {
-           return key_error(
-               node, "allocation.placement",
-               fmt::format("unknown placement \"{}\" (known: goal, shared_cursor)", p.placement));
-         }
-         return {};
-       }},
-      {"allocation.delayed_allocation",
-       bool_key("allocation.delayed_allocation", &Profile::delayed_allocation), false},
-      {"allocation.writeback_bytes",
-       integer_key("allocation.writeback_bytes", &Profile::writeback_bytes, 0, kMaxBytes), false},
-      {"allocation.inode_window_max_bytes",
-       integer_key("allocation.inode_window_max_bytes", &Profile::inode_window_max_bytes, 0,
-                   kMaxBytes),
-       false},
-      {"allocation.speculative_preallocation",
-       bool_key("allocation.speculative_preallocation", &Profile::speculative_preallocation),
-       false},
-      {"allocation.speculative_preallocation_min_bytes",
-       integer_key("allocation.speculative_preallocation_min_bytes",
-                   &Profile::speculative_preallocation_min_bytes, 1, kMaxBytes),
-       false},
-      {"allocation.speculative_preallocation_max_bytes",
-       integer_key("allocation.speculative_preallocation_max_bytes",
-                   &Profile::speculative_preallocation_max_bytes, 1, kMaxBytes),
-       false},
-      {"allocation.copy_on_write", bool_key("allocation.copy_on_write", &Profile::copy_on_write),
-       false},
-      {"allocation.cow_extent_max_bytes",
-       integer_key("allocation.cow_extent_max_bytes", &Profile::cow_extent_max_bytes, 0, kMaxBytes),
-       false},
-      {"device.logical_block_size",
-       [](const toml::node& node, Profile& p) -> std::expected<void, std::string> {
-         auto r = integer_key("device.logical_block_size", &Profile::logical_block_size, 1,
-                              kMaxAllocationUnit)(node, p);
-         if (!r) return r;
-         if (!std::has_single_bit(p.logical_block_size)) {
-           return key_error(node, "device.logical_block_size",
-                            fmt::format("must be a power of two (got {})", p.logical_block_size));
-         }
-         return {};
-       },
-       false},
-      {"cost.round_trip_ns", integer_key("cost.round_trip_ns", &Profile::round_trip_ns, 0, kMaxNs),
-       false},
-      {"cost.metadata_ns", integer_key("cost.metadata_ns", &Profile::metadata_ns, 0, kMaxNs),
-       false},
-      {"cost.read_ns", integer_key("cost.read_ns", &Profile::read_ns, 0, kMaxNs), false},
-      {"cost.write_ns", integer_key("cost.write_ns", &Profile::write_ns, 0, kMaxNs), false},
-      {"cost.fsync_ns", integer_key("cost.fsync_ns", &Profile::fsync_ns, 0, kMaxNs), false},
-      {"cost.fallocate_ns", integer_key("cost.fallocate_ns", &Profile::fallocate_ns, 0, kMaxNs),
-       false},
-      {"cost.punch_ns", integer_key("cost.punch_ns", &Profile::punch_ns, 0, kMaxNs), false},
-      {"cost.unlink_ns", integer_key("cost.unlink_ns", &Profile::unlink_ns, 0, kMaxNs), false},
-      {"cost.unlink_extent_ns",
-       integer_key("cost.unlink_extent_ns", &Profile::unlink_extent_ns, 0, kMaxNs), false},
-      {"cost.extent_ns", integer_key("cost.extent_ns", &Profile::extent_ns, 0, kMaxNs), false},
-      {"cost.gap_fill_ns", integer_key("cost.gap_fill_ns", &Profile::gap_fill_ns, 0, kMaxNs),
-       false},
-      {"cost.bandwidth_bytes_per_second",
-       integer_key("cost.bandwidth_bytes_per_second", &Profile::bandwidth_bytes_per_second, 0,
-                   kMaxBytes),
-       false},
-      {"cost.max_request_bytes",
-       integer_key("cost.max_request_bytes", &Profile::max_request_bytes, 512, uint64_t{1} << 30),
-       false},
-      {"cost.queue_depth", integer_key("cost.queue_depth", &Profile::queue_depth, 1, 65536), false},
-      {"page_cache.memory_bandwidth_bytes_per_second",
-       integer_key("page_cache.memory_bandwidth_bytes_per_second",
-                   &Profile::memory_bandwidth_bytes_per_second, 0, kMaxBytes),
-       false},
-      {"page_cache.syscall_ns",
-       integer_key("page_cache.syscall_ns", &Profile::syscall_ns, 0, kMaxNs), false},
-      {"page_cache.dirty_unit",
-       [](const toml::node& node, Profile& p) -> std::expected<void, std::string> {
-         auto r = integer_key("page_cache.dirty_unit", &Profile::dirty_unit, 1, kMaxAllocationUnit)(
-             node, p);
-         if (!r) return r;
-         if (!std::has_single_bit(p.dirty_unit)) {
-           return key_error(node, "page_cache.dirty_unit",
-                            fmt::format("must be a power of two (got {})", p.dirty_unit));
-         }
-         return {};
-       },
-       false},
-      {"page_cache.dirty_limit_bytes",
-       integer_key("page_cache.dirty_limit_bytes", &Profile::dirty_limit_bytes, 0, kMaxBytes),
-       false},
-      {"page_cache.flush_on_close", bool_key("page_cache.flush_on_close", &Profile::flush_on_close),
-       false},
-      {"page_cache.direct_io", bool_key("page_cache.direct_io", &Profile::direct_io), false},
-      {"durability.namespace",
-       [](const toml::node& node, Profile& p) -> std::expected<void, std::string> {
-         auto r = string_key("durability.namespace", &Profile::namespace_durability)(node, p);
-         if (!r) return r;
-         if (std::find(std::begin(kNamespaceDurabilities), std::end(kNamespaceDurabilities),
-                       p.namespace_durability) == std::end(kNamespaceDurabilities)) {
-           return key_error(node, "durability.namespace",
-                            fmt::format("unknown value \"{}\" (known: journal, synchronous)",
-                                        p.namespace_durability));
-         }
-         return {};
-       },
-       false},
+  struct Visitor {
+    const ProfileKey& key;
+    const toml::node& node;
+    Profile& profile;
+    decltype(integer)& set_integer;
+    std::expected<void, std::string> operator()(std::string Profile::*field) const {
+      auto v = node.value<std::string>();
+      if (!node.is_string() || !v) return key_error(node, key.path, "expected a string");
+      if (!key.choices.empty() &&
+          std::find(key.choices.begin(), key.choices.end(), *v) == key.choices.end()) {
+        std::string known;
+        for (std::string_view c : key.choices)
+          known += (known.empty() ? "" : ", ") + std::string(c);
+        return key_error(node, key.path,
+                         fmt::format("unknown value \"{}\" (known: {})", *v, known));
+      }
+      profile.*field = *v;
+      return {};
+    }
+    std::expected<void, std::string> operator()(bool Profile::*field) const {
+      if (!node.is_boolean()) return key_error(node, key.path, "expected true or false");
+      profile.*field = *node.value<bool>();
+      return {};
+    }
+    std::expected<void, std::string> operator()(uint64_t Profile::*field) const {
+      return set_integer(field);
+    }
+    std::expected<void, std::string> operator()(uint32_t Profile::*field) const {
+      return set_integer(field);
+    }
+    std::expected<void, std::string> operator()(FallocateModesField) const {
+      const auto* array = node.as_array();
+      if (!array) return key_error(node, key.path, "expected an array of strings");
+      profile.fallocate_modes = 0;
+      const auto names = fallocate_mode_names();
+      for (const auto& element : *array) {
+        auto name = element.value<std::string>();
+        auto it = std::find_if(names.begin(), names.end(),
+                               [&](const FallocateModeName& m) { return name && m.name == *name; });
+        if (!element.is_string() || it == names.end()) {
+          return key_error(element, key.path,
+                           "unknown mode (known: allocate, keep_size, punch_hole, zero_range)");
+        }
+        profile.fallocate_modes |= static_cast<uint8_t>(it->mode);
+      }
+      return {};
+    }
   };
-  return keys;
-}
-
-const KeySpec* find_key(std::string_view path) {
-  for (const auto& key : schema()) {
-    if (key.path == path) return &key;
-  }
-  return nullptr;
-}
-
-std::string known_keys() {
-  std::string names;
-  for (const auto& k : schema()) names += (names.empty() ? "" : ", ") + std::string(k.path);
-  return names;
+  return std::visit(Visitor{key, node, profile, integer}, key.field);
 }
 
 // The checks that span keys, run once every key of a layer (a file, or the
@@ -358,8 +192,9 @@ std::expected<void, std::string> reject_unknown_keys(const toml::table& table,
       continue;
     }
     if (path == "base") continue;
-    if (!find_key(path)) {
-      return key_error(node, path, fmt::format("unknown key (known: base, {})", known_keys()));
+    if (!find_profile_key(path)) {
+      return key_error(node, path,
+                       fmt::format("unknown key (known: base, {})", profile_key_names()));
     }
   }
   return {};
@@ -406,7 +241,7 @@ std::expected<Profile, std::string> parse_profile_with_depth(std::string_view te
     profile.name = std::filesystem::path(std::string(source_name)).stem().string();
   }
 
-  for (const auto& key : schema()) {
+  for (const ProfileKey& key : profile_keys()) {
     const toml::node* node = table.at_path(key.path).node();
     if (!node) {
       if (base_node || !key.required) continue;
@@ -414,7 +249,7 @@ std::expected<Profile, std::string> parse_profile_with_depth(std::string_view te
           fmt::format("{}: {}: missing (set it, or start from a built-in with base = \"nfs\")",
                       source_name, key.path));
     }
-    if (auto r = key.apply(*node, profile); !r) return Error(r.error());
+    if (auto r = apply_key(key, *node, profile); !r) return Error(r.error());
   }
   auto node_of = [&](std::string_view key) { return table.at_path(key).node(); };
   if (auto r = validate(profile, source_name, node_of); !r) return Error(r.error());
@@ -458,8 +293,10 @@ std::expected<Profile, std::string> apply_overrides(Profile profile,
     }
     const std::string key = assignment.substr(0, equals);
     const std::string value = assignment.substr(equals + 1);
-    const KeySpec* spec = find_key(key);
-    if (!spec) return Error(fmt::format("--set {}: unknown key (known: {})", key, known_keys()));
+    const ProfileKey* spec = find_profile_key(key);
+    if (!spec) {
+      return Error(fmt::format("--set {}: unknown key (known: {})", key, profile_key_names()));
+    }
     // VALUE is TOML; a bare word (shared_cursor) is a string.
     toml::table parsed;
     try {
@@ -470,7 +307,7 @@ std::expected<Profile, std::string> apply_overrides(Profile profile,
       parsed = toml::parse("value = " + quoted.str(), std::string(kOverrideSource));
     }
     const toml::node& node = *parsed.get("value");
-    if (auto r = spec->apply(node, profile); !r) return Error(r.error());
+    if (auto r = apply_key(*spec, node, profile); !r) return Error(r.error());
     layer.emplace_back(key, std::move(parsed));
   }
   // Cross-key checks name an override when one of its keys is at fault.
@@ -485,75 +322,23 @@ std::expected<Profile, std::string> apply_overrides(Profile profile,
 }
 
 std::string Profile::to_toml() const {
-  std::string modes;
-  for (const auto& m : kModeNames) {
-    if (supports(m.mode)) modes += fmt::format("{}\"{}\"", modes.empty() ? "" : ", ", m.name);
+  // Keys in schema order, each under its table, with its unit as a comment.
+  std::string out;
+  std::string_view table;
+  for (const ProfileKey& key : profile_keys()) {
+    const size_t dot = key.path.find('.');
+    const std::string_view section = dot == std::string_view::npos ? "" : key.path.substr(0, dot);
+    const std::string_view name =
+        dot == std::string_view::npos ? key.path : key.path.substr(dot + 1);
+    if (section != table) {
+      out += fmt::format("\n[{}]\n", section);
+      table = section;
+    }
+    out += fmt::format("{} = {}", name, value_as_toml(key, *this));
+    const bool commented = !key.unit.empty() && key.unit != "bool" && key.unit != "list";
+    out += commented ? fmt::format("  # {}\n", key.unit) : "\n";
   }
-  auto quoted = [](const std::string& s) {
-    std::ostringstream out;
-    out << toml::value<std::string>(s);
-    return out.str();
-  };
-  return fmt::format(
-      "name = {}\n"
-      "description = {}\n"
-      "\n[device]\n"
-      "allocation_unit = {}  # bytes\n"
-      "capacity_bytes = {}  # bytes\n"
-      "allocation_group_bytes = {}  # bytes, 0: one group\n"
-      "group_metadata_bytes = {}  # bytes at the start of each group\n"
-      "max_extent_bytes = {}  # bytes, 0: no limit\n"
-      "max_unwritten_extent_bytes = {}  # bytes, 0: as max_extent_bytes\n"
-      "logical_block_size = {}  # bytes, O_DIRECT alignment\n"
-      "\n[statfs]\n"
-      "block_size = {}  # bytes, f_bsize\n"
-      "fragment_size = {}  # bytes, f_frsize\n"
-      "name_max = {}  # bytes, f_namelen\n"
-      "\n[fallocate]\n"
-      "modes = [{}]\n"
-      "\n[allocation]\n"
-      "placement = {}\n"
-      "delayed_allocation = {}\n"
-      "writeback_bytes = {}  # bytes, 0: only fsync and close\n"
-      "inode_window_max_bytes = {}  # bytes, 0: off\n"
-      "speculative_preallocation = {}\n"
-      "speculative_preallocation_min_bytes = {}  # bytes\n"
-      "speculative_preallocation_max_bytes = {}  # bytes\n"
-      "copy_on_write = {}\n"
-      "cow_extent_max_bytes = {}  # bytes, 0: no limit\n"
-      "\n[cost]\n"
-      "round_trip_ns = {}\n"
-      "metadata_ns = {}\n"
-      "read_ns = {}\n"
-      "write_ns = {}\n"
-      "fsync_ns = {}\n"
-      "fallocate_ns = {}\n"
-      "punch_ns = {}\n"
-      "unlink_ns = {}\n"
-      "unlink_extent_ns = {}\n"
-      "extent_ns = {}\n"
-      "gap_fill_ns = {}\n"
-      "bandwidth_bytes_per_second = {}  # 0: unlimited\n"
-      "max_request_bytes = {}\n"
-      "queue_depth = {}\n"
-      "\n[page_cache]\n"
-      "memory_bandwidth_bytes_per_second = {}  # 0: free\n"
-      "syscall_ns = {}\n"
-      "dirty_unit = {}  # bytes\n"
-      "dirty_limit_bytes = {}  # 0: no limit\n"
-      "flush_on_close = {}\n"
-      "direct_io = {}\n"
-      "\n[durability]\n"
-      "namespace = {}\n",
-      quoted(name), quoted(description), allocation_unit, capacity_bytes, allocation_group_bytes,
-      group_metadata_bytes, max_extent_bytes, max_unwritten_extent_bytes, logical_block_size,
-      statfs_block_size, statfs_fragment_size, name_max, modes, quoted(placement),
-      delayed_allocation, writeback_bytes, inode_window_max_bytes, speculative_preallocation,
-      speculative_preallocation_min_bytes, speculative_preallocation_max_bytes, copy_on_write,
-      cow_extent_max_bytes, round_trip_ns, metadata_ns, read_ns, write_ns, fsync_ns, fallocate_ns,
-      punch_ns, unlink_ns, unlink_extent_ns, extent_ns, gap_fill_ns, bandwidth_bytes_per_second,
-      max_request_bytes, queue_depth, memory_bandwidth_bytes_per_second, syscall_ns, dirty_unit,
-      dirty_limit_bytes, flush_on_close, direct_io, quoted(namespace_durability));
+  return out;
 }
 
 }  // namespace mimicfs

@@ -10,6 +10,7 @@
 #include "backends/emulated_clock.h"
 #include "backends/fault_injector.h"
 #include "backends/profile.h"
+#include "backends/profile_schema.h"
 #include "fusefs/exit_status.h"
 #include "fusefs/mount.h"
 #include "fusefs/report_command.h"
@@ -131,6 +132,8 @@ int run(int argc, char** argv) {
   std::vector<std::string> show_overrides;
   show->add_option("--set", show_overrides, "Apply KEY=VALUE first, as mount --set does")
       ->allow_extra_args(false);
+  CLI::App* keys = profiles->add_subcommand(
+      "keys", "Print every profile key with its unit, range, default and meaning (Markdown)");
 
   // stats
   CLI::App* stats = app.add_subcommand("stats", "Print a mounted volume's statistics");
@@ -191,6 +194,10 @@ int run(int argc, char** argv) {
       if (profile) profile = apply_overrides(std::move(*profile), show_overrides);
       if (!profile) return usage_error(profile.error());
       fmt::print("{}", profile->to_toml());
+      return kExitOk;
+    }
+    if (*keys) {
+      fmt::print("{}", profile_keys_markdown());
       return kExitOk;
     }
     for (const auto& builtin : builtin_profiles()) {

@@ -54,7 +54,12 @@ void hammer(Fs& fs, int thread, int operations, std::atomic<int>& unexpected,
     const uint64_t inode = found ? found->inode : 0;
     switch (pick(14)) {
       case 0:
-        check(fs.volume.create(kRoot, name, S_IFREG | 0644, 0, Owner{}));
+        if (auto created = fs.volume.create(kRoot, name, S_IFREG | 0644, 0, Owner{})) {
+          ++succeeded;
+          fs.volume.forget(created->inode, 1);  // as the kernel does with its reference
+        } else {
+          check(created);
+        }
         break;
       case 1:
       case 2:
@@ -83,7 +88,12 @@ void hammer(Fs& fs, int thread, int operations, std::atomic<int>& unexpected,
         check(fs.volume.rename(kRoot, name, kRoot, other, 0));
         break;
       case 8:
-        if (inode) check(fs.volume.link(inode, kRoot, other));
+        if (auto linked = inode ? fs.volume.link(inode, kRoot, other) : fail(ENOENT)) {
+          ++succeeded;
+          fs.volume.forget(linked->inode, 1);
+        } else {
+          check(linked);
+        }
         break;
       case 9:
         check(fs.volume.unlink(kRoot, name));

@@ -1,0 +1,267 @@
+#include "backends/profile_schema.h"
+
+#include <fmt/format.h>
+
+namespace mimicfs {
+namespace {
+
+constexpr uint64_t kKiB = 1024;
+constexpr uint64_t kMiB = 1024 * kKiB;
+constexpr uint64_t kMaxBytes = uint64_t{1} << 60;
+// An hour: long enough for any emulated latency, short enough that sums of
+// millions of them cannot overflow 64-bit nanoseconds.
+constexpr uint64_t kMaxNs = uint64_t{3600} * 1'000'000'000;
+
+constexpr std::string_view kPlacements[] = {"goal", "shared_cursor"};
+constexpr std::string_view kNamespaceDurabilities[] = {"journal", "synchronous"};
+constexpr FallocateModeName kModeNames[] = {
+    {FallocateMode::kAllocate, "allocate"},
+    {FallocateMode::kKeepSize, "keep_size"},
+    {FallocateMode::kPunchHole, "punch_hole"},
+    {FallocateMode::kZeroRange, "zero_range"},
+};
+
+ProfileKey bytes(std::string_view path, uint64_t Profile::*field, uint64_t min, uint64_t max,
+                 std::string_view help) {
+  return {path, field, "bytes", help, false, min, max};
+}
+ProfileKey nanoseconds(std::string_view path, uint64_t Profile::*field, std::string_view help) {
+  return {path, field, "ns", help, false, 0, kMaxNs};
+}
+ProfileKey flag(std::string_view path, bool Profile::*field, std::string_view help) {
+  return {path, field, "bool", help};
+}
+
+std::string quoted(std::string_view text) {
+  std::string out = "\"";
+  for (const char c : text) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      out += fmt::format("\\u{:04x}", static_cast<unsigned>(c));
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+// 4096 -> "4 KiB", 1 << 20 -> "1 MiB"; other values as they are.
+std::string readable_bytes(uint64_t value) {
+  static constexpr std::pair<uint64_t, std::string_view> kUnits[] = {
+      {uint64_t{1} << 40, "TiB"}, {uint64_t{1} << 30, "GiB"}, {kMiB, "MiB"}, {kKiB, "KiB"}};
+  for (const auto& [size, name] : kUnits) {
+    if (value >= size && value % size == 0) return fmt::format("{} {}", value / size, name);
+  }
+  return std::to_string(value);
+}
+
+}  // namespace
+
+const std::vector<ProfileKey>& profile_keys() {
+  static const std::vector<ProfileKey> keys = {
+      {"name", &Profile::name, "",
+       "shown in stats and the mount's fsname (`mimicfs-NAME`); "
+       "defaults to the file's stem when `base` is used",
+       true},
+      {"description", &Profile::description, "", "one line for `mimicfs profiles`"},
+      {"device.allocation_unit", &Profile::allocation_unit, "bytes",
+       "the block: a write allocates exactly the units it touches that have none", true, 512, kMiB,
+       true},
+      {"device.capacity_bytes", &Profile::capacity_bytes, "bytes",
+       "emulated device size, a multiple of the unit; a write that needs more gets ENOSPC and "
+       "changes nothing",
+       true, 1, kMaxBytes},
+      bytes("device.allocation_group_bytes", &Profile::allocation_group_bytes, 0, kMaxBytes,
+            "ext4's flex group, xfs's allocation group, btrfs's data block group, a multiple of "
+            "the unit; at most 2^20 groups. 0: one group. A new directory goes to the next "
+            "group, a file to its directory's"),
+      bytes("device.group_metadata_bytes", &Profile::group_metadata_bytes, 0, kMaxBytes,
+            "blocks at the start of every group that are never free (bitmaps, inode tables, AG "
+            "headers), a multiple of the unit: a file that crosses a group is split there"),
+      bytes("device.max_extent_bytes", &Profile::max_extent_bytes, 0, kMaxBytes,
+            "the longest extent record, a multiple of the unit; longer runs are several records "
+            "(ext4: 32768 blocks). 0: no limit"),
+      bytes("device.max_unwritten_extent_bytes", &Profile::max_unwritten_extent_bytes, 0, kMaxBytes,
+            "the longest unwritten record (ext4: 32767 blocks); fallocate allocates one such "
+            "record per step, as ext4_alloc_file_blocks does. 0: as `device.max_extent_bytes`"),
+      {"device.logical_block_size", &Profile::logical_block_size, "bytes",
+       "O_DIRECT offsets and lengths must be multiples of it, else EINVAL (the kernel does not "
+       "check for FUSE); at most the unit. nfs: 1, the NFS client has no constraint",
+       false, 1, kMiB, true},
+      {"statfs.block_size", &Profile::statfs_block_size, "bytes",
+       "`f_bsize` (glibc's posix_fallocate fallback steps by min(f_bsize, 4096)) and "
+       "`st_blksize`",
+       true, 1, uint64_t{1} << 30},
+      {"statfs.fragment_size", &Profile::statfs_fragment_size, "bytes",
+       "`f_frsize`; `f_blocks` (the capacity less group metadata), `f_bfree` and `f_bavail` "
+       "(free less what delayed allocation has reserved) count these",
+       true, 1, uint64_t{1} << 30},
+      {"statfs.name_max", &Profile::name_max, "bytes", "`f_namelen`; longer names get ENAMETOOLONG",
+       true, 1, 255},
+      {"fallocate.modes", FallocateModesField{}, "list",
+       "which fallocate calls exist: `allocate` (mode 0), `keep_size`, `punch_hole` "
+       "(PUNCH_HOLE\\|KEEP_SIZE), `zero_range` (with or without KEEP_SIZE); the rest get "
+       "EOPNOTSUPP on every call. Allocated ranges are unwritten extents: they read as zeros, "
+       "are converted in place when written, and are counted",
+       true},
+      {"allocation.placement", &Profile::placement, "",
+       "where new blocks go. `goal`: right after the file's previous block (else where the "
+       "group's last allocation ended). `shared_cursor`: where the group's last allocation "
+       "ended, whatever file it was for, so concurrent writers interleave",
+       true, 0, 0, false, kPlacements},
+      flag("allocation.delayed_allocation", &Profile::delayed_allocation,
+           "written blocks get device blocks only at writeback (fsync, an O_SYNC write's range, "
+           "the close of a writer, the dirty limit); until then they are in `st_blocks` and "
+           "`delayed_bytes` and reserved against free space (ENOSPC comes at write time)"),
+      bytes("allocation.writeback_bytes", &Profile::writeback_bytes, 0, kMaxBytes,
+            "a file's delayed data that triggers its allocation, as background writeback "
+            "would. 0: only fsync and close"),
+      bytes("allocation.inode_window_max_bytes", &Profile::inode_window_max_bytes, 0, kMaxBytes,
+            "ext4 mballoc's per-inode preallocation: a file appended as a stream is given "
+            "windows that double from the request up to this; the unused rest is reserved for "
+            "that file and given back on last close, truncate, punch, or when the file "
+            "allocates anywhere but the window's next block (the stream ended). 0: off"),
+      flag("allocation.speculative_preallocation", &Profile::speculative_preallocation,
+           "xfs: an allocation that extends a file also maps blocks past EOF up to the next "
+           "power of two of its size (the file doubles), visible in `st_blocks`. Trimmed at the "
+           "last close of a writer, but only the first time (as xfs since Linux 6.12) until the "
+           "file is truncated, and never for a file that was fallocated. Cannot be combined "
+           "with inode windows"),
+      bytes("allocation.speculative_preallocation_min_bytes",
+            &Profile::speculative_preallocation_min_bytes, 1, kMaxBytes,
+            "files smaller than this get none (xfs's `allocsize` default)"),
+      bytes("allocation.speculative_preallocation_max_bytes",
+            &Profile::speculative_preallocation_max_bytes, 1, kMaxBytes,
+            "the most one preallocation adds"),
+      flag("allocation.copy_on_write", &Profile::copy_on_write,
+           "btrfs: overwriting written blocks allocates new ones (unwritten, fallocated ones "
+           "are written in place); a data extent stays allocated as a bookend until no part of "
+           "it is referenced (`device.unreferenced_bytes`)"),
+      bytes("allocation.cow_extent_max_bytes", &Profile::cow_extent_max_bytes, 0, kMaxBytes,
+            "the longest copy-on-write data extent (BTRFS_MAX_EXTENT_SIZE)"),
+      nanoseconds("cost.round_trip_ns", &Profile::round_trip_ns,
+                  "added to every request that reaches an NFS server, and to each round of a "
+                  "device batch"),
+      nanoseconds("cost.metadata_ns", &Profile::metadata_ns,
+                  "create, mkdir, symlink, link, rename, setattr, truncate, setxattr, "
+                  "removexattr"),
+      nanoseconds("cost.read_ns", &Profile::read_ns, "each device read request"),
+      nanoseconds("cost.write_ns", &Profile::write_ns, "each device write request"),
+      nanoseconds("cost.fsync_ns", &Profile::fsync_ns,
+                  "the commit of fsync/fdatasync (journal and cache flush; NFS COMMIT), charged "
+                  "when something was not durable"),
+      nanoseconds("cost.fallocate_ns", &Profile::fallocate_ns,
+                  "each fallocate that allocates or zeroes"),
+      nanoseconds("cost.punch_ns", &Profile::punch_ns, "each hole punch"),
+      nanoseconds("cost.unlink_ns", &Profile::unlink_ns, "each unlink and rmdir"),
+      nanoseconds("cost.unlink_extent_ns", &Profile::unlink_extent_ns,
+                  "each extent record a file's last unlink frees (seed 004)"),
+      nanoseconds("cost.extent_ns", &Profile::extent_ns,
+                  "each extent past the first that a device request spans"),
+      nanoseconds("cost.gap_fill_ns", &Profile::gap_fill_ns,
+                  "each allocation into a hole with allocated blocks on both sides (seed 000's "
+                  "\"unsparsing\")"),
+      {"cost.bandwidth_bytes_per_second", &Profile::bandwidth_bytes_per_second, "bytes/s",
+       "device or network transfer; 0: unlimited", false, 0, kMaxBytes},
+      bytes("cost.max_request_bytes", &Profile::max_request_bytes, 512, uint64_t{1} << 30,
+            "the longest device request (NFS wsize/rsize, max_sectors_kb)"),
+      {"cost.queue_depth", &Profile::queue_depth, "requests",
+       "requests in flight: a batch of N costs ceil(N/depth) latencies; in real latency mode, "
+       "the device slots",
+       false, 1, 65536},
+      {"page_cache.memory_bandwidth_bytes_per_second", &Profile::memory_bandwidth_bytes_per_second,
+       "bytes/s", "buffered copies; 0: free", false, 0, kMaxBytes},
+      nanoseconds("page_cache.syscall_ns", &Profile::syscall_ns, "each buffered read or write"),
+      {"page_cache.dirty_unit", &Profile::dirty_unit, "bytes",
+       "what writeback writes whole: a page; 1 on NFS, whose client writes each dirty byte "
+       "range",
+       false, 1, kMiB, true},
+      bytes("page_cache.dirty_limit_bytes", &Profile::dirty_limit_bytes, 0, kMaxBytes,
+            "dirty data in the volume past which a writer writes its file back; 0: no limit"),
+      flag("page_cache.flush_on_close", &Profile::flush_on_close,
+           "NFS close-to-open: the close of a writer writes back and commits"),
+      flag("page_cache.direct_io", &Profile::direct_io, "false: an O_DIRECT open gets EINVAL"),
+      {"durability.namespace", &Profile::namespace_durability, "",
+       "when created and renamed entries become durable: at the next commit (any fsync of a "
+       "file or directory, an O_SYNC write: one journal), or at once (an NFS server)",
+       false, 0, 0, false, kNamespaceDurabilities},
+  };
+  return keys;
+}
+
+const ProfileKey* find_profile_key(std::string_view path) {
+  for (const ProfileKey& key : profile_keys()) {
+    if (key.path == path) return &key;
+  }
+  return nullptr;
+}
+
+std::string profile_key_names() {
+  std::string names;
+  for (const ProfileKey& key : profile_keys()) {
+    names += (names.empty() ? "" : ", ") + std::string(key.path);
+  }
+  return names;
+}
+
+std::span<const FallocateModeName> fallocate_mode_names() { return kModeNames; }
+
+std::string value_as_toml(const ProfileKey& key, const Profile& profile) {
+  struct Visitor {
+    const Profile& p;
+    std::string operator()(std::string Profile::*f) const { return quoted(p.*f); }
+    std::string operator()(bool Profile::*f) const { return p.*f ? "true" : "false"; }
+    std::string operator()(uint64_t Profile::*f) const { return std::to_string(p.*f); }
+    std::string operator()(uint32_t Profile::*f) const { return std::to_string(p.*f); }
+    std::string operator()(FallocateModesField) const {
+      std::string modes;
+      for (const auto& m : kModeNames) {
+        if (p.supports(m.mode)) modes += (modes.empty() ? "" : ", ") + quoted(m.name);
+      }
+      return "[" + modes + "]";
+    }
+  };
+  return std::visit(Visitor{profile}, key.field);
+}
+
+std::string describe_constraints(const ProfileKey& key) {
+  std::string text(key.unit);
+  auto add = [&](const std::string& part) { text += (text.empty() ? "" : ", ") + part; };
+  if (!key.choices.empty()) {
+    std::string choices;
+    for (size_t i = 0; i < key.choices.size(); ++i) {
+      choices += (i == 0                        ? ""
+                  : i + 1 == key.choices.size() ? " or "
+                                                : ", ") +
+                 fmt::format("`{}`", key.choices[i]);
+    }
+    add(choices);
+  }
+  if (key.power_of_two) add("power of two");
+  const bool integer = std::holds_alternative<uint64_t Profile::*>(key.field) ||
+                       std::holds_alternative<uint32_t Profile::*>(key.field);
+  if (integer && (key.min > 1 || (key.max != kMaxBytes && key.max != kMaxNs))) {
+    const bool in_bytes = key.unit == "bytes";
+    add(fmt::format("{}..{}", in_bytes ? readable_bytes(key.min) : std::to_string(key.min),
+                    in_bytes ? readable_bytes(key.max) : std::to_string(key.max)));
+  }
+  if (!key.required) {
+    std::string value = value_as_toml(key, Profile{});
+    if (key.unit == "bytes" && integer) value = readable_bytes(std::stoull(value));
+    text += (text.empty() ? "optional, " : "; optional, ") + value;
+  }
+  return text;
+}
+
+std::string profile_keys_markdown() {
+  std::string table = "| key | unit | meaning |\n|---|---|---|\n";
+  table += "| `base` |  | built-in profile to start from (files only) |\n";
+  for (const ProfileKey& key : profile_keys()) {
+    table += fmt::format("| `{}` | {} | {} |\n", key.path, describe_constraints(key), key.help);
+  }
+  return table;
+}
+
+}  // namespace mimicfs

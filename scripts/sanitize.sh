@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Builds mimicfs with sanitizers and runs the tests they check:
+#   build-asan/  AddressSanitizer + UndefinedBehaviorSanitizer: unit and mount tests
+#                (the mounted daemon is the instrumented binary too)
+#   build-tsan/  ThreadSanitizer: the engine's multi-threaded stress test and layers
+# Any report fails the run. Usage: scripts/sanitize.sh [asan|tsan]... (default both)
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+"$root/scripts/bootstrap.sh"
+kinds=("$@")
+[ ${#kinds[@]} -eq 0 ] && kinds=(asan tsan)
+
+configure() {  # DIR SANITIZERS
+  if [ ! -f "$1/build.ninja" ]; then
+    cmake -S "$root" -B "$1" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+      -DMIMICFS_SANITIZE="$2" >/dev/null
+  fi
+}
+
+for kind in "${kinds[@]}"; do
+  case "$kind" in
+    asan)
+      dir="$root/build-asan"
+      configure "$dir" address,undefined
+      cmake --build "$dir" --target mimicfs mimicfs-scenarios mimicfs_unit_tests mimicfs_mount_tests
+      export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
+      export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+      "$dir/tests/mimicfs_unit_tests" --gtest_brief=1
+      "$dir/tests/mimicfs_mount_tests" --gtest_brief=1
+      ;;
+    tsan)
+      dir="$root/build-tsan"
+      configure "$dir" thread
+      cmake --build "$dir" --target mimicfs_unit_tests
+      TSAN_OPTIONS=halt_on_error=1 "$dir/tests/mimicfs_unit_tests" \
+        --gtest_filter='*EngineStress*:*Layer*:FaultInjector*:EmulatedClock*'
+      ;;
+    *)
+      echo "sanitize.sh: unknown kind \"$kind\" (known: asan, tsan)" >&2
+      exit 2
+      ;;
+  esac
+done
