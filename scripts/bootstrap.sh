@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
-# Installs the Debian packages mimicfs needs to build, run and test. Does nothing
-# when they are all present. Needs root (or sudo) only when something is missing.
+# Installs the Debian packages mimicfs needs to build, run and test, and with
+# `--with PKG...` those a script needs besides (mariadb-server, chromium,
+# xfsprogs, ...). Does nothing when they are all present. Needs root (or sudo)
+# only when something is missing. The one place packages are installed.
+#
+#   scripts/bootstrap.sh [--with PKG...]
 set -euo pipefail
 
 packages=(
@@ -11,6 +15,14 @@ packages=(
   attr
   fio  # real software on the mount: the fio scenario (tools/scenario_driver.cc)
 )
+if [ "${1:-}" = "--with" ]; then
+  shift
+  [ $# -gt 0 ] || { echo "bootstrap: --with needs at least one package" >&2; exit 2; }
+  packages+=("$@")
+elif [ $# -gt 0 ]; then
+  echo "bootstrap: unknown argument \"$1\" (usage: bootstrap.sh [--with PKG...])" >&2
+  exit 2
+fi
 
 missing=()
 for p in "${packages[@]}"; do

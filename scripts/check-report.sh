@@ -10,12 +10,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 out="${1:-/tmp/mimicfs-report}"
 mkdir -p "$out"
 out="$(cd "$out" && pwd)"  # file:// needs an absolute path
-if ! command -v chromium >/dev/null; then
-  sudo=""
-  [ "$(id -u)" = 0 ] || sudo=sudo
-  $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq chromium >/dev/null
-fi
+"$root/scripts/bootstrap.sh" --with chromium
 "$root/scripts/build.sh" >/dev/null
 mimicfs="$root/build/fusefs/mimicfs"
 driver="$root/build/tools/mimicfs-scenarios"

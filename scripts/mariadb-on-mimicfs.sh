@@ -13,16 +13,7 @@
 # on nfs fallocate is refused and the tablespace still ends in one extent.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-if ! command -v mariadbd >/dev/null && ! [ -x /usr/sbin/mariadbd ]; then
-  sudo=""
-  if [ "$(id -u)" != 0 ]; then
-    command -v sudo >/dev/null || { echo "mariadb-on-mimicfs.sh: installing mariadb-server needs root or sudo" >&2; exit 2; }
-    sudo=sudo
-  fi
-  $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends \
-    mariadb-server >/dev/null
-fi
+"$root/scripts/bootstrap.sh" --with mariadb-server
 export PATH="$PATH:/usr/sbin"
 "$root/scripts/build.sh" >/dev/null
 driver="$root/build/tools/mimicfs-scenarios"

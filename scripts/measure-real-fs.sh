@@ -12,9 +12,7 @@ set -euo pipefail
 runs=${1:-3}
 [[ $runs =~ ^[1-9][0-9]*$ ]] || { echo "measure-real-fs.sh: RUNS must be a positive number" >&2; exit 2; }
 [ "$(id -u)" = 0 ] || { echo "measure-real-fs.sh: needs root (it makes loop devices)" >&2; exit 2; }
-for tool in mkfs.xfs:xfsprogs mkfs.btrfs:btrfs-progs filefrag:e2fsprogs cc:gcc; do
-  command -v "${tool%%:*}" >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${tool#*:}"
-done
+"$(dirname "${BASH_SOURCE[0]}")/bootstrap.sh" --with xfsprogs btrfs-progs e2fsprogs gcc
 
 work=$(mktemp -d /tmp/mimicfs-realfs.XXXXXX)
 loop=""
