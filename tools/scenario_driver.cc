@@ -7,11 +7,14 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <linux/falloc.h>
+#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -164,21 +167,42 @@ Scenario punch_scenario() {
            {"punch_half_of_each_page", [](const std::string& m) { return pages(m, true); }}}};
 }
 
-// `text` as one sh word, whatever it contains: '...' with each ' written '\''.
-std::string shell_quoted(const std::string& text) {
-  std::string quoted = "'";
-  for (const char c : text) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return quoted + "'";
+// Runs `argv` (argv[0] searched in PATH) to completion, with `extra_env`
+// ("NAME=VALUE") added to the environment and, when `quiet`, its standard output
+// discarded. No shell: arguments pass as they are. Returns the exit status, 128+N
+// when signal N ended it, 127 when it could not start.
+int run(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env = {},
+        bool quiet = false) {
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  std::vector<char*> env;
+  for (const auto& e : extra_env) env.push_back(const_cast<char*>(e.c_str()));
+  for (char** e = environ; *e; ++e) env.push_back(*e);
+  env.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  if (quiet) posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
+  pid_t pid = 0;
+  const int error = posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), env.data());
+  posix_spawn_file_actions_destroy(&actions);
+  if (error != 0) {
+    fmt::print(stderr, "mimicfs-scenarios: cannot run {}: {}\n", argv[0], std::strerror(error));
+    return 127;
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) return 127;
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
 // Seed 000 with software nobody here wrote: fio lays out a 16 MiB file with each
 // --fallocate mode, then writes it in 16 KiB blocks.
 bool fio(const std::string& mount, const std::string& mode) {
-  const std::string command = fmt::format(
-      "fio --name=t1 --directory={} --size=16M --bs=16k --rw=write --ioengine=psync "
-      "--end_fsync=1 --fallocate={} --minimal >/dev/null",
-      shell_quoted(mount), mode);
-  return std::system(command.c_str()) == 0;
+  return run({"fio", "--name=t1", "--directory=" + mount, "--size=16M", "--bs=16k", "--rw=write",
+              "--ioengine=psync", "--end_fsync=1", "--fallocate=" + mode, "--minimal"},
+             {}, /*quiet=*/true) == 0;
 }
 
 Scenario fio_scenario() {
@@ -197,10 +221,8 @@ Scenario fio_scenario() {
 // compressed table filled and altered; a page-compressed table dropped. The
 // session finds the mount in MIMICFS_MOUNT and mimicfs in MIMICFS.
 bool mariadb(const std::string& /*mount*/, const char* workload) {
-  const std::string command =
-      fmt::format("WORKLOAD={} {}", workload,
-                  shell_quoted(std::string(MIMICFS_SOURCE_DIR) + "/scripts/mariadb-session.sh"));
-  return std::system(command.c_str()) == 0;
+  return run({std::string(MIMICFS_SOURCE_DIR) + "/scripts/mariadb-session.sh"},
+             {fmt::format("WORKLOAD={}", workload)}) == 0;
 }
 
 Scenario mariadb_scenario() {
@@ -259,13 +281,13 @@ nlohmann::json row_of(const std::string& strategy, const std::string& profile,
 
 void print_table(const Scenario& scenario, const nlohmann::json& rows) {
   fmt::print("\n{} ({})\n", scenario.name, scenario.seed_and_question);
-  fmt::print(
-      "{:<28} {:<8} {:>8} {:>7} {:>8} {:>8} {:>8} {:>8} {:>8} {:>14} {:>14} {:>12} {:>11}\n",
-      "strategy", "profile", "writes", "fsyncs", "refused", "punches", "unlinks", "extents",
-      "of .ibd", "allocated", "device", "emulated s", "unlink ms");
+  fmt::print("{:<28} {:<8} {:>8} {:>7} {:>8} {:>8} {:>8} {:>8} {:>8} {:>14} {:>14} {:>12} {:>11}\n",
+             "strategy", "profile", "writes", "fsyncs", "refused", "punches", "unlinks", "extents",
+             "of .ibd", "allocated", "device", "emulated s", "unlink ms");
   for (const auto& r : rows) {
     fmt::print(
-        "{:<28} {:<8} {:>8} {:>7} {:>8} {:>8} {:>8} {:>8} {:>8} {:>14} {:>14} {:>12.4f} {:>11.3f}\n",
+        "{:<28} {:<8} {:>8} {:>7} {:>8} {:>8} {:>8} {:>8} {:>8} {:>14} {:>14} {:>12.4f} "
+        "{:>11.3f}\n",
         r["strategy"].get<std::string>(), r["profile"].get<std::string>(),
         r["writes"].get<uint64_t>(), r["fsyncs"].get<uint64_t>(),
         r["fallocate_refused"].get<uint64_t>(), r["punches"].get<uint64_t>(),
@@ -344,13 +366,10 @@ int run(int argc, char** argv) {
     nlohmann::json rows = nlohmann::json::array();
     for (const auto& profile : profiles.empty() ? scenario.default_profiles : split(profiles)) {
       for (const auto& [strategy, perform_strategy] : scenario.strategies) {
-        const std::string command =
-            fmt::format("'{}' run --profile '{}' --stats-out '{}' -- '{}' --perform '{}' '{}'",
-                        mimicfs, profile, stats_file, self, scenario.name, strategy);
-        const int status = std::system(command.c_str());
-        if (status != 0) {
+        const int code = run({mimicfs, "run", "--profile", profile, "--stats-out", stats_file, "--",
+                              self, "--perform", scenario.name, strategy});
+        if (code != 0) {
           // `mimicfs run` has said what was wrong; a usage error stays one.
-          const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 1;
           fmt::print(stderr, "mimicfs-scenarios: {} / {} on {} failed (status {})\n", scenario.name,
                      strategy, profile, code);
           return code == 2 ? 2 : 1;
