@@ -65,7 +65,7 @@ std::expected<void, std::string> apply_key(const ProfileKey& key, const toml::no
         for (std::string_view c : key.choices)
           known += (known.empty() ? "" : ", ") + std::string(c);
         return key_error(node, key.path,
-                         fmt::format("unknown value \"{}\" (known: {})", *v, known));
+                         fmt::format("unknown {} \"{}\" (known: {})", key.choice_noun, *v, known));
       }
       profile.*field = *v;
       return {};

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 namespace mimicfs {
 namespace {
 
@@ -32,7 +34,12 @@ ProfileKey flag(std::string_view path, bool Profile::*field, std::string_view he
   return {path, field, "bool", help};
 }
 
+// As TOML writes a string: a literal 'string' when it can be, else a "basic" one.
 std::string quoted(std::string_view text) {
+  const bool literal = std::none_of(text.begin(), text.end(), [](char c) {
+    return c == '\'' || static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
+  });
+  if (literal) return "'" + std::string(text) + "'";
   std::string out = "\"";
   for (const char c : text) {
     if (c == '"' || c == '\\') {
@@ -110,7 +117,7 @@ const std::vector<ProfileKey>& profile_keys() {
        "where new blocks go. `goal`: right after the file's previous block (else where the "
        "group's last allocation ended). `shared_cursor`: where the group's last allocation "
        "ended, whatever file it was for, so concurrent writers interleave",
-       true, 0, 0, false, kPlacements},
+       true, 0, 0, false, kPlacements, "placement"},
       flag("allocation.delayed_allocation", &Profile::delayed_allocation,
            "written blocks get device blocks only at writeback (fsync, an O_SYNC write's range, "
            "the close of a writer, the dirty limit); until then they are in `st_blocks` and "

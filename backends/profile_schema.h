@@ -32,6 +32,7 @@ struct ProfileKey {
   uint64_t max = 0;
   bool power_of_two = false;
   std::span<const std::string_view> choices = {};  // strings: the accepted values
+  std::string_view choice_noun = "value";          // "unknown placement \"x\" (known: ...)"
 };
 
 // In schema order: the order of `profiles show` and of the docs.

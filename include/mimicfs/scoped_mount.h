@@ -13,6 +13,7 @@
 // root or a /dev/fuse the user may open. The stats are docs/stats.md's schema.
 #pragma once
 
+#include <fcntl.h>
 #include <spawn.h>
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -20,6 +21,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -35,20 +37,46 @@ namespace mimicfs {
 
 class ScopedMount {
  public:
+  struct Options {
+    std::string profile = "nfs";               // a built-in profile
+    std::string profile_file;                  // or a TOML file (--profile-file), if set
+    std::vector<std::string> overrides;        // --set KEY=VALUE each
+    std::vector<std::string> extra_arguments;  // more `mimicfs mount` options (--latency ...)
+    std::string binary;  // the mimicfs to run; empty: $MIMICFS_BINARY, else `mimicfs` in PATH
+  };
+
   // Mounts built-in `profile` with `--set` overrides ("allocation.placement=goal").
   explicit ScopedMount(const std::string& profile = "nfs",
-                       const std::vector<std::string>& overrides = {}) {
+                       const std::vector<std::string>& overrides = {})
+      : ScopedMount(Options{profile, {}, overrides, {}, {}}) {}
+
+  // Throws std::runtime_error with mimicfs's own message when the mount fails.
+  explicit ScopedMount(const Options& options) {
     char dir[] = "/tmp/mimicfs-scoped.XXXXXX";
     if (!mkdtemp(dir)) throw std::runtime_error(std::string("mkdtemp: ") + std::strerror(errno));
     path_ = dir;
-    std::vector<std::string> argv = {binary(), "mount", "--profile", profile};
-    for (const auto& o : overrides) argv.insert(argv.end(), {"--set", o});
+    std::vector<std::string> argv = {options.binary.empty() ? binary() : options.binary, "mount"};
+    if (options.profile_file.empty()) {
+      argv.insert(argv.end(), {"--profile", options.profile});
+    } else {
+      argv.insert(argv.end(), {"--profile-file", options.profile_file});
+    }
+    for (const auto& o : options.overrides) argv.insert(argv.end(), {"--set", o});
+    argv.insert(argv.end(), options.extra_arguments.begin(), options.extra_arguments.end());
     argv.push_back(path_);
-    const int status = run(argv);
+    const std::string errors = path_ + ".stderr";
+    const int status = run(argv, errors);
+    std::string message;
+    {
+      std::ifstream in(errors);
+      std::getline(in, message, '\0');
+    }
+    std::filesystem::remove(errors);
     if (status != 0) {
       std::filesystem::remove(path_);
-      throw std::runtime_error("mimicfs mount --profile " + profile + " failed with status " +
-                               std::to_string(status) + " (see its stderr)");
+      while (!message.empty() && message.back() == '\n') message.pop_back();
+      throw std::runtime_error("mimicfs mount failed with status " + std::to_string(status) +
+                               (message.empty() ? "" : ": " + message));
     }
   }
   ~ScopedMount() {
@@ -81,24 +109,45 @@ class ScopedMount {
   }
   // Zeroes the operation counters (allocation state is kept).
   void reset_counters() const {
-    std::ofstream ctl(path_ + "/.mimicfs/ctl");
-    ctl << "reset\n";
-    ctl.flush();
-    if (!ctl) throw std::runtime_error("cannot write " + path_ + "/.mimicfs/ctl");
+    if (const int error = ctl("reset"); error != 0) {
+      throw std::runtime_error("cannot write " + path_ + "/.mimicfs/ctl: " + std::strerror(error));
+    }
   }
+  // Writes one command to .mimicfs/ctl ("crash", "fault add RULE", ...): 0, or the
+  // errno of the write (EINVAL for a command the volume rejects).
+  int ctl(const std::string& command) const {
+    const int fd = ::open((path_ + "/.mimicfs/ctl").c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd < 0) return errno;
+    const std::string line = command + "\n";
+    const ssize_t written = ::write(fd, line.data(), line.size());
+    const int error = written < 0 ? errno : 0;
+    ::close(fd);
+    return error;
+  }
+  // Every operation's emulated time so far (clock.emulated_ns), in nanoseconds.
+  uint64_t emulated_ns() const { return stats()["clock"]["emulated_ns"].get<uint64_t>(); }
 
  private:
   static std::string binary() {
     const char* configured = std::getenv("MIMICFS_BINARY");
     return configured && *configured ? configured : "mimicfs";
   }
-  // Runs argv (searched in PATH) to completion; its exit status, 127 if it could not start.
-  static int run(const std::vector<std::string>& args) {
+  // Runs argv (searched in PATH) to completion, its stderr into `errors` if given;
+  // its exit status, 127 if it could not start.
+  static int run(const std::vector<std::string>& args, const std::string& errors = "") {
     std::vector<char*> argv;
     for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    if (!errors.empty()) {
+      posix_spawn_file_actions_addopen(&actions, 2, errors.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                       0600);
+    }
     pid_t pid = 0;
-    if (posix_spawnp(&pid, argv[0], nullptr, nullptr, argv.data(), environ) != 0) return 127;
+    const int spawned = posix_spawnp(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&actions);
+    if (spawned != 0) return 127;
     int status = 0;
     pid_t waited;
     while ((waited = waitpid(pid, &status, 0)) < 0 && errno == EINTR) {

@@ -99,74 +99,40 @@ CommandResult run_command(const std::vector<std::string>& argv) {
 }
 
 MountedVolume::MountedVolume(const std::string& profile, std::vector<std::string> extra) {
-  mount({"--profile", profile}, extra);
+  ScopedMount::Options options;
+  options.profile = profile;
+  mount(std::move(options), extra);
 }
 
 MountedVolume::MountedVolume(const ProfileFile& profile, std::vector<std::string> extra) {
-  mount({"--profile-file", profile.path}, extra);
+  ScopedMount::Options options;
+  options.profile_file = profile.path;
+  mount(std::move(options), extra);
 }
 
-void MountedVolume::mount(std::vector<std::string> profile_arguments,
-                          const std::vector<std::string>& extra) {
-  path_ = make_temp_dir();
-  log_ = path_ + ".log";
-  std::vector<std::string> argv = {mimicfs_binary(), "mount"};
-  argv.insert(argv.end(), profile_arguments.begin(), profile_arguments.end());
-  argv.insert(argv.end(), {"--log-file", log_, "--log-level", "info"});
-  argv.insert(argv.end(), extra.begin(), extra.end());
-  argv.push_back(path_);
-  CommandResult r = run_command(argv);
-  mounted_ = r.exit_status == 0 && is_mounted(path_);
-  if (!mounted_) error_ = "mount failed (status " + std::to_string(r.exit_status) + "): " + r.err;
+void MountedVolume::mount(ScopedMount::Options options, const std::vector<std::string>& extra) {
+  options.binary = mimicfs_binary();
+  log_ = make_temp_dir() + "/mimicfs.log";
+  options.extra_arguments = {"--log-file", log_, "--log-level", "info"};
+  options.extra_arguments.insert(options.extra_arguments.end(), extra.begin(), extra.end());
+  try {
+    mount_.emplace(options);
+    path_ = mount_->path();
+  } catch (const std::exception& e) {
+    error_ = e.what();
+  }
 }
 
 MountedVolume::~MountedVolume() {
-  if (mounted_) {
-    // A lazy unmount never fails on a busy mount; the daemon exits when it is gone.
-    for (int attempt = 0; attempt < 50 && is_mounted(path_); ++attempt) {
-      if (run_command({"fusermount3", "-u", path_}).exit_status != 0) {
-        run_command({"fusermount3", "-u", "-z", path_});
-      }
-      if (is_mounted(path_)) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-  }
+  mount_.reset();  // unmounts and removes the directory
   std::error_code ec;
-  std::filesystem::remove(path_, ec);
-  std::filesystem::remove(log_, ec);
-}
-
-nlohmann::json MountedVolume::stats() const {
-  std::ifstream in(path_ + "/.mimicfs/stats.json");
-  if (!in) throw std::runtime_error("cannot open stats.json in " + path_);
-  return nlohmann::json::parse(in);
+  std::filesystem::remove_all(std::filesystem::path(log_).parent_path(), ec);
 }
 
 nlohmann::json MountedVolume::file_stats(const std::string& name) const {
-  nlohmann::json all = stats();
-  const std::string key = "/" + name;
-  if (!all["files"].contains(key)) throw std::runtime_error("no stats for " + key);
-  return all["files"][key];
-}
-
-void MountedVolume::reset_counters() const {
-  std::ofstream ctl(path_ + "/.mimicfs/ctl");
-  ctl << "reset\n";
-  ctl.flush();
-  if (!ctl) throw std::runtime_error("ctl reset failed in " + path_);
-}
-
-int MountedVolume::ctl(const std::string& command) const {
-  const int fd = ::open((path_ + "/.mimicfs/ctl").c_str(), O_WRONLY | O_CLOEXEC);
-  if (fd < 0) return errno;
-  const std::string line = command + "\n";
-  const ssize_t written = ::write(fd, line.data(), line.size());
-  const int error = written < 0 ? errno : 0;
-  ::close(fd);
-  return error;
-}
-
-uint64_t MountedVolume::emulated_ns() const {
-  return stats()["clock"]["emulated_ns"].get<uint64_t>();
+  nlohmann::json stats = mount_->file_stats(name);
+  if (stats.is_null()) throw std::runtime_error("no stats for /" + name);
+  return stats;
 }
 
 }  // namespace mimicfs::testing

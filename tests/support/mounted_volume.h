@@ -1,13 +1,17 @@
 // MountedVolume: a real mimicfs mount in a temporary directory for a test's
-// lifetime, and the helpers mount tests share. Mount tests drive it with real
-// syscalls through the kernel.
+// lifetime (include/mimicfs/scoped_mount.h's ScopedMount, with the daemon's log
+// kept beside it), and the helpers mount tests share. Mount tests drive it with
+// real syscalls through the kernel.
 #pragma once
 
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "mimicfs/scoped_mount.h"
 
 namespace mimicfs::testing {
 
@@ -54,29 +58,29 @@ class MountedVolume {
   MountedVolume(const MountedVolume&) = delete;
   MountedVolume& operator=(const MountedVolume&) = delete;
 
-  bool mounted() const { return mounted_; }
+  bool mounted() const { return mount_.has_value(); }
   const std::string& error() const { return error_; }
   const std::string& path() const { return path_; }
   std::string file(const std::string& name) const { return path_ + "/" + name; }
 
   // .mimicfs/stats.json, parsed.
-  nlohmann::json stats() const;
-  // The stats of one file by its name inside the mount, e.g. "data.ibd".
+  nlohmann::json stats() const { return mount_->stats(); }
+  // The stats of one file by its name inside the mount, e.g. "data.ibd"; throws
+  // when there is none.
   nlohmann::json file_stats(const std::string& name) const;
   // Zeroes the operation counters and emulated times through .mimicfs/ctl.
-  void reset_counters() const;
+  void reset_counters() const { mount_->reset_counters(); }
   // Writes one command to .mimicfs/ctl; returns 0 or the errno of the write.
-  int ctl(const std::string& command) const;
+  int ctl(const std::string& command) const { return mount_->ctl(command); }
   // clock.emulated_ns from stats.json.
-  uint64_t emulated_ns() const;
+  uint64_t emulated_ns() const { return mount_->emulated_ns(); }
 
  private:
-  // `profile_arguments` select the profile: {"--profile", NAME} or {"--profile-file", PATH}.
-  void mount(std::vector<std::string> profile_arguments, const std::vector<std::string>& extra);
+  void mount(ScopedMount::Options options, const std::vector<std::string>& extra);
 
+  std::optional<ScopedMount> mount_;
   std::string path_;
   std::string log_;
-  bool mounted_ = false;
   std::string error_;
 };
 
