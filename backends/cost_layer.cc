@@ -8,15 +8,14 @@ CostLayer::CostLayer(FileSystem& target, LatencyMode latency)
 void CostLayer::leave(const Call&, Work& work, int error) {
   Cost cost{0, work.fault_latency_ns};
   if (error == 0) cost += costs_.of(work);
-  forget_destroyed(work);
   const uint64_t total = cost.total();
   work.emulated_ns = total;
-  if (total == 0) return;
-  if (work.file != 0) {
+  if (total > 0 && work.file != 0 && error == 0) {
     std::lock_guard lock(files_mutex_);
     file_ns_[work.file] += total;
   }
-  clock_.charge(cost);  // may wait: no lock is held here
+  forget_destroyed(work);              // after: an unlink charges the file it destroys
+  if (total > 0) clock_.charge(cost);  // may wait: no lock is held here
 }
 
 void CostLayer::forget(uint64_t inode, uint64_t references, Work& work) {
@@ -40,6 +39,11 @@ uint64_t CostLayer::file_ns(uint64_t inode) {
   std::lock_guard lock(files_mutex_);
   auto it = file_ns_.find(inode);
   return it == file_ns_.end() ? 0 : it->second;
+}
+
+size_t CostLayer::tracked_files() {
+  std::lock_guard lock(files_mutex_);
+  return file_ns_.size();
 }
 
 StatsSnapshot CostLayer::snapshot() {

@@ -25,6 +25,8 @@ class CostLayer final : public Layer {
   LatencyMode latency() const { return clock_.mode(); }
   // Every operation's emulated time since the start or the last reset.
   uint64_t emulated_ns() const { return clock_.total_ns(); }
+  // Files with emulated time kept (live inodes only: a destroyed one is dropped).
+  size_t tracked_files();
 
   void forget(uint64_t inode, uint64_t references, Work& work) override;
   CrashReport crash(Work& work) override;

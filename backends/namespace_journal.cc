@@ -20,6 +20,12 @@ void NamespaceJournal::renamed(uint64_t inode, uint64_t parent, const std::strin
   uncommitted_.push_back({Change::Kind::kRenamed, inode, parent, name, from_parent, from_name});
 }
 
+bool NamespaceJournal::creates(uint64_t inode) const {
+  return std::any_of(uncommitted_.begin(), uncommitted_.end(), [&](const Change& change) {
+    return change.kind == Change::Kind::kCreated && change.inode == inode;
+  });
+}
+
 bool NamespaceJournal::commit() {
   const bool any = !uncommitted_.empty();
   uncommitted_.clear();

@@ -38,6 +38,8 @@ class NamespaceJournal {
   // Entry `from_name` in `from_parent` moved to `name` in `parent`, replacing nothing.
   void renamed(uint64_t inode, uint64_t parent, const std::string& name, uint64_t from_parent,
                const std::string& from_name);
+  // True when the creation of an entry for `inode` is not durable yet.
+  bool creates(uint64_t inode) const;
   // Every change is durable now; true when there were any (the commit had work).
   bool commit();
   // A power cut: the changes not durable, newest first; the journal is empty after.

@@ -726,13 +726,14 @@ Result<void> Volume::fsync(uint64_t inode, bool datasync, Work& work) {
     work.file = node->number;
     std::lock_guard lock(node->mutex);
     committed = sync_range_locked(*node, 0, kMaxFileSize, work);
-    // As ext4's i_datasync_tid: fdatasync of a file with nothing to make
-    // durable finds no transaction of its own to commit.
-    if (datasync && !committed) return {};
   }
   // One journal: committing the file's transaction commits every namespace
   // change with it; a directory's fsync is how a program asks for exactly that.
   std::lock_guard lock(namespace_mutex_);
+  // As ext4's i_datasync_tid: fdatasync of a file with nothing to make durable
+  // finds no transaction of its own to commit, unless the file's creation is
+  // still in the journal (a new inode's creation is part of its data).
+  if (datasync && node->is_regular() && !committed && !journal_.creates(node->number)) return {};
   if (journal_.commit() && !committed) ++work.commits;
   return {};
 }

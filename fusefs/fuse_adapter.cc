@@ -288,11 +288,13 @@ void on_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
     auto& self = adapter(req);
     if (ControlFiles::reserved(parent, name)) return ErrorReply{EEXIST};
     if (ControlFiles::owns(parent)) return ErrorReply{EPERM};
+    // Allocated first: once the file exists and is open, nothing may fail before the reply.
+    OpenReply reply{*fi, std::make_unique<Handle>(), nullptr, std::nullopt};
+    reply.handle->flags = fi->flags;
     // The new file is open: one handle, released by RELEASE like any other.
     auto created = self.fs().create(parent, name, mode, 0, owner_of(req), /*open_handle=*/true);
     if (!created) return ErrorReply{created.error().value};
-    OpenReply reply{*fi, std::make_unique<Handle>(), nullptr, to_entry(self, *created)};
-    reply.handle->flags = fi->flags;
+    reply.created = to_entry(self, *created);
     reply.interrupted = [&self, inode = created->inode] { self.fs().release(inode); };
     return reply;
   });

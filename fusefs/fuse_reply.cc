@@ -52,7 +52,15 @@ void send(fuse_req_t req, const char* op, uint64_t inode, Reply reply) {
                    if (sent == 0) {
                      r.handle.release();  // the kernel's until RELEASE
                    } else if (r.interrupted) {
-                     r.interrupted();  // no RELEASE will come for this handle
+                     // No RELEASE will come for this handle. This runs after the
+                     // reply, outside serve()'s try: nothing may escape to libfuse.
+                     try {
+                       r.interrupted();
+                     } catch (const std::exception& e) {
+                       spdlog::error("{} {}: undoing an interrupted open: {}", op, inode, e.what());
+                     } catch (...) {
+                       spdlog::error("{} {}: undoing an interrupted open failed", op, inode);
+                     }
                    }
                  },
                  [&](const DataReply& r) { fuse_reply_buf(req, r.data.data(), r.data.size()); },

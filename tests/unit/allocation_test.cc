@@ -82,6 +82,11 @@ TEST_P(DelayedAllocation, FdatasyncOfACleanFileCommitsNothing) {
   EXPECT_EQ(fs.volume.snapshot().clock.emulated_ns, 0u);
   fs.volume.crash();
   EXPECT_EQ(fs.inode_of("other"), 0u) << "the new name was not committed";
+  // A new, empty file's fdatasync commits its own creation (and the journal with it).
+  const uint64_t fresh = fs.create_open("fresh");
+  ASSERT_TRUE(fs.volume.fsync(fresh, /*datasync=*/true).has_value());
+  fs.volume.crash();
+  EXPECT_NE(fs.inode_of("fresh"), 0u);
   fs.create("other");
   ASSERT_TRUE(fs.volume.fsync(kRoot, /*datasync=*/true).has_value());
   EXPECT_GT(fs.volume.snapshot().clock.emulated_ns, 0u);

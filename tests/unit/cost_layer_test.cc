@@ -81,6 +81,30 @@ TEST(CostLayer, ChargesTheFileTheWorkWasForUntilItIsDestroyed) {
   EXPECT_EQ(fs.snapshot().clock.emulated_ns, commit);  // the total keeps it
 }
 
+TEST(CostLayer, AnUnlinkThatDestroysTheFileLeavesNoEntryBehind) {
+  Stack s("nfs");
+  FileSystem& fs = s.cost;
+  const uint64_t f = fs.create(kRoot, "f", S_IFREG | 0644, 0, Owner{})->inode;
+  fs.forget(f, 1);  // no reference left: the unlink destroys it
+  s.scripted.script.file = f;
+  s.scripted.script.unlinks = 1;
+  ASSERT_TRUE(fs.unlink(kRoot, "f").has_value());
+  EXPECT_GT(s.cost.emulated_ns(), 0u);
+  EXPECT_EQ(s.cost.tracked_files(), 0u);
+}
+
+TEST(CostLayer, AFailedOperationChargesNoFile) {
+  Stack s("nfs");
+  FileSystem& fs = s.cost;
+  ASSERT_TRUE(fs.create(kRoot, "f", S_IFREG | 0644, 0, Owner{}).has_value());
+  s.scripted.script = {};
+  s.scripted.script.file = 999;
+  s.scripted.script.fault_latency_ns = 100;
+  EXPECT_FALSE(fs.create(kRoot, "f", S_IFREG | 0644, 0, Owner{}).has_value());  // EEXIST
+  EXPECT_EQ(s.cost.emulated_ns(), 100u);
+  EXPECT_EQ(s.cost.tracked_files(), 0u);
+}
+
 TEST(CostLayer, ResetZeroesTheClockAndEveryFile) {
   Stack s("nfs");
   FileSystem& fs = s.cost;

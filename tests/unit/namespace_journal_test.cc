@@ -26,6 +26,16 @@ TEST(NamespaceJournal, APowerCutLosesTheUncommittedNewestFirst) {
   EXPECT_TRUE(journal.lose().empty());
 }
 
+TEST(NamespaceJournal, KnowsWhichInodesCreationIsPending) {
+  NamespaceJournal journal(NamespaceJournal::Durability::kJournal);
+  journal.created(20, 1, "a");
+  journal.renamed(21, 1, "c", 1, "b");
+  EXPECT_TRUE(journal.creates(20));
+  EXPECT_FALSE(journal.creates(21));
+  journal.commit();
+  EXPECT_FALSE(journal.creates(20));
+}
+
 TEST(NamespaceJournal, ASynchronousServerCommitsEachChangeAtOnce) {
   NamespaceJournal journal(NamespaceJournal::Durability::kSynchronous);
   journal.created(20, 1, "a");
