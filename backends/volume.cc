@@ -525,17 +525,27 @@ void Volume::release(uint64_t inode, Work& work) {
   }
 }
 
-Result<size_t> Volume::read(uint64_t inode, uint64_t offset, std::span<std::byte> out, int flags,
-                            Work& work) {
+Result<std::shared_ptr<Volume::Inode>> Volume::file_for_io(uint64_t inode, uint64_t offset,
+                                                           uint64_t length, int flags) {
   auto node = find(inode);
   if (!node) return fail(ENOENT);
   if (node->is_directory()) return fail(EISDIR);
   if (!node->is_regular()) return fail(EINVAL);
-  const bool direct = (flags & O_DIRECT) != 0;
-  if (direct && (offset % profile_.logical_block_size != 0 ||
-                 out.size() % profile_.logical_block_size != 0)) {
+  // The kernel checks no alignment for FUSE; the emulated device does, as
+  // ext4 and xfs do for O_DIRECT (NFS has no constraint: logical_block_size 1).
+  if ((flags & O_DIRECT) &&
+      (offset % profile_.logical_block_size != 0 || length % profile_.logical_block_size != 0)) {
     return fail(EINVAL);
   }
+  return node;
+}
+
+Result<size_t> Volume::read(uint64_t inode, uint64_t offset, std::span<std::byte> out, int flags,
+                            Work& work) {
+  auto found = file_for_io(inode, offset, out.size(), flags);
+  if (!found) return std::unexpected(found.error());
+  const std::shared_ptr<Inode>& node = *found;
+  const bool direct = (flags & O_DIRECT) != 0;
   work.file = node->number;
   std::lock_guard lock(node->mutex);
   if (offset >= node->size) return size_t{0};
@@ -572,17 +582,10 @@ Result<size_t> Volume::write_locked(Inode& node, uint64_t offset, std::span<cons
 
 Result<size_t> Volume::write(uint64_t inode, uint64_t offset, std::span<const std::byte> data,
                              int flags, Work& work) {
-  auto node = find(inode);
-  if (!node) return fail(ENOENT);
-  if (node->is_directory()) return fail(EISDIR);
-  if (!node->is_regular()) return fail(EINVAL);
+  auto found = file_for_io(inode, offset, data.size(), flags);
+  if (!found) return std::unexpected(found.error());
+  const std::shared_ptr<Inode>& node = *found;
   const bool direct = (flags & O_DIRECT) != 0;
-  // The kernel checks no alignment for FUSE; the emulated device does, as
-  // ext4 and xfs do for O_DIRECT (NFS has no constraint: logical_block_size 1).
-  if (direct && (offset % profile_.logical_block_size != 0 ||
-                 data.size() % profile_.logical_block_size != 0)) {
-    return fail(EINVAL);
-  }
   const bool sync = (flags & O_DSYNC) != 0;  // O_SYNC includes the O_DSYNC bit
   work.file = node->number;
   {

@@ -151,6 +151,10 @@ class Volume final : public FileSystem {
   // A new inode in `parent`'s allocation group; a directory starts the next group.
   std::shared_ptr<Inode> new_inode(uint32_t mode, Owner owner, const Inode& parent);
   Attributes attributes(const Inode& inode) const;  // requires inode.mutex
+  // The regular file a read or write of [offset, offset+length) goes to, checked
+  // (EISDIR, EINVAL; O_DIRECT alignment). Takes namespace_mutex_.
+  Result<std::shared_ptr<Inode>> file_for_io(uint64_t inode, uint64_t offset, uint64_t length,
+                                             int flags);
 
   Result<Attributes> do_setattr(Inode& inode, const AttributeChanges& changes);
   void truncate_locked(Inode& inode, uint64_t size);  // requires inode.mutex

@@ -9,17 +9,11 @@ namespace {
 
 using namespace volume_fixture;
 
-struct Stack {
-  explicit Stack(std::string_view profile)
-      : volume(builtin(profile), std::make_unique<MemoryDataStore>(), clock), counting(volume) {}
-  FixedWallClock clock;
-  Volume volume;
-  CountingLayer counting;
-};
+using Stack = LayerOverVolume<CountingLayer>;
 
 TEST(CountingLayer, CountsEachOperationWithItsBytesAndErrors) {
   Stack s("ext4");
-  FileSystem& fs = s.counting;
+  FileSystem& fs = s.layer;
   const uint64_t f = fs.create(kRoot, "f", S_IFREG | 0644, 0, Owner{})->inode;
   ASSERT_TRUE(fs.write(f, 0, as_bytes("hello")).has_value());
   ASSERT_TRUE(fs.write(f, 5, as_bytes("!")).has_value());
@@ -40,7 +34,7 @@ TEST(CountingLayer, CountsEachOperationWithItsBytesAndErrors) {
 
 TEST(CountingLayer, AddsTheEmulatedTimeSetBelow) {
   Stack s("ideal");
-  FileSystem& fs = s.counting;
+  FileSystem& fs = s.layer;
   Work work;
   work.emulated_ns = 0;
   ASSERT_TRUE(fs.mkdir(kRoot, "d", 0755, Owner{}, work).has_value());
@@ -49,7 +43,7 @@ TEST(CountingLayer, AddsTheEmulatedTimeSetBelow) {
 
 TEST(CountingLayer, ForgetIsNotCountedAndResetZeroes) {
   Stack s("ideal");
-  FileSystem& fs = s.counting;
+  FileSystem& fs = s.layer;
   const uint64_t f = fs.create(kRoot, "f", S_IFREG | 0644, 0, Owner{})->inode;
   fs.forget(f, 1);
   EXPECT_EQ(fs.snapshot().ops.size(), 1u);  // create only

@@ -9,18 +9,12 @@ namespace {
 
 using namespace volume_fixture;
 
-struct Stack {
-  explicit Stack(std::string_view profile)
-      : volume(builtin(profile), std::make_unique<MemoryDataStore>(), clock), faults(volume) {}
-  FixedWallClock clock;
-  Volume volume;
-  FaultLayer faults;
-};
+using Stack = LayerOverVolume<FaultLayer>;
 
 TEST(FaultLayer, AnErrorRuleFailsTheOperationBeforeTheVolumeSeesIt) {
   Stack s("ext4");
-  ASSERT_TRUE(s.faults.rules().add("op=create,path=/db/*.ibd,error=EDQUOT").has_value());
-  FileSystem& fs = s.faults;
+  ASSERT_TRUE(s.layer.rules().add("op=create,path=/db/*.ibd,error=EDQUOT").has_value());
+  FileSystem& fs = s.layer;
   const uint64_t db = fs.mkdir(kRoot, "db", 0755, Owner{})->inode;
   EXPECT_EQ(error_of(fs.create(db, "t.ibd", S_IFREG | 0644, 0, Owner{})), Errno{EDQUOT});
   EXPECT_EQ(error_of(s.volume.lookup(db, "t.ibd")), Errno{ENOENT});
@@ -29,8 +23,8 @@ TEST(FaultLayer, AnErrorRuleFailsTheOperationBeforeTheVolumeSeesIt) {
 
 TEST(FaultLayer, MatchesTheFilesPathFromTheRoot) {
   Stack s("ext4");
-  ASSERT_TRUE(s.faults.rules().add("op=write,path=/d/a*,error=EIO").has_value());
-  FileSystem& fs = s.faults;
+  ASSERT_TRUE(s.layer.rules().add("op=write,path=/d/a*,error=EIO").has_value());
+  FileSystem& fs = s.layer;
   const uint64_t d = fs.mkdir(kRoot, "d", 0755, Owner{})->inode;
   const uint64_t a = fs.create(d, "a1", S_IFREG | 0644, 0, Owner{})->inode;
   const uint64_t b = fs.create(d, "b1", S_IFREG | 0644, 0, Owner{})->inode;
@@ -41,8 +35,8 @@ TEST(FaultLayer, MatchesTheFilesPathFromTheRoot) {
 
 TEST(FaultLayer, ALatencyRuleAddsToTheWorkAndLetsTheOperationRun) {
   Stack s("ext4");
-  ASSERT_TRUE(s.faults.rules().add("op=fsync,latency=7ms").has_value());
-  FileSystem& fs = s.faults;
+  ASSERT_TRUE(s.layer.rules().add("op=fsync,latency=7ms").has_value());
+  FileSystem& fs = s.layer;
   const uint64_t f = fs.create(kRoot, "f", S_IFREG | 0644, 0, Owner{})->inode;
   Work work;
   EXPECT_TRUE(fs.fsync(f, false, work).has_value());
@@ -51,8 +45,8 @@ TEST(FaultLayer, ALatencyRuleAddsToTheWorkAndLetsTheOperationRun) {
 
 TEST(FaultLayer, CacheDrivenOperationsAreNeverFaulted) {
   Stack s("ext4");
-  ASSERT_TRUE(s.faults.rules().add("error=EIO").has_value());  // every operation
-  FileSystem& fs = s.faults;
+  ASSERT_TRUE(s.layer.rules().add("error=EIO").has_value());  // every operation
+  FileSystem& fs = s.layer;
   EXPECT_TRUE(fs.getattr(kRoot).has_value());
   EXPECT_TRUE(fs.read_directory(kRoot).has_value());
   EXPECT_TRUE(fs.statfs().has_value());
@@ -64,8 +58,8 @@ TEST(FaultLayer, CacheDrivenOperationsAreNeverFaulted) {
 
 TEST(FaultLayer, SnapshotShowsTheRulesAndTheirCounts) {
   Stack s("ideal");
-  ASSERT_TRUE(s.faults.rules().add("op=mkdir,error=ENOSPC,nth=2").has_value());
-  FileSystem& fs = s.faults;
+  ASSERT_TRUE(s.layer.rules().add("op=mkdir,error=ENOSPC,nth=2").has_value());
+  FileSystem& fs = s.layer;
   EXPECT_TRUE(fs.mkdir(kRoot, "a", 0755, Owner{}).has_value());
   EXPECT_EQ(error_of(fs.mkdir(kRoot, "b", 0755, Owner{})), Errno{ENOSPC});
   const nlohmann::json faults = fs.snapshot().faults;

@@ -31,13 +31,7 @@ class RecordingLayer final : public Layer {
   }
 };
 
-struct Stack {
-  explicit Stack(std::string_view profile)
-      : volume(builtin(profile), std::make_unique<MemoryDataStore>(), clock), layer(volume) {}
-  FixedWallClock clock;
-  Volume volume;
-  RecordingLayer layer;
-};
+using Stack = LayerOverVolume<RecordingLayer>;
 
 TEST(Layer, ForwardsEachOperationBetweenEnterAndLeave) {
   Stack s("ideal");

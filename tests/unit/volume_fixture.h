@@ -18,6 +18,7 @@
 
 #include "backends/engine.h"
 #include "backends/memory_data_store.h"
+#include "backends/volume.h"
 
 namespace mimicfs {
 
@@ -166,6 +167,17 @@ struct Fs {
   FixedWallClock clock;  // before engine: the volume keeps a reference
   Engine engine;         // the stack a mount uses: counting, cost, faults, volume
   FileSystem& volume = engine.fs();
+};
+
+// A Volume with one layer over it, for the layer unit tests.
+template <typename L, typename... LayerArguments>
+struct LayerOverVolume {
+  explicit LayerOverVolume(std::string_view profile, LayerArguments... arguments)
+      : volume(builtin(profile), std::make_unique<MemoryDataStore>(), clock),
+        layer(volume, arguments...) {}
+  FixedWallClock clock;
+  Volume volume;
+  L layer;
 };
 
 }  // namespace volume_fixture
