@@ -9,6 +9,7 @@
 // Not thread-safe: the owning inode's mutex guards it.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <vector>
 
@@ -44,6 +45,23 @@ class FilePageCache {
   const uint64_t dirty_unit_;
   BlockRangeSet dirty_;   // byte ranges, dirty_unit aligned
   BlockRangeSet cached_;  // page numbers
+};
+
+// The dirty bytes in every file's page cache on the emulated host, and the
+// limit past which a writer writes back itself (vm.dirty_bytes, as
+// balance_dirty_pages enforces it). Thread-safe.
+class HostDirtyPages {
+ public:
+  // `limit_bytes`: 0 for none.
+  explicit HostDirtyPages(uint64_t limit_bytes) : limit_(limit_bytes) {}
+
+  void add(uint64_t bytes) { bytes_.fetch_add(bytes, std::memory_order_relaxed); }
+  void remove(uint64_t bytes) { bytes_.fetch_sub(bytes, std::memory_order_relaxed); }
+  bool over_limit() const { return limit_ > 0 && bytes_.load(std::memory_order_relaxed) > limit_; }
+
+ private:
+  const uint64_t limit_;
+  std::atomic<uint64_t> bytes_{0};
 };
 
 }  // namespace mimicfs

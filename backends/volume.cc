@@ -18,20 +18,16 @@ namespace mimicfs {
 namespace {
 
 // Linux's limits for a file offset and an xattr; the emulated backends share them.
-constexpr uint64_t kMaxFileSize = std::numeric_limits<int64_t>::max();
+constexpr uint64_t kMaxFileSize = RegularFile::kMaxFileSize;
 constexpr size_t kMaxXattrValue = 65536;
 constexpr size_t kMaxXattrName = 255;
 constexpr uint64_t kMaxInodes = uint64_t{1} << 32;
 
-uint64_t div_up(uint64_t value, uint64_t unit) { return (value + unit - 1) / unit; }
-
-constexpr uint64_t kAllBlocks = FileSpace::kAllBlocks;
-
 }  // namespace
 
 struct Volume::Inode {
-  Inode(uint64_t number, uint32_t mode, uint64_t group, DeviceSpace& device, uint64_t dirty_unit)
-      : number(number), mode(mode), group(group), space(device, group), cache(dirty_unit) {}
+  Inode(uint64_t number, uint32_t mode, uint64_t group)
+      : number(number), mode(mode), group(group) {}
   const uint64_t number;
   const uint32_t mode;   // type bits never change; permission bits live in `permissions`
   const uint64_t group;  // the allocation group its blocks are placed in
@@ -41,14 +37,10 @@ struct Volume::Inode {
   uint32_t permissions = 0;
   uint32_t uid = 0, gid = 0;
   uint64_t rdev = 0;
-  uint64_t size = 0;
   timespec atime{}, mtime{}, ctime{};
   std::map<std::string, std::string> xattrs;
-  FileSpace space;
   uint32_t open_handles = 0;
-  FilePageCache cache;
-  FileDurability durability;
-  std::unique_ptr<FileData> data;  // regular files only
+  std::unique_ptr<RegularFile> file;  // regular files only (set once, at creation)
   std::string symlink_target;
 
   // Guarded by Volume::namespace_mutex_ (nlink is atomic so getattr can read it
@@ -70,8 +62,9 @@ Volume::Volume(Profile profile, std::unique_ptr<DataStore> store, const WallCloc
       store_(std::move(store)),
       clock_(clock),
       space_(profile_),
+      dirty_pages_(profile_.dirty_limit_bytes),
       journal_(NamespaceJournal::durability_of(profile_)) {
-  auto root = std::make_shared<Inode>(kRootInode, S_IFDIR, 0, space_, profile_.dirty_unit);
+  auto root = std::make_shared<Inode>(kRootInode, S_IFDIR, 0);
   root->permissions = 0755;
   root->atime = root->mtime = root->ctime = clock_.now();
   root->nlink = 2;
@@ -107,13 +100,15 @@ std::shared_ptr<Volume::Inode> Volume::new_inode(uint32_t mode, Owner owner, con
   // a file to its directory's.
   const uint64_t group =
       S_ISDIR(mode) ? next_directory_group_++ % space_.allocator().group_count() : parent.group;
-  auto inode =
-      std::make_shared<Inode>(next_inode_++, mode & S_IFMT, group, space_, profile_.dirty_unit);
+  auto inode = std::make_shared<Inode>(next_inode_++, mode & S_IFMT, group);
   inode->permissions = mode & 07777;
   inode->uid = owner.uid;
   inode->gid = owner.gid;
   inode->atime = inode->mtime = inode->ctime = clock_.now();
-  if (inode->is_regular()) inode->data = store_->create_file();
+  if (inode->is_regular()) {
+    inode->file =
+        std::make_unique<RegularFile>(profile_, space_, dirty_pages_, group, store_->create_file());
+  }
   return inode;
 }
 
@@ -125,9 +120,9 @@ Attributes Volume::attributes(const Inode& inode) const {
   a.uid = inode.uid;
   a.gid = inode.gid;
   a.rdev = inode.rdev;
-  a.size = S_ISLNK(inode.mode) ? inode.symlink_target.size() : inode.size;
+  a.size = S_ISLNK(inode.mode) ? inode.symlink_target.size() : inode.file ? inode.file->size() : 0;
   // Delayed blocks count, as on ext4 and xfs: they are promised to the file.
-  a.blocks = inode.space.blocks() * unit_ / 512;
+  a.blocks = inode.file ? inode.file->space().blocks() * unit_ / 512 : 0;
   a.block_size = static_cast<uint32_t>(profile_.statfs_block_size);
   a.atime = inode.atime;
   a.mtime = inode.mtime;
@@ -168,31 +163,22 @@ void Volume::drop_link_locked(const std::shared_ptr<Inode>& child, Work& work) {
     if (remaining == 0 && child->is_regular()) {
       // Charged whether the blocks go now or at the last close: seed 004's cost
       // of freeing a punched file's extents is the unlink's.
-      work.extents_freed += child->space.extents().extent_count();
+      work.extents_freed += child->file->space().extents().extent_count();
       // As Linux's final iput: the last link of a file nobody has open frees
       // its blocks now; the kernel's cached reference only keeps the inode number.
-      if (child->open_handles == 0) release_storage(*child);
+      if (child->open_handles == 0) child->file->release();
     }
   }
   if (remaining == 0 && child->references == 0) destroy_locked(child, work);
-}
-
-void Volume::release_storage(Inode& inode) {
-  dirty_bytes_.fetch_sub(inode.cache.dirty_bytes(), std::memory_order_relaxed);
-  inode.cache.clear();
-  inode.durability.synced(0);
-  inode.space.release();
-  if (inode.data) inode.data->zero(0, inode.size);
-  inode.size = 0;
 }
 
 void Volume::destroy_locked(const std::shared_ptr<Inode>& inode, Work& work) {
   if (inode->number == kRootInode) return;
   inodes_.erase(inode->number);
   work.destroyed_inodes.push_back(inode->number);
+  // The file's blocks go back now; the Inode goes with its last shared_ptr.
   std::lock_guard lock(inode->mutex);
-  release_storage(*inode);
-  inode->data.reset();
+  if (inode->file) inode->file->release();
 }
 
 // ---------------------------------------------------------------------------
@@ -249,7 +235,7 @@ Result<Attributes> Volume::do_setattr(Inode& node, const AttributeChanges& chang
     if (node.is_directory()) return fail(EISDIR);
     if (!node.is_regular()) return fail(EINVAL);
     if (*changes.size > kMaxFileSize) return fail(EFBIG);
-    truncate_locked(node, *changes.size);
+    node.file->truncate(*changes.size);
     node.mtime = now;
   }
   if (changes.mode) node.permissions = *changes.mode & 07777;
@@ -488,7 +474,7 @@ Result<void> Volume::open(uint64_t inode, int flags, Work& work) {
   // O_TRUNC is the filesystem's job: the FUSE kernel (atomic_o_trunc, which
   // libfuse enables) passes it to open and sends no truncating setattr.
   if (flags & O_TRUNC) {
-    truncate_locked(*node, 0);
+    node->file->truncate(0);
     node->mtime = node->ctime = clock_.now();
   }
   return {};
@@ -500,15 +486,9 @@ Result<void> Volume::flush(uint64_t inode, bool writer, Work& work) {
   if (!node->is_regular() || !writer) return {};
   work.file = node->number;
   std::lock_guard lock(node->mutex);
-  // NFS close-to-open: nfs_file_flush writes the dirty pages and commits them.
-  if (profile_.flush_on_close) sync_range_locked(*node, 0, kMaxFileSize, work);
   // FUSE's RELEASE may arrive after close(2) has returned; the last close is
   // known here, so a stat right after close sees the file as the backend leaves it.
-  if (node->open_handles <= 1) {
-    node->space.close(node->size, work);
-  } else {
-    node->space.flush_delayed(0, kAllBlocks, node->size, work);
-  }
+  node->file->flush(node->open_handles <= 1, work);
   return {};
 }
 
@@ -518,9 +498,9 @@ void Volume::release(uint64_t inode, Work& work) {
     if (node->open_handles > 0) --node->open_handles;
     if (node->open_handles == 0) {
       work.file = node->number;
-      node->space.close(node->size, work);
+      node->file->close(work);
       // Unlinked while open: nlink changes under this lock too (drop_link_locked).
-      if (node->nlink.load() == 0) release_storage(*node);
+      if (node->nlink.load() == 0) node->file->release();
     }
   }
 }
@@ -544,113 +524,30 @@ Result<size_t> Volume::read(uint64_t inode, uint64_t offset, std::span<std::byte
                             Work& work) {
   auto found = file_for_io(inode, offset, out.size(), flags);
   if (!found) return std::unexpected(found.error());
-  const std::shared_ptr<Inode>& node = *found;
-  const bool direct = (flags & O_DIRECT) != 0;
-  work.file = node->number;
-  std::lock_guard lock(node->mutex);
-  if (offset >= node->size) return size_t{0};
-  const size_t length = std::min<uint64_t>(out.size(), node->size - offset);
-  node->data->read(offset, out.first(length));
-  work.bytes = length;
-  if (direct) {
-    work.device_reads += device_work(*node, offset, length);
-  } else {
-    ++work.cache_copies;
-    work.cache_copy_bytes += length;
-    for (const BlockRange& range : node->cache.read(offset, length)) {
-      work.device_reads += device_work(*node, range.start, range.length);
-    }
-  }
-  return length;
-}
-
-Result<size_t> Volume::write_locked(Inode& node, uint64_t offset, std::span<const std::byte> data,
-                                    Work& work) {
-  if (data.empty()) return size_t{0};
-  if (offset > kMaxFileSize || data.size() > kMaxFileSize - offset) return fail(EFBIG);
-  const uint64_t end = offset + data.size();
-  const uint64_t first = offset / unit_;
-  const uint64_t size = std::max(node.size, end);
-  if (auto r = node.space.write(first, div_up(end, unit_) - first, size, work); !r) {
-    return std::unexpected(r.error());
-  }
-  node.size = size;
-  node.data->write(offset, data);
-  node.mtime = node.ctime = clock_.now();
-  return data.size();
+  Inode& node = **found;
+  work.file = node.number;
+  std::lock_guard lock(node.mutex);
+  return node.file->read(offset, out, (flags & O_DIRECT) != 0, work);
 }
 
 Result<size_t> Volume::write(uint64_t inode, uint64_t offset, std::span<const std::byte> data,
                              int flags, Work& work) {
   auto found = file_for_io(inode, offset, data.size(), flags);
   if (!found) return std::unexpected(found.error());
-  const std::shared_ptr<Inode>& node = *found;
-  const bool direct = (flags & O_DIRECT) != 0;
-  const bool sync = (flags & O_DSYNC) != 0;  // O_SYNC includes the O_DSYNC bit
-  work.file = node->number;
+  Inode& node = **found;
+  work.file = node.number;
   {
-    std::lock_guard lock(node->mutex);
-    if (flags & O_APPEND) offset = node->size;
-    if (data.empty()) return size_t{0};
-    if (offset > kMaxFileSize || data.size() > kMaxFileSize - offset) return fail(EFBIG);
-    prepare_change(*node, offset, data.size());
-    if (auto written = write_locked(*node, offset, data, work); !written) return written;
-    work.bytes = data.size();
-    node->durability.written(offset, data.size());
-    if (direct) {
-      dirty_bytes_.fetch_sub(node->cache.written_through(offset, data.size()),
-                             std::memory_order_relaxed);
-      // Direct I/O allocates at once, never delayed.
-      node->space.flush_delayed(0, kAllBlocks, node->size, work);
-      work.device_writes += device_work(*node, offset, data.size());
-    } else {
-      ++work.cache_copies;
-      work.cache_copy_bytes += data.size();
-      dirty_bytes_.fetch_add(node->cache.write(offset, data.size()), std::memory_order_relaxed);
-    }
-    if (sync) {
-      // As generic_write_sync (iomap's direct I/O completion calls it too): the
-      // range is written back and committed now.
-      sync_range_locked(*node, offset, data.size(), work);
-    } else if (!direct && profile_.dirty_limit_bytes > 0 &&
-               dirty_bytes_.load(std::memory_order_relaxed) > profile_.dirty_limit_bytes) {
-      // As balance_dirty_pages: past the dirty limit the writer writes back.
-      writeback_locked(*node, 0, kMaxFileSize, work);
-    }
+    std::lock_guard lock(node.mutex);
+    auto written = node.file->write(offset, data, flags, work);
+    if (!written || *written == 0) return written;
+    node.mtime = node.ctime = clock_.now();
   }
-  if (sync) {
+  if (flags & O_DSYNC) {
     // Its commit is the one journal's: every namespace change goes with it, as with fsync.
     std::lock_guard lock(namespace_mutex_);
     journal_.commit();
   }
   return data.size();
-}
-
-void Volume::truncate_locked(Inode& node, uint64_t size) {
-  // Whole blocks past the new end are freed, blocks preallocated past EOF too,
-  // even when the size does not change (as ext4 and xfs do: truncating to the
-  // current size is how a program drops its preallocation); the tail of the last
-  // block stays allocated and is zeroed.
-  node.durability.metadata_changed();
-  if (size < node.size) prepare_change(node, size, node.size - size);
-  if (size <= node.size) {
-    dirty_bytes_.fetch_sub(node.cache.drop(size, kMaxFileSize - size), std::memory_order_relaxed);
-    const uint64_t keep_blocks = div_up(size, unit_);
-    node.space.truncate(keep_blocks, size == 0);
-    if (size < node.size) node.data->zero(size, node.size - size);
-  }
-  node.size = size;
-}
-
-void Volume::punch_locked(Inode& node, uint64_t offset, uint64_t length) {
-  const uint64_t end = offset + length;
-  prepare_change(node, offset, length);
-  node.durability.metadata_changed();
-  dirty_bytes_.fetch_sub(node.cache.drop(offset, length), std::memory_order_relaxed);
-  const uint64_t first_whole = div_up(offset, unit_);
-  const uint64_t end_whole = end / unit_;
-  node.space.punch(first_whole, first_whole < end_whole ? end_whole - first_whole : 0);
-  if (offset < node.size) node.data->zero(offset, std::min(end, node.size) - offset);
 }
 
 Result<void> Volume::do_fallocate(Inode& node, int mode, uint64_t offset, uint64_t length,
@@ -670,37 +567,14 @@ Result<void> Volume::do_fallocate(Inode& node, int mode, uint64_t offset, uint64
   if (!profile_.supports(kind)) return fail(EOPNOTSUPP);
   if (node.is_directory()) return fail(EISDIR);
   if (!node.is_regular()) return fail(ENODEV);
-  if (length == 0) return fail(EINVAL);
-  if (offset > kMaxFileSize || length > kMaxFileSize - offset) return fail(EFBIG);
-
-  const uint64_t end = offset + length;
-  const uint64_t first = offset / unit_;
-  const uint64_t count = div_up(end, unit_) - first;
-  const bool keep_size = (mode & FALLOC_FL_KEEP_SIZE) != 0;
-  switch (kind) {
-    case FallocateMode::kAllocate:
-    case FallocateMode::kKeepSize:
-      prepare_change(node, offset, length);  // synced holes it fills come back at a crash
-      if (auto r = node.space.allocate(first, count, node.size, work); !r) return r;
-      break;
-    case FallocateMode::kPunchHole:
-      punch_locked(node, offset, length);
-      break;
-    case FallocateMode::kZeroRange: {
-      // As ext4: whole blocks become unwritten extents, partial ones are zeroed in
-      // place. Every block of the range is reserved first, so ENOSPC changes nothing.
-      if (auto r = node.space.reserve(count); !r) return r;
-      punch_locked(node, offset, length);
-      node.space.allocate_reserved(first, count, node.size, work);
-      break;
-    }
+  const uint64_t size_before = node.file->size();
+  if (auto done =
+          node.file->fallocate(kind, (mode & FALLOC_FL_KEEP_SIZE) != 0, offset, length, work);
+      !done) {
+    return done;
   }
-  node.durability.metadata_changed();
   const timespec now = clock_.now();
-  if (!keep_size && kind != FallocateMode::kPunchHole && end > node.size) {
-    node.size = end;
-    node.mtime = now;
-  }
+  if (node.file->size() != size_before) node.mtime = now;
   node.ctime = now;
   return {};
 }
@@ -728,7 +602,7 @@ Result<void> Volume::fsync(uint64_t inode, bool datasync, Work& work) {
   if (node->is_regular()) {
     work.file = node->number;
     std::lock_guard lock(node->mutex);
-    committed = sync_range_locked(*node, 0, kMaxFileSize, work);
+    committed = node->file->sync(0, kMaxFileSize, work);
   }
   // One journal: committing the file's transaction commits every namespace
   // change with it; a directory's fsync is how a program asks for exactly that.
@@ -747,18 +621,7 @@ Result<uint64_t> Volume::seek(uint64_t inode, uint64_t offset, int whence, Work&
   if (!node) return fail(ENOENT);
   if (!node->is_regular()) return fail(EINVAL);
   std::lock_guard lock(node->mutex);
-  if (offset >= node->size) return fail(ENXIO);
-  const uint64_t block = offset / unit_;
-  // Delayed blocks are data: they hold written bytes not yet given device blocks.
-  if (whence == SEEK_DATA) {
-    const std::optional<uint64_t> data_block = node->space.next_data(block);
-    if (!data_block) return fail(ENXIO);
-    const uint64_t position = std::max(offset, *data_block * unit_);
-    if (position >= node->size) return fail(ENXIO);
-    return position;
-  }
-  const uint64_t position = std::max(offset, node->space.next_hole(block) * unit_);
-  return std::min(position, node->size);  // EOF is a hole
+  return node->file->seek(offset, whence);
 }
 
 Result<FilesystemStats> Volume::statfs(Work&) {
@@ -845,88 +708,6 @@ std::string Volume::path_locked(uint64_t inode) {
   return path;
 }
 
-void Volume::prepare_change(Inode& node, uint64_t offset, uint64_t length) {
-  node.durability.before_change(
-      offset, length, [&](uint64_t from, uint64_t count) -> std::optional<std::string> {
-        // A page without data blocks (hole, unwritten, nothing delayed) is
-        // restored as a hole, so a crash gives back the allocation too.
-        const uint64_t first = from / unit_;
-        const uint64_t blocks = div_up(from + count, unit_) - first;
-        if (!node.space.has_data(first, blocks)) return std::nullopt;
-        std::string bytes(count, '\0');
-        node.data->read(from, std::as_writable_bytes(std::span(bytes.data(), count)));
-        return bytes;
-      });
-}
-
-DeviceWork Volume::device_work(const Inode& node, uint64_t offset, uint64_t length) const {
-  DeviceWork work;
-  if (length == 0) return work;
-  work.requests = device_requests(length, profile_.max_request_bytes);
-  work.bytes = length;
-  const uint64_t first = offset / unit_;
-  const uint64_t extents =
-      node.space.extents().find(first, div_up(offset + length, unit_) - first).size();
-  if (extents > 1) work.extra_extents = extents - 1;
-  return work;
-}
-
-void Volume::writeback_locked(Inode& node, uint64_t offset, uint64_t length, Work& work) {
-  const uint64_t first = offset / unit_;
-  const uint64_t end =
-      length >= kMaxFileSize - offset ? kAllBlocks : div_up(offset + length, unit_);
-  node.space.flush_delayed(first, end - first, node.size, work);
-  for (const BlockRange& range : node.cache.take_dirty(offset, length)) {
-    dirty_bytes_.fetch_sub(range.length, std::memory_order_relaxed);
-    work.device_writes += device_work(node, range.start, range.length);
-  }
-}
-
-bool Volume::sync_range_locked(Inode& node, uint64_t offset, uint64_t length, Work& work) {
-  writeback_locked(node, offset, length, work);
-  const bool commit = node.durability.unsynced();
-  if (commit) ++work.commits;
-  if (offset == 0 && length >= kMaxFileSize) {
-    node.durability.synced(node.size);
-  } else {
-    node.durability.range_synced(offset, length, node.size, [&](uint64_t from, uint64_t count) {
-      std::string bytes(count, '\0');
-      node.data->read(from, std::as_writable_bytes(std::span(bytes.data(), count)));
-      return std::optional<std::string>(std::move(bytes));
-    });
-  }
-  return commit;
-}
-
-void Volume::restore_durable_locked(Inode& node, Work& work) {
-  const uint64_t synced_size = node.durability.synced_size();
-  const auto saved = node.durability.saved_pages();  // a copy: truncating saves more
-  dirty_bytes_.fetch_sub(node.cache.dirty_bytes(), std::memory_order_relaxed);
-  node.cache.clear();
-  if (node.size > synced_size) {
-    truncate_locked(node, synced_size);
-  } else {
-    node.size = synced_size;
-  }
-  for (const auto& [page, contents] : saved) {
-    if (page >= synced_size) continue;
-    const uint64_t length = std::min(FileDurability::kPageBytes, synced_size - page);
-    if (!contents) {
-      punch_locked(node, page, length);
-    } else if (auto written = write_locked(node, page, std::as_bytes(std::span(*contents)), work);
-               !written) {
-      spdlog::warn("crash: inode {}: cannot restore {} bytes at {}: {}", node.number,
-                   contents->size(), page, errno_name(written.error().value));
-    }
-  }
-  // The synced data was on the device: restored pages get their blocks now,
-  // not at the next writeback, and no preallocation beyond them.
-  node.space.allocate_delayed_exactly(work);
-  dirty_bytes_.fetch_sub(node.cache.dirty_bytes(), std::memory_order_relaxed);
-  node.cache.clear();
-  node.durability.synced(node.size);
-}
-
 CrashReport Volume::crash(Work& work) {
   CrashReport report;
   std::lock_guard lock(namespace_mutex_);
@@ -961,12 +742,7 @@ CrashReport Volume::crash(Work& work) {
   for (const auto& [number, node] : inodes_) {
     if (!node->is_regular()) continue;
     std::lock_guard node_lock(node->mutex);
-    // A power cut empties the host's page cache, of synced files too.
-    dirty_bytes_.fetch_sub(node->cache.dirty_bytes(), std::memory_order_relaxed);
-    node->cache.clear();
-    if (!node->durability.unsynced()) continue;
-    restore_durable_locked(*node, work);
-    report.restored_files.push_back(number);
+    if (node->file->crash(work)) report.restored_files.push_back(number);
   }
   spdlog::warn("crash: {} files put back to their last sync, {} namespace changes undone",
                report.restored_files.size(), undone);
@@ -977,12 +753,8 @@ CrashReport Volume::crash(Work& work) {
 // Statistics
 
 FileStats Volume::file_stats_locked(const Inode& node) const {
-  FileStats f;
+  FileStats f = node.file ? node.file->stats() : FileStats{};
   f.inode = node.number;
-  f.size = node.size;
-  node.space.describe(div_up(node.size, unit_), f);
-  f.dirty_bytes = node.cache.dirty_bytes();
-  f.unsynced_bytes = node.durability.unsynced_bytes();
   return f;
 }
 
@@ -997,7 +769,8 @@ Result<std::vector<Extent>> Volume::file_extents(uint64_t inode) {
   auto node = find(inode);
   if (!node) return fail(ENOENT);
   std::lock_guard lock(node->mutex);
-  return node->space.extents().all();
+  if (!node->file) return std::vector<Extent>{};
+  return node->file->space().extents().all();
 }
 
 DeviceStats Volume::device_stats() const { return space_.stats(profile_.capacity_bytes); }
@@ -1041,7 +814,8 @@ DeviceLayout Volume::layout() {
   l.allocation_group_bytes = profile_.allocation_group_bytes;
   l.group_metadata_bytes = profile_.group_metadata_bytes;
   for_each_file([&](const std::string& path, const Inode& node) {
-    l.files.emplace(path, FileLayout{node.number, node.size, node.space.extents().all()});
+    l.files.emplace(path,
+                    FileLayout{node.number, node.file->size(), node.file->space().extents().all()});
   });
   return l;
 }

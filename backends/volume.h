@@ -1,37 +1,26 @@
-// Volume: the core of the engine, the emulated filesystem itself: inodes,
-// directories, attributes, links, xattrs, allocation, the page cache and what a
-// power cut would lose. It implements FileSystem (file_system.h, where each
-// operation's contract is) and reports each operation's work (work.h); emulated
-// time, faults and counting are layers over it (layer.h, engine.h).
-//
-// Buffered writes stay dirty in the file's FilePageCache until fsync, an
-// O_SYNC/O_DSYNC write, close on NFS (flush_on_close) or the dirty limit;
-// O_DIRECT goes to the device at once and must be aligned. What a power cut
-// would lose is kept by FileDurability and the namespace journal; crash() drops it.
+// Volume: the core of the engine, the emulated filesystem itself, as a
+// coordinator: the inode table, directories, links and rename (with the
+// NamespaceJournal of changes not yet committed), attributes and xattrs, and
+// the stats and layout snapshot. Each regular file's data path (page cache,
+// direct I/O, sync of a range, allocation, crash state) is its RegularFile; the
+// device's blocks are the DeviceSpace. It implements FileSystem (file_system.h,
+// where each operation's contract is) and reports each operation's work
+// (work.h); emulated time, faults and counting are layers over it (layer.h,
+// engine.h).
 //
 // Thread-safety: every public method may be called from any thread.
 // Lock order (acquire left to right, never the reverse):
 //   Volume::namespace_mutex_ -> Inode::mutex -> ExtentReferences -> Allocator
 // Layers' own locks (CostLayer::files_mutex_, OperationCounters' errors mutex,
 // FaultInjector::mutex_) are leaves, never held while calling into the Volume.
-//
-// Allocation: a write reserves the blocks it needs (so ENOSPC comes at once and
-// nothing is half done), then either allocates them or, on a profile with delayed
-// allocation, records them in the file's delayed set until writeback (fsync,
-// O_SYNC, close, the dirty limit). Where blocks go is the PlacementPolicy's
-// choice, how many extra a growing file gets is the PreallocationPolicy's, and on
-// a copy-on-write profile ExtentReferences decides when freed blocks really
-// become free.
 #pragma once
 
 #include <sys/types.h>
 
-#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
-#include <optional>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -39,14 +28,12 @@
 
 #include "backends/data_store.h"
 #include "backends/device_space.h"
-#include "backends/durability.h"
-#include "backends/extent_map.h"
-#include "backends/file_space.h"
 #include "backends/file_system.h"
 #include "backends/layout.h"
 #include "backends/namespace_journal.h"
 #include "backends/page_cache.h"
 #include "backends/profile.h"
+#include "backends/regular_file.h"
 #include "backends/result.h"
 #include "backends/wall_clock.h"
 
@@ -146,8 +133,6 @@ class Volume final : public FileSystem {
   void drop_link_locked(const std::shared_ptr<Inode>& child, Work& work);
   // Requires namespace_mutex_; the inode goes into work.destroyed_inodes.
   void destroy_locked(const std::shared_ptr<Inode>& inode, Work& work);
-  // Frees every block and byte of a file that is gone. Requires inode.mutex.
-  void release_storage(Inode& inode);
   // A new inode in `parent`'s allocation group; a directory starts the next group.
   std::shared_ptr<Inode> new_inode(uint32_t mode, Owner owner, const Inode& parent);
   Attributes attributes(const Inode& inode) const;  // requires inode.mutex
@@ -157,27 +142,7 @@ class Volume final : public FileSystem {
                                              int flags);
 
   Result<Attributes> do_setattr(Inode& inode, const AttributeChanges& changes);
-  void truncate_locked(Inode& inode, uint64_t size);  // requires inode.mutex
-  std::string path_locked(uint64_t inode);            // requires namespace_mutex_
-  // Writes `data` at `offset` (reserving and allocating); no page cache.
-  // Requires inode.mutex.
-  Result<size_t> write_locked(Inode& inode, uint64_t offset, std::span<const std::byte> data,
-                              Work& work);
-  // Saves the synced contents [offset, offset+length) is about to lose. Requires inode.mutex.
-  void prepare_change(Inode& inode, uint64_t offset, uint64_t length);
-  // Writes the dirty data inside [offset, offset+length) to the device, the
-  // delayed blocks under it allocated first, as writeback does. Requires inode.mutex.
-  void writeback_locked(Inode& inode, uint64_t offset, uint64_t length, Work& work);
-  // A sync of [offset, offset+length): writeback, one commit, the range durable
-  // (the whole file, size included, when it spans the file). Requires inode.mutex.
-  // True when it committed.
-  bool sync_range_locked(Inode& inode, uint64_t offset, uint64_t length, Work& work);
-  // The device requests for [offset, offset+length) of the file. Requires inode.mutex.
-  DeviceWork device_work(const Inode& inode, uint64_t offset, uint64_t length) const;
-  void restore_durable_locked(Inode& inode, Work& work);  // requires inode.mutex
-  // Frees whole blocks inside [offset, offset+length) and zeroes the bytes of the
-  // rest. Requires inode.mutex.
-  void punch_locked(Inode& inode, uint64_t offset, uint64_t length);
+  std::string path_locked(uint64_t inode);  // requires namespace_mutex_
   Result<void> do_fallocate(Inode& inode, int mode, uint64_t offset, uint64_t length, Work& work);
   FileStats file_stats_locked(const Inode& inode) const;  // requires inode.mutex
   DeviceStats device_stats() const;
@@ -190,7 +155,7 @@ class Volume final : public FileSystem {
   const std::unique_ptr<DataStore> store_;
   const WallClock& clock_;
   DeviceSpace space_;
-  std::atomic<uint64_t> dirty_bytes_{0};  // in every file's page cache
+  HostDirtyPages dirty_pages_;
 
   std::mutex namespace_mutex_;
   std::unordered_map<uint64_t, std::shared_ptr<Inode>> inodes_;  // guarded by namespace_mutex_

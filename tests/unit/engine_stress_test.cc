@@ -151,7 +151,9 @@ TEST_P(EngineStress, ConcurrentOperationsKeepTheVolumeConsistent) {
   const auto entries = fs.volume.read_directory(kRoot);
   ASSERT_TRUE(entries.has_value());
   for (const DirectoryEntry& e : *entries) {
-    if (e.name != "." && e.name != "..") ASSERT_TRUE(fs.volume.unlink(kRoot, e.name));
+    if (e.name != "." && e.name != "..") {
+      ASSERT_TRUE(fs.volume.unlink(kRoot, e.name));
+    }
   }
   EXPECT_EQ(fs.used_bytes(), 0u);
   EXPECT_EQ(fs.device().reserved_bytes, 0u);

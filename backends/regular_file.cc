@@ -1,0 +1,279 @@
+#include "backends/regular_file.h"
+
+#include <fcntl.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+namespace mimicfs {
+namespace {
+
+constexpr uint64_t kAllBlocks = FileSpace::kAllBlocks;
+
+uint64_t div_up(uint64_t value, uint64_t unit) { return (value + unit - 1) / unit; }
+
+}  // namespace
+
+RegularFile::RegularFile(const Profile& profile, DeviceSpace& device, HostDirtyPages& dirty,
+                         uint64_t group, std::unique_ptr<FileData> contents)
+    : unit_(profile.allocation_unit),
+      max_request_bytes_(profile.max_request_bytes),
+      flush_on_close_(profile.flush_on_close),
+      dirty_(dirty),
+      space_(device, group),
+      cache_(profile.dirty_unit),
+      contents_(std::move(contents)) {}
+
+RegularFile::~RegularFile() { dirty_.remove(cache_.dirty_bytes()); }
+
+size_t RegularFile::read(uint64_t offset, std::span<std::byte> out, bool direct, Work& work) {
+  if (offset >= size_) return 0;
+  const size_t length = std::min<uint64_t>(out.size(), size_ - offset);
+  contents_->read(offset, out.first(length));
+  work.bytes = length;
+  if (direct) {
+    work.device_reads += device_work(offset, length);
+  } else {
+    ++work.cache_copies;
+    work.cache_copy_bytes += length;
+    for (const BlockRange& range : cache_.read(offset, length)) {
+      work.device_reads += device_work(range.start, range.length);
+    }
+  }
+  return length;
+}
+
+Result<size_t> RegularFile::write(uint64_t offset, std::span<const std::byte> data, int flags,
+                                  Work& work) {
+  if (flags & O_APPEND) offset = size_;
+  if (data.empty()) return size_t{0};
+  if (offset > kMaxFileSize || data.size() > kMaxFileSize - offset) return fail(EFBIG);
+  const bool direct = (flags & O_DIRECT) != 0;
+  const bool sync_after = (flags & O_DSYNC) != 0;  // O_SYNC includes the O_DSYNC bit
+  prepare_change(offset, data.size());
+  if (auto stored = store(offset, data, work); !stored) return stored;
+  work.bytes = data.size();
+  durability_.written(offset, data.size());
+  if (direct) {
+    dirty_.remove(cache_.written_through(offset, data.size()));
+    // Direct I/O allocates at once, never delayed.
+    space_.flush_delayed(0, kAllBlocks, size_, work);
+    work.device_writes += device_work(offset, data.size());
+  } else {
+    ++work.cache_copies;
+    work.cache_copy_bytes += data.size();
+    dirty_.add(cache_.write(offset, data.size()));
+  }
+  if (sync_after) {
+    // As generic_write_sync (iomap's direct I/O completion calls it too): the
+    // range is written back and committed now.
+    sync(offset, data.size(), work);
+  } else if (!direct && dirty_.over_limit()) {
+    // As balance_dirty_pages: past the dirty limit the writer writes back.
+    writeback(0, kMaxFileSize, work);
+  }
+  return data.size();
+}
+
+Result<size_t> RegularFile::store(uint64_t offset, std::span<const std::byte> data, Work& work) {
+  const uint64_t end = offset + data.size();
+  const uint64_t first = offset / unit_;
+  const uint64_t size = std::max(size_, end);
+  if (auto r = space_.write(first, div_up(end, unit_) - first, size, work); !r) {
+    return std::unexpected(r.error());
+  }
+  size_ = size;
+  contents_->write(offset, data);
+  return data.size();
+}
+
+void RegularFile::truncate(uint64_t size) {
+  // The tail of the last block stays allocated and is zeroed.
+  durability_.metadata_changed();
+  if (size < size_) prepare_change(size, size_ - size);
+  if (size <= size_) {
+    drop_cache(size, kMaxFileSize - size);
+    space_.truncate(div_up(size, unit_), size == 0);
+    if (size < size_) contents_->zero(size, size_ - size);
+  }
+  size_ = size;
+}
+
+void RegularFile::punch(uint64_t offset, uint64_t length) {
+  const uint64_t end = offset + length;
+  prepare_change(offset, length);
+  durability_.metadata_changed();
+  drop_cache(offset, length);
+  const uint64_t first_whole = div_up(offset, unit_);
+  const uint64_t end_whole = end / unit_;
+  space_.punch(first_whole, first_whole < end_whole ? end_whole - first_whole : 0);
+  if (offset < size_) contents_->zero(offset, std::min(end, size_) - offset);
+}
+
+Result<void> RegularFile::fallocate(FallocateMode mode, bool keep_size, uint64_t offset,
+                                    uint64_t length, Work& work) {
+  if (length == 0) return fail(EINVAL);
+  if (offset > kMaxFileSize || length > kMaxFileSize - offset) return fail(EFBIG);
+  const uint64_t end = offset + length;
+  const uint64_t first = offset / unit_;
+  const uint64_t count = div_up(end, unit_) - first;
+  switch (mode) {
+    case FallocateMode::kAllocate:
+    case FallocateMode::kKeepSize:
+      prepare_change(offset, length);  // synced holes it fills come back at a crash
+      if (auto r = space_.allocate(first, count, size_, work); !r) return r;
+      break;
+    case FallocateMode::kPunchHole:
+      punch(offset, length);
+      break;
+    case FallocateMode::kZeroRange:
+      // As ext4: whole blocks become unwritten extents, partial ones are zeroed in
+      // place. Every block of the range is reserved first, so ENOSPC changes nothing.
+      if (auto r = space_.reserve(count); !r) return r;
+      punch(offset, length);
+      space_.allocate_reserved(first, count, size_, work);
+      break;
+  }
+  durability_.metadata_changed();
+  if (!keep_size && mode != FallocateMode::kPunchHole && end > size_) size_ = end;
+  return {};
+}
+
+Result<uint64_t> RegularFile::seek(uint64_t offset, int whence) const {
+  if (offset >= size_) return fail(ENXIO);
+  const uint64_t block = offset / unit_;
+  // Delayed blocks are data: they hold written bytes not yet given device blocks.
+  if (whence == SEEK_DATA) {
+    const std::optional<uint64_t> data_block = space_.next_data(block);
+    if (!data_block) return fail(ENXIO);
+    const uint64_t position = std::max(offset, *data_block * unit_);
+    if (position >= size_) return fail(ENXIO);
+    return position;
+  }
+  const uint64_t position = std::max(offset, space_.next_hole(block) * unit_);
+  return std::min(position, size_);  // EOF is a hole
+}
+
+void RegularFile::writeback(uint64_t offset, uint64_t length, Work& work) {
+  const uint64_t first = offset / unit_;
+  const uint64_t end =
+      length >= kMaxFileSize - offset ? kAllBlocks : div_up(offset + length, unit_);
+  space_.flush_delayed(first, end - first, size_, work);
+  for (const BlockRange& range : cache_.take_dirty(offset, length)) {
+    dirty_.remove(range.length);
+    work.device_writes += device_work(range.start, range.length);
+  }
+}
+
+bool RegularFile::sync(uint64_t offset, uint64_t length, Work& work) {
+  writeback(offset, length, work);
+  const bool commit = durability_.unsynced();
+  if (commit) ++work.commits;
+  if (offset == 0 && length >= kMaxFileSize) {
+    durability_.synced(size_);
+  } else {
+    durability_.range_synced(offset, length, size_, [&](uint64_t from, uint64_t count) {
+      std::string bytes(count, '\0');
+      contents_->read(from, std::as_writable_bytes(std::span(bytes.data(), count)));
+      return std::optional<std::string>(std::move(bytes));
+    });
+  }
+  return commit;
+}
+
+void RegularFile::flush(bool last_handle, Work& work) {
+  // NFS close-to-open: nfs_file_flush writes the dirty pages and commits them.
+  if (flush_on_close_) sync(0, kMaxFileSize, work);
+  if (last_handle) {
+    space_.close(size_, work);
+  } else {
+    space_.flush_delayed(0, kAllBlocks, size_, work);
+  }
+}
+
+void RegularFile::close(Work& work) { space_.close(size_, work); }
+
+void RegularFile::release() {
+  drop_cache(0, kMaxFileSize);
+  durability_.synced(0);
+  space_.release();
+  contents_->zero(0, size_);
+  size_ = 0;
+}
+
+bool RegularFile::crash(Work& work) {
+  // A power cut empties the host's page cache, of synced files too.
+  drop_cache(0, kMaxFileSize);
+  if (!durability_.unsynced()) return false;
+  const uint64_t synced_size = durability_.synced_size();
+  const auto saved = durability_.saved_pages();  // a copy: truncating saves more
+  if (size_ > synced_size) {
+    truncate(synced_size);
+  } else {
+    size_ = synced_size;
+  }
+  for (const auto& [page, page_contents] : saved) {
+    if (page >= synced_size) continue;
+    const uint64_t length = std::min(FileDurability::kPageBytes, synced_size - page);
+    if (!page_contents) {
+      punch(page, length);
+    } else if (auto written = store(page, std::as_bytes(std::span(*page_contents)), work);
+               !written) {
+      spdlog::warn("crash: cannot restore {} bytes at {}: {}", page_contents->size(), page,
+                   errno_name(written.error().value));
+    }
+  }
+  // The synced data was on the device: restored pages get their blocks now,
+  // not at the next writeback, and no preallocation beyond them.
+  space_.allocate_delayed_exactly(work);
+  drop_cache(0, kMaxFileSize);
+  durability_.synced(size_);
+  return true;
+}
+
+FileStats RegularFile::stats() const {
+  FileStats f;
+  f.size = size_;
+  space_.describe(div_up(size_, unit_), f);
+  f.dirty_bytes = cache_.dirty_bytes();
+  f.unsynced_bytes = durability_.unsynced_bytes();
+  return f;
+}
+
+void RegularFile::prepare_change(uint64_t offset, uint64_t length) {
+  durability_.before_change(offset, length, [&](uint64_t from, uint64_t count) {
+    // A page without data blocks (hole, unwritten, nothing delayed) is restored
+    // as a hole, so a crash gives back the allocation too.
+    const uint64_t first = from / unit_;
+    if (!space_.has_data(first, div_up(from + count, unit_) - first)) {
+      return std::optional<std::string>();
+    }
+    std::string bytes(count, '\0');
+    contents_->read(from, std::as_writable_bytes(std::span(bytes.data(), count)));
+    return std::optional<std::string>(std::move(bytes));
+  });
+}
+
+DeviceWork RegularFile::device_work(uint64_t offset, uint64_t length) const {
+  DeviceWork work;
+  if (length == 0) return work;
+  work.requests = device_requests(length, max_request_bytes_);
+  work.bytes = length;
+  const uint64_t first = offset / unit_;
+  const uint64_t extents =
+      space_.extents().find(first, div_up(offset + length, unit_) - first).size();
+  if (extents > 1) work.extra_extents = extents - 1;
+  return work;
+}
+
+void RegularFile::drop_cache(uint64_t offset, uint64_t length) {
+  if (offset == 0 && length >= kMaxFileSize) {
+    dirty_.remove(cache_.dirty_bytes());
+    cache_.clear();
+  } else {
+    dirty_.remove(cache_.drop(offset, length));
+  }
+}
+
+}  // namespace mimicfs

@@ -1,0 +1,115 @@
+// RegularFile: the data path of one regular file: its size and contents
+// (FileData), its blocks (FileSpace), its pages in the host's page cache
+// (FilePageCache) and what a power cut would leave of it (FileDurability, and
+// FileSpace's allocation at the last sync).
+//
+// A buffered write dirties the page cache and stays there until a sync of its
+// range, the dirty limit or (NFS) close writes it back; O_DIRECT goes to the
+// device at once. "Sync a range" is written once, in sync(): fsync, fdatasync,
+// O_SYNC/O_DSYNC writes and NFS's close all use it. Every operation adds what it
+// did to the caller's Work; none computes time.
+//
+// Not thread-safe: the owning inode's mutex guards it (the host's dirty-page
+// count is shared and atomic).
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "backends/data_store.h"
+#include "backends/device_space.h"
+#include "backends/durability.h"
+#include "backends/file_space.h"
+#include "backends/page_cache.h"
+#include "backends/profile.h"
+#include "backends/result.h"
+#include "backends/stats.h"
+#include "backends/work.h"
+
+namespace mimicfs {
+
+class RegularFile {
+ public:
+  // Linux's largest file offset; the emulated backends share it.
+  static constexpr uint64_t kMaxFileSize = std::numeric_limits<int64_t>::max();
+
+  // `group`: the allocation group the file's blocks are placed in.
+  RegularFile(const Profile& profile, DeviceSpace& device, HostDirtyPages& dirty, uint64_t group,
+              std::unique_ptr<FileData> contents);
+  ~RegularFile();
+  RegularFile(const RegularFile&) = delete;
+  RegularFile& operator=(const RegularFile&) = delete;
+
+  uint64_t size() const { return size_; }
+  const FileSpace& space() const { return space_; }
+
+  // Reads up to out.size() bytes at `offset` (0 at or past EOF): through the page
+  // cache, or from the device with `direct`.
+  size_t read(uint64_t offset, std::span<std::byte> out, bool direct, Work& work);
+  // Writes `data` at `offset` (at EOF with O_APPEND in `flags`); O_DIRECT goes to
+  // the device, O_DSYNC (O_SYNC includes it) syncs the range after. EFBIG past
+  // the largest offset, ENOSPC with nothing changed.
+  Result<size_t> write(uint64_t offset, std::span<const std::byte> data, int flags, Work& work);
+  // Sets the size. Whole blocks past it are freed, and blocks preallocated past
+  // EOF even when the size does not change (as ext4 and xfs: truncating to the
+  // current size is how a program drops its preallocation).
+  void truncate(uint64_t size);
+  // fallocate of a supported mode (the caller checks the profile): EINVAL for an
+  // empty range, EFBIG past the largest offset, ENOSPC with nothing changed.
+  Result<void> fallocate(FallocateMode mode, bool keep_size, uint64_t offset, uint64_t length,
+                         Work& work);
+  // SEEK_DATA or SEEK_HOLE from `offset`: ENXIO at or past EOF, or with no data after.
+  Result<uint64_t> seek(uint64_t offset, int whence) const;
+
+  // A sync of [offset, offset+length): the dirty data in it is written back (its
+  // delayed blocks allocated first), one commit if anything was not durable,
+  // then the range is durable (the whole file, size included, when it spans the
+  // file). True when it committed.
+  bool sync(uint64_t offset, uint64_t length, Work& work);
+  // A writer's close (FUSE FLUSH): NFS writes back and commits (close-to-open);
+  // delayed blocks are allocated; the last handle also ends the inode
+  // reservation and trims preallocation (FileSpace::close).
+  void flush(bool last_handle, Work& work);
+  // The last handle is gone (FUSE RELEASE).
+  void close(Work& work);
+  // Every block, byte and cached page goes back: the file is gone.
+  void release();
+
+  // A power cut: the page cache is lost; a file with changes since its last sync
+  // goes back to it (size, contents and allocation). True when it went back.
+  bool crash(Work& work);
+  bool unsynced() const { return durability_.unsynced(); }
+
+  // The size, allocation, dirty and unsynced figures (FileStats::inode unset).
+  FileStats stats() const;
+
+ private:
+  // Allocates for and stores `data` at `offset`, growing the size; no page
+  // cache, no durability. ENOSPC with nothing changed.
+  Result<size_t> store(uint64_t offset, std::span<const std::byte> data, Work& work);
+  // Saves the synced contents [offset, offset+length) is about to lose.
+  void prepare_change(uint64_t offset, uint64_t length);
+  // Writes the dirty data inside [offset, offset+length) back, as writeback does.
+  void writeback(uint64_t offset, uint64_t length, Work& work);
+  // Frees whole blocks inside [offset, offset+length) and zeroes the rest.
+  void punch(uint64_t offset, uint64_t length);
+  // The device requests for [offset, offset+length).
+  DeviceWork device_work(uint64_t offset, uint64_t length) const;
+  // Forgets the cached pages of [offset, offset+length), dirty ones included.
+  void drop_cache(uint64_t offset, uint64_t length);
+
+  const uint64_t unit_;  // the allocation unit, in bytes
+  const uint64_t max_request_bytes_;
+  const bool flush_on_close_;
+  HostDirtyPages& dirty_;
+  uint64_t size_ = 0;
+  FileSpace space_;
+  FilePageCache cache_;
+  FileDurability durability_;
+  std::unique_ptr<FileData> contents_;
+};
+
+}  // namespace mimicfs
