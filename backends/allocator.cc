@@ -129,6 +129,24 @@ void Allocator::release(BlockRange range) {
   add_free(start, length);
 }
 
+Result<void> Allocator::claim(BlockRange range) {
+  if (range.length == 0) return {};
+  std::lock_guard lock(mutex_);
+  auto it = free_by_start_.upper_bound(range.start);
+  if (it == free_by_start_.begin()) return fail(EBUSY);
+  --it;
+  const uint64_t extent_start = it->first;
+  const uint64_t extent_end = it->first + it->second;
+  if (range.start + range.length > extent_end) return fail(EBUSY);
+  if (range.length > free_blocks_ - reserved_blocks_) return fail(ENOSPC);
+  remove_free(it);
+  if (extent_start < range.start) add_free(extent_start, range.start - extent_start);
+  if (range.start + range.length < extent_end) {
+    add_free(range.start + range.length, extent_end - range.start - range.length);
+  }
+  return {};
+}
+
 uint64_t Allocator::cursor(uint64_t group) const {
   std::lock_guard lock(mutex_);
   auto it = group_cursors_.find(group);

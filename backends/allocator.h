@@ -55,6 +55,10 @@ class Allocator {
   // Returns blocks to free space. Releasing a block that is already free is a bug
   // (std::logic_error).
   void release(BlockRange range);
+  // Takes exactly the blocks of `range` (a crash giving a file back the blocks it
+  // had at its last sync): EBUSY, with nothing taken, unless all are free and
+  // taking them leaves the reservations covered (ENOSPC otherwise).
+  [[nodiscard]] Result<void> claim(BlockRange range);
 
   // Where the most recent allocation that started in `group` ended (the group's
   // shared cursor); the group's first data block when it has had none.

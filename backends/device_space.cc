@@ -45,6 +45,20 @@ void DeviceSpace::free(const std::vector<BlockRange>& runs) {
   }
 }
 
+std::vector<BlockRange> DeviceSpace::take_back(BlockRange run) {
+  std::vector<BlockRange> free_parts{run};
+  if (references_) free_parts = references_->take_back(run);
+  std::vector<BlockRange> taken_by_others;
+  for (const BlockRange& part : free_parts) {
+    if (allocator_.claim(part)) {
+      referenced({part});
+    } else {
+      taken_by_others.push_back(part);
+    }
+  }
+  return taken_by_others;
+}
+
 DeviceStats DeviceSpace::stats(uint64_t capacity_bytes) const {
   const FreeSpaceSummary space = allocator_.summary();
   DeviceStats d;

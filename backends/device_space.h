@@ -37,6 +37,11 @@ class DeviceSpace {
   // Gives blocks a file no longer maps back: at once, or on a copy-on-write
   // profile when no part of their data extent is referenced any more.
   void free(const std::vector<BlockRange>& runs);
+  // Takes back blocks a file had at its last sync (a crash restoring its
+  // mapping): from the copy-on-write references where their data extent is
+  // still allocated, else from free space. Returns the parts it cannot take back
+  // (another file holds some of their blocks now), which the caller replaces.
+  std::vector<BlockRange> take_back(BlockRange run);
 
   // Limits of one file's extent records, in blocks (0: none).
   uint64_t max_extent_blocks() const { return max_extent_blocks_; }

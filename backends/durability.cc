@@ -11,7 +11,16 @@ void FileDurability::before_change(uint64_t offset, uint64_t length, const PageR
   if (length == 0 || offset >= end) return;
   for (uint64_t page = offset / kPageBytes * kPageBytes; page < end; page += kPageBytes) {
     if (saved_.contains(page)) continue;
-    saved_.emplace(page, read(page, std::min(kPageBytes, synced_size_ - page)));
+    std::optional<std::string> contents = read(page, std::min(kPageBytes, synced_size_ - page));
+    if (contents) {
+      // Bytes written since the last sync are not durable: they were written past
+      // the synced size then (else the page would be saved already), where the
+      // durable file reads zeros; an O_DSYNC write past them moved the size on.
+      for (const BlockRange& written : unsynced_.overlapping(page, contents->size())) {
+        std::fill_n(contents->begin() + (written.start - page), written.length, '\0');
+      }
+    }
+    saved_.emplace(page, std::move(contents));
   }
 }
 

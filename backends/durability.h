@@ -44,6 +44,8 @@ class FileDurability {
 
   bool unsynced() const { return metadata_unsynced_ || !unsynced_.empty() || !saved_.empty(); }
   uint64_t unsynced_bytes() const { return unsynced_.blocks(); }
+  // The byte ranges written since the last sync: offset -> length.
+  const std::map<uint64_t, uint64_t>& unsynced_ranges() const { return unsynced_.ranges(); }
   uint64_t synced_size() const { return synced_size_; }
   // The saved pages: offset -> synced contents (nullopt: was a hole).
   const std::map<uint64_t, std::optional<std::string>>& saved_pages() const { return saved_; }

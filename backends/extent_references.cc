@@ -49,6 +49,43 @@ std::vector<BlockRange> ExtentReferences::drop(BlockRange unreferenced) {
   return freed;
 }
 
+std::vector<BlockRange> ExtentReferences::take_back(BlockRange range) {
+  std::lock_guard lock(mutex_);
+  std::vector<BlockRange> rest;
+  auto keep_rest = [&](uint64_t start, uint64_t length) {
+    if (length == 0) return;
+    if (!rest.empty() && rest.back().start + rest.back().length == start) {
+      rest.back().length += length;
+    } else {
+      rest.push_back({start, length});
+    }
+  };
+  uint64_t position = range.start;
+  const uint64_t end = range.start + range.length;
+  while (position < end) {
+    auto it = extents_.upper_bound(position);
+    // The data extent containing `position`, else the next one (or none).
+    if (it != extents_.begin() && std::prev(it)->first + std::prev(it)->second.length > position) {
+      --it;
+    } else {
+      const uint64_t next = it == extents_.end() ? end : std::min(end, it->first);
+      keep_rest(position, next - position);
+      position = next;
+      continue;
+    }
+    DataExtent& extent = it->second;
+    const uint64_t overlap = std::min(end, it->first + extent.length) - position;
+    if (extent.length - extent.referenced >= overlap) {
+      extent.referenced += overlap;
+      unreferenced_blocks_ -= overlap;
+    } else {
+      keep_rest(position, overlap);  // another file's blocks now
+    }
+    position += overlap;
+  }
+  return rest;
+}
+
 uint64_t ExtentReferences::unreferenced_blocks() const {
   std::lock_guard lock(mutex_);
   return unreferenced_blocks_;

@@ -30,6 +30,11 @@ class ExtentReferences {
   // unreferenced as a whole, which the caller frees; the rest stay allocated.
   // Dropping a block that is not in a data extent is a bug (std::logic_error).
   [[nodiscard]] std::vector<BlockRange> drop(BlockRange unreferenced);
+  // Blocks a file refers to again (a crash restoring its last synced mapping):
+  // the parts inside a data extent that has unreferenced blocks to cover them
+  // are referenced again; returns the rest, which the caller claims from the
+  // allocator (and add()s) or replaces.
+  [[nodiscard]] std::vector<BlockRange> take_back(BlockRange range);
 
   // Blocks that stay allocated although no file refers to them.
   uint64_t unreferenced_blocks() const;

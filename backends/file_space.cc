@@ -1,5 +1,7 @@
 #include "backends/file_space.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <stdexcept>
 
@@ -101,7 +103,7 @@ Result<void> FileSpace::write(uint64_t first, uint64_t count, uint64_t size, Wor
   if (auto reserved = device_.allocator().reserve(needed); !reserved) return reserved;
 
   for (const Extent& e : overwritten) {
-    device_.free(extents_.unmap(e.logical, e.length));
+    device_.free(unmap(e.logical, e.length));
     allocate_range(e.logical, e.length, /*unwritten=*/false, /*preallocate=*/false, size, work);
   }
   for (const BlockRange& hole : holes) {
@@ -112,7 +114,7 @@ Result<void> FileSpace::write(uint64_t first, uint64_t count, uint64_t size, Wor
                      work);
     }
   }
-  extents_.mark_written(first, count);
+  mark_written(first, count);
   // Background writeback of a file with much delayed data.
   if (device_.writeback_blocks() > 0 && delayed_.blocks() >= device_.writeback_blocks()) {
     flush_delayed(0, kAllBlocks, size, work);
@@ -172,7 +174,7 @@ void FileSpace::allocate_delayed_exactly(Work& work) {
 void FileSpace::punch(uint64_t first, uint64_t count) {
   if (count > 0) {
     device_.allocator().unreserve(delayed_.remove(first, count));
-    device_.free(extents_.unmap(first, count));
+    device_.free(unmap(first, count));
   }
   discard_reservation();
 }
@@ -180,7 +182,7 @@ void FileSpace::punch(uint64_t first, uint64_t count) {
 void FileSpace::truncate(uint64_t keep_blocks, bool emptied) {
   device_.allocator().unreserve(delayed_.remove(keep_blocks, kAllBlocks - keep_blocks));
   discard_reservation();
-  device_.free(extents_.unmap(keep_blocks, kAllBlocks - keep_blocks));
+  device_.free(unmap(keep_blocks, kAllBlocks - keep_blocks));
   if (emptied) preallocation_ = {};
   eof_trimmed_ = false;  // as xfs: a truncated file is trimmed on close again
 }
@@ -192,6 +194,8 @@ void FileSpace::close(uint64_t size, Work& work) {
   if (policy && policy->kind() == PreallocationKind::kBeyondEndOfFile && !fallocated_ &&
       !eof_trimmed_) {
     const uint64_t keep = div_up(size, device_.unit());
+    // Not remembered: a crash keeps the trim (xfs logs it in a transaction of
+    // its own); blocks changed since the sync still go back to their mapping then.
     const auto trimmed = extents_.unmap(keep, kAllBlocks - keep);
     if (!trimmed.empty()) eof_trimmed_ = true;
     device_.free(trimmed);
@@ -203,6 +207,7 @@ void FileSpace::release() {
   delayed_.clear();
   discard_reservation();
   device_.free(extents_.unmap(0, kAllBlocks));
+  synced();
 }
 
 void FileSpace::discard_reservation() {
@@ -224,7 +229,7 @@ void FileSpace::allocate_range(uint64_t logical, uint64_t count, bool unwritten,
   InodeReservation& r = reservation_;
   if (r.length > 0 && r.logical == logical) {
     const uint64_t take = std::min(count, r.length);
-    extents_.map(logical, r.physical, take, unwritten);
+    map(logical, r.physical, take, unwritten);
     allocator.unreserve(take);  // these blocks were allocated with the window
     r.logical += take;
     r.physical += take;
@@ -264,14 +269,14 @@ void FileSpace::allocate_range(uint64_t logical, uint64_t count, bool unwritten,
   uint64_t needed = count;
   for (const BlockRange& run : *runs) {
     const uint64_t used = std::min(run.length, needed);
-    extents_.map(position, run.start, used, unwritten);
+    map(position, run.start, used, unwritten);
     position += used;
     needed -= used;
     const BlockRange rest{run.start + used, run.length - used};
     if (rest.length == 0) continue;
     if (beyond_eof) {
       // Mapped past EOF as ordinary blocks: later writes land in them in place.
-      extents_.map(position, rest.start, rest.length, /*unwritten=*/false);
+      map(position, rest.start, rest.length, /*unwritten=*/false);
     } else if (r.length == 0 && position == logical + count) {
       r = InodeReservation{position, rest.start, rest.length};
     } else {
@@ -279,6 +284,93 @@ void FileSpace::allocate_range(uint64_t logical, uint64_t count, bool unwritten,
     }
     position += rest.length;
   }
+}
+
+void FileSpace::map(uint64_t logical, uint64_t physical, uint64_t length, bool unwritten) {
+  remember(logical, length);
+  extents_.map(logical, physical, length, unwritten);
+}
+
+std::vector<BlockRange> FileSpace::unmap(uint64_t first, uint64_t count) {
+  for (const Extent& e : extents_.find(first, count)) remember(e.logical, e.length);
+  return extents_.unmap(first, count);
+}
+
+void FileSpace::mark_written(uint64_t first, uint64_t count) {
+  for (const Extent& e : extents_.find(first, count)) {
+    if (e.unwritten) remember(e.logical, e.length);
+  }
+  extents_.mark_written(first, count);
+}
+
+void FileSpace::remember(uint64_t first, uint64_t count) {
+  for (const BlockRange& gap : changed_.gaps(first, count)) {
+    for (const Extent& e : extents_.find(gap.start, gap.length)) {
+      synced_mapping_.map(e.logical, e.physical, e.length, e.unwritten);
+    }
+    changed_.add(gap.start, gap.length);
+  }
+}
+
+void FileSpace::synced() {
+  changed_.clear();
+  synced_mapping_ = ExtentMap();
+}
+
+void FileSpace::range_synced(uint64_t first, uint64_t count) {
+  changed_.remove(first, count);
+  (void)synced_mapping_.unmap(first, count);
+}
+
+std::vector<BlockRange> FileSpace::restore_synced() {
+  // What was only in memory is gone: delayed blocks (their reservation too) and
+  // the inode reservation.
+  BlockRangeSet restored = changed_;
+  for (const auto& [start, length] : delayed_.ranges()) restored.add(start, length);
+  device_.allocator().unreserve(delayed_.blocks());
+  delayed_.clear();
+  discard_reservation();
+
+  for (const auto& [start, length] : changed_.ranges()) device_.free(extents_.unmap(start, length));
+  for (const Extent& e : synced_mapping_.all()) {
+    uint64_t position = e.physical;
+    for (const BlockRange& taken : device_.take_back({e.physical, e.length})) {
+      // Blocks given to another file since: the restored data gets new ones.
+      if (taken.start > position) {
+        extents_.map(e.logical + (position - e.physical), position, taken.start - position,
+                     e.unwritten);
+      }
+      position = taken.start + taken.length;
+      const uint64_t logical = e.logical + (taken.start - e.physical);
+      auto runs = device_.allocator().allocate(
+          device_.placement().goal(extents_, logical, group_, device_.allocator()), taken.length);
+      if (!runs) {
+        spdlog::warn("crash: no space to restore {} blocks at file block {}", taken.length,
+                     logical);
+        continue;
+      }
+      device_.referenced(*runs);
+      uint64_t at = logical;
+      for (const BlockRange& run : *runs) {
+        extents_.map(at, run.start, run.length, e.unwritten);
+        at += run.length;
+      }
+    }
+    if (position < e.physical_end()) {
+      extents_.map(e.logical + (position - e.physical), position, e.physical_end() - position,
+                   e.unwritten);
+    }
+  }
+  synced();
+
+  std::vector<BlockRange> no_data;
+  for (const auto& [start, length] : restored.ranges()) {
+    for (const BlockRange& hole : extents_.holes(start, length)) no_data.push_back(hole);
+    for (const Extent& e : extents_.find(start, length)) {
+      if (e.unwritten) no_data.push_back({e.logical, e.length});
+    }
+  }
+  return no_data;
 }
 
 }  // namespace mimicfs

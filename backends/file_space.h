@@ -4,6 +4,10 @@
 // preallocation stream state, and the xfs flags that decide the trim at close.
 // Every allocation goes through the volume's DeviceSpace and its policies.
 //
+// Crash state: the first change to a block's mapping since the last sync saves
+// the mapping it had then (a hole, or the extent), so a power cut can give the
+// file back its allocation at the last sync exactly; a sync forgets them.
+//
 // Offsets here are in allocation-unit blocks; bytes stay with the Volume.
 // Not thread-safe: the owning inode's mutex guards it.
 #pragma once
@@ -70,6 +74,19 @@ class FileSpace {
   // The file is gone: every block and reservation goes back.
   void release();
 
+  // Crash state. The current mapping is durable (a sync), of every block or of
+  // blocks [first, first+count) only (O_DSYNC).
+  void synced();
+  void range_synced(uint64_t first, uint64_t count);
+  // True when some block's mapping changed since the last sync.
+  bool changed_since_sync() const { return !changed_.empty(); }
+  // A power cut: delayed blocks and the inode reservation are lost, and every
+  // block whose mapping changed since the last sync is mapped as it was then
+  // (its device blocks taken back; new ones, and a warning, where another file
+  // holds them now). Returns the block ranges, among those, that hold no data
+  // now (holes and unwritten extents): their bytes must read as zeros.
+  std::vector<BlockRange> restore_synced();
+
  private:
   // A file's blocks set aside by an inode preallocation window: device blocks
   // [physical, physical+length), for file blocks from `logical` on.
@@ -86,6 +103,13 @@ class FileSpace {
   void allocate_range(uint64_t logical, uint64_t count, bool unwritten, bool preallocate,
                       uint64_t size, Work& work);
   void discard_reservation();
+  // The mapping of the file, changed here and only here, saving the mapping at
+  // the last sync of each block first (crash state).
+  void map(uint64_t logical, uint64_t physical, uint64_t length, bool unwritten);
+  [[nodiscard]] std::vector<BlockRange> unmap(uint64_t first, uint64_t count);
+  void mark_written(uint64_t first, uint64_t count);
+  // Saves the mapping of blocks [first, first+count) not saved since the last sync.
+  void remember(uint64_t first, uint64_t count);
   // Holes among [first, first+count) not awaiting delayed allocation.
   std::vector<BlockRange> unpromised_holes(uint64_t first, uint64_t count) const;
 
@@ -97,6 +121,8 @@ class FileSpace {
   PreallocationState preallocation_;
   bool fallocated_ = false;   // as xfs's PREALLOC flag: blocks past EOF survive close
   bool eof_trimmed_ = false;  // as xfs's IDIRTY_RELEASE: trimmed once, kept after
+  BlockRangeSet changed_;     // blocks whose mapping changed since the last sync
+  ExtentMap synced_mapping_;  // their mapping at the last sync (a hole: none)
 };
 
 }  // namespace mimicfs

@@ -52,7 +52,13 @@ Result<size_t> RegularFile::write(uint64_t offset, std::span<const std::byte> da
   const bool direct = (flags & O_DIRECT) != 0;
   const bool sync_after = (flags & O_DSYNC) != 0;  // O_SYNC includes the O_DSYNC bit
   prepare_change(offset, data.size());
-  if (auto stored = store(offset, data, work); !stored) return stored;
+  const uint64_t end = offset + data.size();
+  const uint64_t first = offset / unit_;
+  if (auto r = space_.write(first, div_up(end, unit_) - first, std::max(size_, end), work); !r) {
+    return std::unexpected(r.error());
+  }
+  size_ = std::max(size_, end);
+  contents_->write(offset, data);
   work.bytes = data.size();
   durability_.written(offset, data.size());
   if (direct) {
@@ -73,18 +79,6 @@ Result<size_t> RegularFile::write(uint64_t offset, std::span<const std::byte> da
     // As balance_dirty_pages: past the dirty limit the writer writes back.
     writeback(0, kMaxFileSize, work);
   }
-  return data.size();
-}
-
-Result<size_t> RegularFile::store(uint64_t offset, std::span<const std::byte> data, Work& work) {
-  const uint64_t end = offset + data.size();
-  const uint64_t first = offset / unit_;
-  const uint64_t size = std::max(size_, end);
-  if (auto r = space_.write(first, div_up(end, unit_) - first, size, work); !r) {
-    return std::unexpected(r.error());
-  }
-  size_ = size;
-  contents_->write(offset, data);
   return data.size();
 }
 
@@ -172,7 +166,10 @@ bool RegularFile::sync(uint64_t offset, uint64_t length, Work& work) {
   if (commit) ++work.commits;
   if (offset == 0 && length >= kMaxFileSize) {
     durability_.synced(size_);
+    space_.synced();
   } else {
+    const uint64_t first = offset / unit_;
+    space_.range_synced(first, div_up(offset + length, unit_) - first);
     durability_.range_synced(offset, length, size_, [&](uint64_t from, uint64_t count) {
       std::string bytes(count, '\0');
       contents_->read(from, std::as_writable_bytes(std::span(bytes.data(), count)));
@@ -202,32 +199,35 @@ void RegularFile::release() {
   size_ = 0;
 }
 
-bool RegularFile::crash(Work& work) {
+bool RegularFile::crash() {
   // A power cut empties the host's page cache, of synced files too.
   drop_cache(0, kMaxFileSize);
-  if (!durability_.unsynced()) return false;
-  const uint64_t synced_size = durability_.synced_size();
-  const auto saved = durability_.saved_pages();  // a copy: truncating saves more
-  if (size_ > synced_size) {
-    truncate(synced_size);
-  } else {
-    size_ = synced_size;
+  if (!unsynced()) return false;
+  // The allocation at the last sync; what holds no data there reads as zeros.
+  for (const BlockRange& blocks : space_.restore_synced()) {
+    const uint64_t from = blocks.start * unit_;
+    if (from >= size_) continue;
+    contents_->zero(from, std::min(size_ - from, blocks.length * unit_));
   }
-  for (const auto& [page, page_contents] : saved) {
+  // Bytes written since the last sync are lost; the size is the synced one, and
+  // each page changed since has its synced contents again.
+  for (const auto& [offset, length] : durability_.unsynced_ranges()) {
+    if (offset < size_) contents_->zero(offset, std::min(length, size_ - offset));
+  }
+  const uint64_t synced_size = durability_.synced_size();
+  if (size_ > synced_size) contents_->zero(synced_size, size_ - synced_size);
+  size_ = synced_size;
+  for (const auto& [page, page_contents] : durability_.saved_pages()) {
     if (page >= synced_size) continue;
     const uint64_t length = std::min(FileDurability::kPageBytes, synced_size - page);
-    if (!page_contents) {
-      punch(page, length);
-    } else if (auto written = store(page, std::as_bytes(std::span(*page_contents)), work);
-               !written) {
-      spdlog::warn("crash: cannot restore {} bytes at {}: {}", page_contents->size(), page,
-                   errno_name(written.error().value));
+    const uint64_t first = page / unit_;
+    if (page_contents && space_.has_data(first, div_up(page + length, unit_) - first)) {
+      contents_->write(page, std::as_bytes(std::span(*page_contents))
+                                 .first(std::min<uint64_t>(length, page_contents->size())));
+    } else {
+      contents_->zero(page, length);
     }
   }
-  // The synced data was on the device: restored pages get their blocks now,
-  // not at the next writeback, and no preallocation beyond them.
-  space_.allocate_delayed_exactly(work);
-  drop_cache(0, kMaxFileSize);
   durability_.synced(size_);
   return true;
 }

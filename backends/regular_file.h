@@ -80,16 +80,13 @@ class RegularFile {
 
   // A power cut: the page cache is lost; a file with changes since its last sync
   // goes back to it (size, contents and allocation). True when it went back.
-  bool crash(Work& work);
-  bool unsynced() const { return durability_.unsynced(); }
+  bool crash();
+  bool unsynced() const { return durability_.unsynced() || space_.changed_since_sync(); }
 
   // The size, allocation, dirty and unsynced figures (FileStats::inode unset).
   FileStats stats() const;
 
  private:
-  // Allocates for and stores `data` at `offset`, growing the size; no page
-  // cache, no durability. ENOSPC with nothing changed.
-  Result<size_t> store(uint64_t offset, std::span<const std::byte> data, Work& work);
   // Saves the synced contents [offset, offset+length) is about to lose.
   void prepare_change(uint64_t offset, uint64_t length);
   // Writes the dirty data inside [offset, offset+length) back, as writeback does.

@@ -742,7 +742,7 @@ CrashReport Volume::crash(Work& work) {
   for (const auto& [number, node] : inodes_) {
     if (!node->is_regular()) continue;
     std::lock_guard node_lock(node->mutex);
-    if (node->file->crash(work)) report.restored_files.push_back(number);
+    if (node->file->crash()) report.restored_files.push_back(number);
   }
   spdlog::warn("crash: {} files put back to their last sync, {} namespace changes undone",
                report.restored_files.size(), undone);

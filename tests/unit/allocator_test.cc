@@ -365,5 +365,22 @@ TEST(Allocator, OverdrawingTheReservationThrowsLogicError) {
   EXPECT_EQ(allocator.free_blocks(), 100u);
 }
 
+// A crash gives a file back the blocks it had at its last sync: exactly those
+// blocks, only when every one is free, and never the blocks promised to others.
+TEST(Allocator, ClaimTakesExactlyFreeBlocks) {
+  Allocator allocator(DeviceGeometry{100, 0, 0});
+  ASSERT_TRUE(allocator.claim({10, 5}).has_value());
+  EXPECT_EQ(allocator.free_blocks(), 95u);
+  EXPECT_EQ(error_of(allocator.claim({12, 1})), Errno{EBUSY});
+  EXPECT_EQ(error_of(allocator.claim({5, 10})), Errno{EBUSY});  // partly taken
+  EXPECT_EQ(allocator.free_blocks(), 95u);
+  EXPECT_EQ(take(allocator, 0, 10), (Ranges{{0, 10}}));  // the free extent was split
+  EXPECT_EQ(take(allocator, 10, 1), (Ranges{{15, 1}}));
+  ASSERT_TRUE(allocator.reserve(84).has_value());
+  EXPECT_EQ(error_of(allocator.claim({50, 1})), Errno{ENOSPC});
+  allocator.unreserve(1);
+  EXPECT_TRUE(allocator.claim({50, 1}).has_value());
+}
+
 }  // namespace
 }  // namespace mimicfs

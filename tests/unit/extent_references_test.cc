@@ -103,5 +103,22 @@ TEST(ExtentReferences, DroppingMoreThanIsReferencedThrowsLogicError) {
   EXPECT_THROW((void)references.drop({0, 3}), std::logic_error);
 }
 
+// A crash maps a file's blocks from its last sync again: blocks of a data extent
+// that is still allocated (a bookend) are referenced again; blocks of an extent
+// that was freed are returned for the caller to claim from free space.
+TEST(ExtentReferences, TakeBackReferencesBookendBlocksAndReturnsTheRest) {
+  ExtentReferences references(0);
+  references.add({100, 10});
+  EXPECT_TRUE(references.drop({102, 3}).empty());  // a bookend: 7 of 10 referenced
+  references.add({200, 4});
+  EXPECT_EQ(references.drop({200, 4}), (Ranges{{200, 4}}));  // freed whole
+  EXPECT_EQ(references.take_back({102, 3}), Ranges{});
+  EXPECT_EQ(references.unreferenced_blocks(), 0u);
+  EXPECT_EQ(references.take_back({200, 4}), (Ranges{{200, 4}}));
+  // Blocks already referenced (by another file now) are not taken twice.
+  EXPECT_EQ(references.take_back({108, 4}), (Ranges{{108, 4}}));
+  EXPECT_EQ(references.drop({100, 10}), (Ranges{{100, 10}}));
+}
+
 }  // namespace
 }  // namespace mimicfs

@@ -90,5 +90,58 @@ TEST(FileSpace, DescribeCountsHolesDelayedAndPreallocation) {
   EXPECT_EQ(f.extents, 0u);
 }
 
+// The allocation at the last sync is what a crash restores: punched blocks come
+// back to the same device blocks, blocks allocated since are freed, delayed
+// blocks are dropped, and the ranges without data are reported.
+TEST(FileSpace, RestoreSyncedPutsTheMappingBack) {
+  Space s("ext4");
+  ASSERT_TRUE(s.file.write(0, 8, 8 * s.unit(), s.work).has_value());
+  s.file.flush_delayed(0, FileSpace::kAllBlocks, 8 * s.unit(), s.work);
+  s.file.close(8 * s.unit(), s.work);
+  s.file.synced();
+  const std::vector<Extent> synced = s.file.extents().all();
+  const uint64_t synced_used = s.used_blocks();
+  EXPECT_FALSE(s.file.changed_since_sync());
+
+  s.file.punch(2, 3);
+  ASSERT_TRUE(s.file.allocate(20, 4, 8 * s.unit(), s.work).has_value());
+  ASSERT_TRUE(s.file.write(30, 2, 32 * s.unit(), s.work).has_value());  // delayed
+  EXPECT_TRUE(s.file.changed_since_sync());
+  const std::vector<BlockRange> no_data = s.file.restore_synced();
+  EXPECT_EQ(s.file.extents().all(), synced);
+  EXPECT_EQ(s.file.blocks(), 8u);
+  EXPECT_EQ(s.used_blocks(), synced_used);
+  EXPECT_EQ(no_data, (std::vector<BlockRange>{{20, 4}, {30, 2}}));
+  EXPECT_FALSE(s.file.changed_since_sync());
+}
+
+// Copy-on-write: an overwrite since the sync moved the blocks; the crash maps
+// the old ones again (still allocated as a bookend) and frees the new.
+TEST(FileSpace, RestoreSyncedUndoesACopyOnWriteOverwrite) {
+  Space s("btrfs");
+  ASSERT_TRUE(s.file.write(0, 8, 8 * s.unit(), s.work).has_value());
+  s.file.flush_delayed(0, FileSpace::kAllBlocks, 8 * s.unit(), s.work);
+  s.file.synced();
+  const std::vector<Extent> synced = s.file.extents().all();
+  const uint64_t synced_used = s.used_blocks();
+  ASSERT_TRUE(s.file.write(2, 2, 8 * s.unit(), s.work).has_value());
+  s.file.flush_delayed(0, FileSpace::kAllBlocks, 8 * s.unit(), s.work);
+  EXPECT_NE(s.file.extents().all(), synced);
+  EXPECT_TRUE(s.file.restore_synced().empty());
+  EXPECT_EQ(s.file.extents().all(), synced);
+  EXPECT_EQ(s.used_blocks(), synced_used);
+  EXPECT_EQ(s.device.stats(s.profile.capacity_bytes).unreferenced_bytes, 0u);
+}
+
+// An O_DSYNC write makes only its own blocks' allocation durable.
+TEST(FileSpace, RangeSyncedKeepsOnlyThatRangeAtACrash) {
+  Space s("nfs");
+  ASSERT_TRUE(s.file.write(0, 1, s.unit(), s.work).has_value());
+  s.file.range_synced(0, 1);
+  ASSERT_TRUE(s.file.write(1, 1, 2 * s.unit(), s.work).has_value());
+  EXPECT_EQ(s.file.restore_synced(), (std::vector<BlockRange>{{1, 1}}));
+  EXPECT_EQ(s.file.blocks(), 1u);
+}
+
 }  // namespace
 }  // namespace mimicfs

@@ -5,6 +5,7 @@
 #include <linux/falloc.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -739,12 +740,9 @@ TEST(VolumeCrash, AllocationGoesBackToTheSyncedState) {
   }
 }
 
-// Fails: on btrfs the blocks an overwrite since the sync moved away from stay
-// allocated (their extent is still partly referenced: a bookend), and the
-// restored pages are written copy-on-write to new blocks, so the device keeps
-// more than at the sync. Undoing that needs the allocator and the extent
-// references as they were at the sync, which the crash does not keep.
-TEST(VolumeCrash, DISABLED_AllocationGoesBackToTheSyncedStateOnBtrfs) {
+// On btrfs an overwrite since the sync moved blocks (their old data extent stays
+// allocated as a bookend): the crash maps the old blocks again and frees the new.
+TEST(VolumeCrash, AllocationGoesBackToTheSyncedStateOnBtrfs) {
   Fs fs("btrfs");
   const uint64_t synced_device = change_synced_file_and_crash(fs, "btrfs");
   EXPECT_EQ(fs.device_allocated(), synced_device);
@@ -768,12 +766,9 @@ TEST(VolumeCrash, FallocateAfterTheSyncIsUndone) {
   }
 }
 
-// Fails: blocks fallocated past EOF (FALLOC_FL_KEEP_SIZE) since the sync stay
-// after a crash. The size did not change, so the restore truncates nothing, and
-// before_change saves only pages below the synced size. Undoing it needs the
-// blocks mapped past EOF at the sync kept with the durability state (a synced
-// KEEP_SIZE preallocation must survive), more than a small fix.
-TEST(VolumeCrash, DISABLED_FallocatePastTheEndAfterTheSyncIsUndone) {
+// Blocks fallocated past EOF (FALLOC_FL_KEEP_SIZE) since the sync go, although
+// the size did not change: the allocation at the sync is kept, not only the size.
+TEST(VolumeCrash, FallocatePastTheEndAfterTheSyncIsUndone) {
   Fs fs("ext4");
   const uint64_t f = fs.create_open("f");
   ASSERT_TRUE(fs.write(f, 0, pattern(kPage, 'a')).has_value());
@@ -784,6 +779,51 @@ TEST(VolumeCrash, DISABLED_FallocatePastTheEndAfterTheSyncIsUndone) {
   fs.volume.crash();
   EXPECT_EQ(fs.stats(f).preallocated_bytes, 0u);
   EXPECT_EQ(fs.device_allocated(), synced_device);
+}
+
+TEST(VolumeCrash, SyncedKeepSizePreallocationSurvives) {
+  Fs fs("ext4");
+  const uint64_t f = fs.create_open("f");
+  ASSERT_TRUE(fs.write(f, 0, pattern(kPage, 'a')).has_value());
+  ASSERT_TRUE(fs.volume.fallocate(f, FALLOC_FL_KEEP_SIZE, kPage, kMiB).has_value());
+  fs.fsync(f);
+  ASSERT_TRUE(fs.volume.fallocate(f, FALLOC_FL_KEEP_SIZE, 4 * kMiB, kMiB).has_value());
+  fs.volume.crash();
+  EXPECT_EQ(fs.stats(f).preallocated_bytes, kMiB);
+  EXPECT_EQ(fs.stats(f).size, kPage);
+}
+
+// Blocks a file punched since its sync may go to another file before the crash:
+// the restored file gets new blocks for them, its data and the other file's intact.
+TEST(VolumeCrash, BlocksTakenByAnotherFileSinceTheSyncAreReplaced) {
+  for (std::string_view profile : {"ext4", "btrfs"}) {
+    Fs fs(profile);
+    const uint64_t f = fs.create_open("f");
+    ASSERT_TRUE(fs.write(f, 0, pattern(64 * kKiB, 'a')).has_value());
+    fs.fsync(f);
+    fs.flush(f);
+    const FileStats synced = fs.stats(f);
+    ASSERT_TRUE(fs.punch(f, 0, 64 * kKiB).has_value());
+    const uint64_t g = fs.create_open("g");
+    ASSERT_TRUE(fs.write(g, 0, pattern(64 * kKiB, 'g')).has_value());
+    fs.fsync(g);
+    fs.flush(g);
+    const uint64_t before_crash = fs.device_allocated();
+    fs.volume.crash();
+    EXPECT_EQ(fs.stats(f).allocated_bytes, synced.allocated_bytes) << profile;
+    EXPECT_EQ(fs.read(f, 0, 64 * kKiB), pattern(64 * kKiB, 'a')) << profile;
+    EXPECT_EQ(fs.read(g, 0, 64 * kKiB), pattern(64 * kKiB, 'g')) << profile;
+    EXPECT_EQ(fs.device_allocated(), before_crash + synced.allocated_bytes) << profile;
+    // No block is mapped twice.
+    std::vector<Extent> all = *fs.volume.file_extents(f);
+    const std::vector<Extent> of_g = *fs.volume.file_extents(g);
+    all.insert(all.end(), of_g.begin(), of_g.end());
+    std::sort(all.begin(), all.end(),
+              [](const Extent& a, const Extent& b) { return a.physical < b.physical; });
+    for (size_t i = 1; i < all.size(); ++i) {
+      EXPECT_LE(all[i - 1].physical_end(), all[i].physical) << profile;
+    }
+  }
 }
 
 // --- faults

@@ -1,0 +1,223 @@
+// A random sequence of writes (buffered, O_DIRECT, O_DSYNC), truncates, punches,
+// fallocates, syncs and closes on a few files, with crashes between them, checked
+// against a model of what each file holds and what of it is durable:
+//   - after a crash each file reads exactly as its durable image (contents and size);
+//   - the device's used blocks are the files' blocks (in place) or at least them
+//     (copy-on-write: bookends), and no device block is mapped twice;
+//   - every byte of a hole or an unwritten extent reads as zero.
+// MIMICFS_RANDOM_SEED picks another sequence; a failure prints its seed and step.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <linux/falloc.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tests/unit/volume_fixture.h"
+
+namespace mimicfs {
+namespace {
+
+using namespace volume_fixture;
+
+constexpr int kFiles = 3;
+constexpr int kSteps = 3000;
+constexpr uint64_t kSpan = 512 * kKiB;  // offsets stay below this
+
+struct ModelFile {
+  uint64_t inode = 0;
+  std::string name;
+  std::string current;  // what a read gives now
+  std::string durable;  // what a read gives after a crash
+  std::string history;  // the operations since the last crash, for a failure message
+};
+
+uint64_t seed() {
+  if (const char* env = std::getenv("MIMICFS_RANDOM_SEED")) return std::strtoull(env, nullptr, 0);
+  return 20261123;
+}
+
+// "" when equal, else where and how `actual` first differs from `expected`.
+std::string difference(const std::string& actual, const std::string& expected) {
+  if (actual == expected) return "";
+  size_t at = 0;
+  while (at < actual.size() && at < expected.size() && actual[at] == expected[at]) ++at;
+  auto byte = [](const std::string& s, size_t i) {
+    return i < s.size() ? std::to_string(static_cast<unsigned char>(s[i])) : std::string("EOF");
+  };
+  return "sizes " + std::to_string(actual.size()) + " and " + std::to_string(expected.size()) +
+         ", first difference at byte " + std::to_string(at) + ": " + byte(actual, at) +
+         " instead of " + byte(expected, at);
+}
+
+void write_at(std::string& image, uint64_t offset, std::string_view data) {
+  if (image.size() < offset + data.size()) image.resize(offset + data.size(), '\0');
+  image.replace(offset, data.size(), data);
+}
+
+class CrashModel : public ::testing::TestWithParam<std::string_view> {
+ protected:
+  void SetUp() override {
+    for (int i = 0; i < kFiles; ++i) {
+      ModelFile file;
+      file.name = "f" + std::to_string(i);
+      file.inode = fs.create_open(file.name);
+      files.push_back(file);
+    }
+    fs.fsync(kRoot);  // the names are durable; the model is about data
+  }
+
+  // Every file reads as the model says, and the device agrees with the files.
+  void check(const std::string& when) {
+    uint64_t file_blocks = 0;
+    std::vector<Extent> mapped;
+    for (const ModelFile& file : files) {
+      const FileStats stats = fs.stats(file.inode);
+      ASSERT_EQ(stats.size, file.current.size()) << when << " " << file.name;
+      ASSERT_EQ(difference(fs.read(file.inode, 0, file.current.size() + 1), file.current), "")
+          << when << " " << file.name << "; its operations:" << file.history;
+      // Bytes outside data (holes, unwritten extents, as SEEK_DATA and SEEK_HOLE
+      // say) read as zeros; written bytes are never zero (pattern()).
+      for (uint64_t position = 0; position < file.current.size();) {
+        auto data = fs.volume.seek(file.inode, position, SEEK_DATA);
+        const uint64_t data_start = data ? *data : file.current.size();
+        ASSERT_EQ(difference(file.current.substr(position, data_start - position),
+                             zeros(data_start - position)),
+                  "")
+            << when << " " << file.name << ": not data from " << position
+            << "; its operations:" << file.history;
+        if (!data) break;
+        auto hole = fs.volume.seek(file.inode, data_start, SEEK_HOLE);
+        ASSERT_TRUE(hole.has_value()) << when;
+        position = *hole;
+      }
+      for (const Extent& e : fs.extents(file.inode)) {
+        mapped.push_back(e);
+        file_blocks += e.length;
+      }
+    }
+    std::sort(mapped.begin(), mapped.end(),
+              [](const Extent& a, const Extent& b) { return a.physical < b.physical; });
+    for (size_t i = 1; i < mapped.size(); ++i) {
+      ASSERT_LE(mapped[i - 1].physical_end(), mapped[i].physical)
+          << when << ": device block " << mapped[i].physical << " mapped twice";
+    }
+    const uint64_t used_blocks = fs.used_bytes() / fs.volume.profile().allocation_unit;
+    uint64_t delayed_and_reserved = 0;
+    for (const ModelFile& file : files) {
+      const FileStats stats = fs.stats(file.inode);
+      delayed_and_reserved += stats.preallocated_bytes / fs.volume.profile().allocation_unit;
+    }
+    if (fs.volume.profile().copy_on_write) {
+      ASSERT_GE(used_blocks, file_blocks) << when;
+    } else {
+      // Mapped blocks, plus inode reservations (counted as preallocation).
+      ASSERT_GE(used_blocks, file_blocks) << when;
+      ASSERT_LE(used_blocks, file_blocks + delayed_and_reserved) << when;
+    }
+  }
+
+  Fs fs{GetParam()};
+  std::vector<ModelFile> files;
+};
+
+TEST_P(CrashModel, FilesReadAsTheirDurableImageAfterEachCrash) {
+  const Profile& profile = fs.volume.profile();
+  std::mt19937_64 random(seed());
+  auto below = [&](uint64_t n) {
+    return std::uniform_int_distribution<uint64_t>(0, n - 1)(random);
+  };
+  const uint64_t block = std::max<uint64_t>(profile.logical_block_size, 4096);
+  char fill = 'a';
+  for (int step = 0; step < kSteps; ++step) {
+    const std::string when = "seed " + std::to_string(seed()) + " step " + std::to_string(step);
+    ModelFile& file = files[below(kFiles)];
+    const uint64_t choice = below(100);
+    fill = fill == 'z' ? 'a' : static_cast<char>(fill + 1);
+    if (choice < 30) {  // buffered write, sometimes O_DSYNC
+      const uint64_t offset = below(kSpan);
+      const std::string data = pattern(1 + below(20000), fill);
+      const bool dsync = below(4) == 0;
+      ASSERT_TRUE(fs.volume.write(file.inode, offset, as_bytes(data), dsync ? O_DSYNC : 0)) << when;
+      write_at(file.current, offset, data);
+      file.history +=
+          fmt::format(" write({}, {}{})", offset, data.size(), dsync ? ", O_DSYNC" : "");
+      if (dsync) {
+        // As O_DSYNC: the range is durable, and the size where the write extended it.
+        const uint64_t end = offset + data.size();
+        file.durable.resize(std::max<uint64_t>(file.durable.size(), end), '\0');
+        file.durable.replace(offset, data.size(), data);
+      }
+    } else if (choice < 40 && profile.direct_io) {  // O_DIRECT, aligned
+      const uint64_t offset = below(kSpan / block) * block;
+      const std::string data = pattern(block * (1 + below(8)), fill);
+      ASSERT_TRUE(fs.volume.write(file.inode, offset, as_bytes(data), O_DIRECT)) << when;
+      write_at(file.current, offset, data);
+      file.history += fmt::format(" write({}, {}, O_DIRECT)", offset, data.size());
+    } else if (choice < 50) {
+      const uint64_t size = below(kSpan);
+      ASSERT_TRUE(fs.truncate(file.inode, size)) << when;
+      file.current.resize(size, '\0');
+      file.history += fmt::format(" truncate({})", size);
+    } else if (choice < 60 && profile.supports(FallocateMode::kPunchHole)) {
+      const uint64_t offset = below(kSpan);
+      const uint64_t length = 1 + below(64 * kKiB);
+      ASSERT_TRUE(fs.punch(file.inode, offset, length)) << when;
+      file.history += fmt::format(" punch({}, {})", offset, length);
+      if (offset < file.current.size()) {
+        const uint64_t end = std::min<uint64_t>(offset + length, file.current.size());
+        file.current.replace(offset, end - offset, zeros(end - offset));
+      }
+    } else if (choice < 68 && profile.supports(FallocateMode::kKeepSize) &&
+               profile.supports(FallocateMode::kAllocate)) {
+      const bool keep_size = below(2) == 0;
+      const uint64_t offset = below(kSpan);
+      const uint64_t length = 1 + below(128 * kKiB);
+      ASSERT_TRUE(
+          fs.volume.fallocate(file.inode, keep_size ? FALLOC_FL_KEEP_SIZE : 0, offset, length))
+          << when;
+      file.history +=
+          fmt::format(" fallocate({}{}, {})", keep_size ? "KEEP_SIZE, " : "", offset, length);
+      if (!keep_size && offset + length > file.current.size()) {
+        file.current.resize(offset + length, '\0');
+      }
+    } else if (choice < 78) {  // fsync or fdatasync: the whole file
+      ASSERT_TRUE(fs.volume.fsync(file.inode, below(2) == 0)) << when;
+      file.durable = file.current;
+      file.history = fmt::format(" fsync (size {})", file.current.size());
+    } else if (choice < 88) {  // close and reopen (NFS: close-to-open commits)
+      fs.flush(file.inode);
+      fs.volume.release(file.inode);
+      fs.open(file.inode);
+      if (profile.flush_on_close) file.durable = file.current;
+      file.history += " close";
+    } else if (choice < 92) {
+      fs.volume.crash();
+      for (ModelFile& f : files) f.current = f.durable;
+      ASSERT_NO_FATAL_FAILURE(check(when + " after crash"));
+      for (ModelFile& f : files) f.history += " crash";
+    } else {
+      ASSERT_NO_FATAL_FAILURE(check(when));
+    }
+    if (std::getenv("MIMICFS_CHECK_EVERY_STEP")) ASSERT_NO_FATAL_FAILURE(check(when));
+  }
+  fs.volume.crash();
+  for (ModelFile& f : files) f.current = f.durable;
+  check("final crash");
+}
+
+INSTANTIATE_TEST_SUITE_P(Profiles, CrashModel,
+                         ::testing::Values("ideal", "nfs", "nfs42", "ext4", "ext4-hdd", "xfs",
+                                           "btrfs"),
+                         [](const auto& info) {
+                           std::string name(info.param);
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name;
+                         });
+
+}  // namespace
+}  // namespace mimicfs
