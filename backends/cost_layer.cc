@@ -1,5 +1,7 @@
 #include "backends/cost_layer.h"
 
+#include <algorithm>
+
 namespace mimicfs {
 
 CostLayer::CostLayer(FileSystem& target, LatencyMode latency)
@@ -16,6 +18,39 @@ void CostLayer::leave(const Call&, Work& work, int error) {
   }
   forget_destroyed(work);              // after: an unlink charges the file it destroys
   if (total > 0) clock_.charge(cost);  // may wait: no lock is held here
+  if (!work.deferred.empty()) schedule(work);
+  complete_due();
+}
+
+void CostLayer::schedule(const Work& work) {
+  std::lock_guard lock(schedule_mutex_);
+  for (const DeferredTask& task : work.deferred) {
+    const uint64_t start = std::max(worker_free_ns_, clock_.total_ns());
+    worker_free_ns_ = start + costs_.of(task).total();
+    due_.emplace(worker_free_ns_, task.id);
+  }
+}
+
+void CostLayer::complete_due() {
+  for (;;) {
+    uint64_t id;
+    {
+      std::lock_guard lock(schedule_mutex_);
+      if (due_.empty() || due_.begin()->first > clock_.total_ns()) return;
+      id = due_.begin()->second;
+      due_.erase(due_.begin());
+    }
+    target().complete_deferred(id);  // false: a crash or settle completed it
+  }
+}
+
+size_t CostLayer::complete_all_deferred() {
+  {
+    std::lock_guard lock(schedule_mutex_);
+    due_.clear();
+    worker_free_ns_ = clock_.total_ns();
+  }
+  return Layer::complete_all_deferred();
 }
 
 void CostLayer::forget(uint64_t inode, uint64_t references, Work& work) {
@@ -24,7 +59,12 @@ void CostLayer::forget(uint64_t inode, uint64_t references, Work& work) {
 }
 
 CrashReport CostLayer::crash(Work& work) {
-  CrashReport report = Layer::crash(work);
+  CrashReport report = Layer::crash(work);  // completes every deferred task
+  {
+    std::lock_guard lock(schedule_mutex_);
+    due_.clear();
+    worker_free_ns_ = clock_.total_ns();
+  }
   forget_destroyed(work);
   return report;
 }
@@ -50,6 +90,10 @@ StatsSnapshot CostLayer::snapshot() {
   StatsSnapshot s = Layer::snapshot();
   s.clock.mode = clock_.mode().to_string();
   s.clock.emulated_ns = clock_.total_ns();
+  {
+    std::lock_guard lock(schedule_mutex_);
+    s.deferred.last_due_ns = due_.empty() ? 0 : due_.rbegin()->first;
+  }
   for (auto& [path, file] : s.files) file.emulated_ns = file_ns(file.inode);
   return s;
 }
@@ -62,6 +106,15 @@ Result<FileStats> CostLayer::file_stats(uint64_t inode) {
 
 void CostLayer::reset_statistics() {
   Layer::reset_statistics();
+  {
+    // Pending tasks keep the time they have left.
+    std::lock_guard lock(schedule_mutex_);
+    const uint64_t now = clock_.total_ns();
+    std::multimap<uint64_t, uint64_t> rebased;
+    for (const auto& [due, id] : due_) rebased.emplace(due - std::min(due, now), id);
+    due_ = std::move(rebased);
+    worker_free_ns_ -= std::min(worker_free_ns_, now);
+  }
   clock_.reset();
   std::lock_guard lock(files_mutex_);
   file_ns_.clear();

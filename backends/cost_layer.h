@@ -4,10 +4,17 @@
 // the file the work was for, and records the total in work.emulated_ns for the
 // layers above. A failed operation costs only an injected fault's latency.
 //
-// Thread-safety: the clock is lock-free; per-file times are guarded by
-// files_mutex_, a leaf lock never held while calling the target.
+// Deferred work: a task an operation queued (Work::deferred) runs on one
+// background worker per volume, after the tasks before it; it completes, and
+// the core applies its effect, when the clock reaches its end. Its cost is not
+// the operation's: background work takes no foreground time.
+//
+// Thread-safety: the clock is lock-free; per-file times and the schedule are
+// guarded by files_mutex_ and schedule_mutex_, leaf locks never held while
+// calling the target.
 #pragma once
 
+#include <map>
 #include <mutex>
 #include <unordered_map>
 
@@ -30,6 +37,9 @@ class CostLayer final : public Layer {
 
   void forget(uint64_t inode, uint64_t references, Work& work) override;
   CrashReport crash(Work& work) override;
+  // `ctl settle`: every deferred task completes now, as if the caller waited
+  // for the background worker; the clock does not move.
+  size_t complete_all_deferred() override;
   // Adds the clock and each file's emulated time.
   StatsSnapshot snapshot() override;
   Result<FileStats> file_stats(uint64_t inode) override;
@@ -41,11 +51,16 @@ class CostLayer final : public Layer {
  private:
   void forget_destroyed(const Work& work);  // takes files_mutex_
   uint64_t file_ns(uint64_t inode);         // takes files_mutex_
+  void schedule(const Work& work);          // takes schedule_mutex_
+  void complete_due();                      // completes what the clock has reached
 
   const CostModel costs_;
   EmulatedClock clock_;
   std::mutex files_mutex_;
   std::unordered_map<uint64_t, uint64_t> file_ns_;  // inode -> ns; guarded by files_mutex_
+  std::mutex schedule_mutex_;
+  std::multimap<uint64_t, uint64_t> due_;  // emulated ns -> task id; guarded by schedule_mutex_
+  uint64_t worker_free_ns_ = 0;            // the background worker's end; schedule_mutex_
 };
 
 }  // namespace mimicfs

@@ -89,11 +89,19 @@ Cost CostModel::of(const Work& work) const {
   cost += times(work.commits, commit());
   cost += times(work.fallocates, fallocate());
   cost += times(work.punches, punch());
-  if (work.unlinks > 0) {
+  if (work.unlinks > 0 || work.extents_freed > 0) {
     cost += Cost{0, saturate(Wide{work.unlinks} * (profile_.round_trip_ns + profile_.unlink_ns) +
                              Wide{work.extents_freed} * profile_.unlink_extent_ns)};
   }
   return cost;
+}
+
+Cost CostModel::of(const DeferredTask& task) const {
+  switch (task.kind) {
+    case DeferredTask::Kind::kReclaim:
+      return {0, saturate(Wide{task.extents} * profile_.unlink_extent_ns)};
+  }
+  return {};
 }
 
 }  // namespace mimicfs

@@ -51,8 +51,11 @@ class CostModel {
   // An unlink; `freed_extents` when it was the file's last link.
   Cost unlink(uint64_t freed_extents) const;
 
-  // Everything one operation did (work.h), priced with the functions above.
+  // Everything one operation did (work.h), priced with the functions above;
+  // its deferred tasks are not in it (they run later, in the background).
   Cost of(const Work& work) const;
+  // A deferred task: what it will take a background worker.
+  Cost of(const DeferredTask& task) const;
 
  private:
   Cost device(uint64_t per_request_ns, const DeviceWork& work) const;

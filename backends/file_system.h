@@ -190,6 +190,14 @@ class FileSystem {
   // renamed since the last commit are undone. Open handles stay open.
   virtual CrashReport crash(Work& work) = 0;
 
+  // --- Deferred work (work.h's DeferredTask): an operation that queues a task
+  // reports it in Work::deferred; a layer above decides when it is done. Not
+  // operations (never counted, charged or faulted); any thread.
+  // Completes task `id` now, its effect applied: false if it is not pending.
+  virtual bool complete_deferred(uint64_t id) = 0;
+  // Completes every pending task now; returns how many.
+  virtual size_t complete_all_deferred() = 0;
+
   // --- Inspection: not operations (never counted, charged or faulted).
   // The path of an inode from the root ("/dir/file"), "/" for the root, "" when
   // it has no entry.

@@ -68,6 +68,8 @@ class Layer : public FileSystem {
   Result<void> removexattr(uint64_t inode, const std::string& name, Work& work) override;
   CrashReport crash(Work& work) override { return target_.crash(work); }
 
+  bool complete_deferred(uint64_t id) override { return target_.complete_deferred(id); }
+  size_t complete_all_deferred() override { return target_.complete_all_deferred(); }
   std::string path(uint64_t inode) override { return target_.path(inode); }
   Result<FileStats> file_stats(uint64_t inode) override { return target_.file_stats(inode); }
   Result<std::vector<Extent>> file_extents(uint64_t inode) override {

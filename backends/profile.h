@@ -52,6 +52,7 @@ struct Profile {
   uint64_t speculative_preallocation_max_bytes = uint64_t{8} << 30;
   bool copy_on_write = false;  // btrfs: overwrites allocate new blocks, bookend extents
   uint64_t cow_extent_max_bytes = uint64_t{128} << 20;  // the longest copy-on-write data extent
+  bool background_reclaim = false;  // an unlinked file's blocks are freed later, in background
 
   // [cost]: emulated time (cost_model.h). 0 everywhere: operations are free.
   uint64_t round_trip_ns = 0;     // network round trip of every request to an NFS server

@@ -148,6 +148,12 @@ const std::vector<ProfileKey>& profile_keys() {
            "it is referenced (`device.unreferenced_bytes`)"),
       bytes("allocation.cow_extent_max_bytes", &Profile::cow_extent_max_bytes, 0, kMaxBytes,
             "the longest copy-on-write data extent (BTRFS_MAX_EXTENT_SIZE)"),
+      flag("allocation.background_reclaim", &Profile::background_reclaim,
+           "the blocks of a file's last unlink (or of its last close, when unlinked while "
+           "open) are freed by a background task, as xfs's inode inactivation workers do since "
+           "Linux 5.15: the unlink costs only itself, the task costs `cost.unlink_extent_ns` "
+           "per extent and frees the space when the emulated clock reaches its end "
+           "(`deferred` in stats.json; `ctl settle` finishes every task now)"),
       nanoseconds("cost.round_trip_ns", &Profile::round_trip_ns,
                   "added to every request that reaches an NFS server, and to each round of a "
                   "device batch"),

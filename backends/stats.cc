@@ -77,6 +77,12 @@ nlohmann::json to_json(const StatsSnapshot& s) {
       {"free_extents", s.device.free_extents},
       {"largest_free_extent_bytes", s.device.largest_free_extent_bytes},
   };
+  j["deferred"] = {
+      {"pending_tasks", s.deferred.pending_tasks},
+      {"pending_free_bytes", s.deferred.pending_free_bytes},
+      {"completed_tasks", s.deferred.completed_tasks},
+      {"last_due_ns", s.deferred.last_due_ns},
+  };
   j["ops"] = nlohmann::json::object();
   for (const auto& [name, op] : s.ops) {
     nlohmann::json errors = nlohmann::json::object();

@@ -87,6 +87,14 @@ struct DeviceStats {
   uint64_t largest_free_extent_bytes = 0;
 };
 
+// Work the core queued for later (deferred_work.h) and has not finished.
+struct DeferredStats {
+  uint64_t pending_tasks = 0;
+  uint64_t pending_free_bytes = 0;  // blocks still allocated that the tasks will free
+  uint64_t completed_tasks = 0;
+  uint64_t last_due_ns = 0;  // emulated time at which the last pending task completes
+};
+
 struct ClockStats {
   std::string mode = "virtual";  // "virtual", "real" or "real:SCALE"
   uint64_t emulated_ns = 0;      // every operation's emulated time
@@ -97,6 +105,7 @@ struct StatsSnapshot {
   std::string profile;
   ClockStats clock;
   DeviceStats device;
+  DeferredStats deferred;
   std::map<std::string, OperationStats> ops;        // only operations that happened
   std::map<std::string, FileStats> files;           // by path, "/" rooted; regular files only
   nlohmann::json faults = nlohmann::json::array();  // FaultInjector::to_json()

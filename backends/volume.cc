@@ -41,6 +41,7 @@ struct Volume::Inode {
   std::map<std::string, std::string> xattrs;
   uint32_t open_handles = 0;
   std::unique_ptr<RegularFile> file;  // regular files only (set once, at creation)
+  bool reclaim_queued = false;        // a deferred task will free its storage
   std::string symlink_target;
 
   // Guarded by Volume::namespace_mutex_ (nlink is atomic so getattr can read it
@@ -162,14 +163,33 @@ void Volume::drop_link_locked(const std::shared_ptr<Inode>& child, Work& work) {
     child->ctime = clock_.now();
     if (remaining == 0 && child->is_regular()) {
       // Charged whether the blocks go now or at the last close: seed 004's cost
-      // of freeing a punched file's extents is the unlink's.
-      work.extents_freed += child->file->space().extents().extent_count();
+      // of freeing a punched file's extents is the unlink's (unless a background
+      // task frees them, and costs them).
+      if (!profile_.background_reclaim) {
+        work.extents_freed += child->file->space().extents().extent_count();
+      }
       // As Linux's final iput: the last link of a file nobody has open frees
       // its blocks now; the kernel's cached reference only keeps the inode number.
-      if (child->open_handles == 0) child->file->release();
+      if (child->open_handles == 0) free_storage_locked(child, work);
     }
   }
   if (remaining == 0 && child->references == 0) destroy_locked(child, work);
+}
+
+void Volume::free_storage_locked(const std::shared_ptr<Inode>& inode, Work& work) {
+  if (!profile_.background_reclaim) {
+    inode->file->release();
+    return;
+  }
+  if (inode->reclaim_queued) return;
+  inode->reclaim_queued = true;
+  const FileSpace& space = inode->file->space();
+  const DeferredTask task{0, DeferredTask::Kind::kReclaim, inode->number,
+                          space.extents().extent_count(), space.blocks() * unit_};
+  work.deferred.push_back(deferred_.defer(task, [inode] {
+    std::lock_guard lock(inode->mutex);
+    inode->file->release();
+  }));
 }
 
 void Volume::destroy_locked(const std::shared_ptr<Inode>& inode, Work& work) {
@@ -178,7 +198,7 @@ void Volume::destroy_locked(const std::shared_ptr<Inode>& inode, Work& work) {
   work.destroyed_inodes.push_back(inode->number);
   // The file's blocks go back now; the Inode goes with its last shared_ptr.
   std::lock_guard lock(inode->mutex);
-  if (inode->file) inode->file->release();
+  if (inode->file && !inode->reclaim_queued) inode->file->release();
 }
 
 // ---------------------------------------------------------------------------
@@ -500,7 +520,7 @@ void Volume::release(uint64_t inode, Work& work) {
       work.file = node->number;
       node->file->close(work);
       // Unlinked while open: nlink changes under this lock too (drop_link_locked).
-      if (node->nlink.load() == 0) node->file->release();
+      if (node->nlink.load() == 0) free_storage_locked(node, work);
     }
   }
 }
@@ -710,6 +730,8 @@ std::string Volume::path_locked(uint64_t inode) {
 
 CrashReport Volume::crash(Work& work) {
   CrashReport report;
+  // Log recovery finishes what background workers had not (xfs's unlinked list).
+  deferred_.complete_all();
   std::lock_guard lock(namespace_mutex_);
   // Namespace changes since the last commit, newest first.
   const std::vector<NamespaceJournal::Change> lost = journal_.lose();
@@ -744,6 +766,9 @@ CrashReport Volume::crash(Work& work) {
     std::lock_guard node_lock(node->mutex);
     if (node->file->crash()) report.restored_files.push_back(number);
   }
+  // Files whose creation was undone.
+  for (const DeferredTask& task : work.deferred) deferred_.complete(task.id);
+  work.deferred.clear();
   spdlog::warn("crash: {} files put back to their last sync, {} namespace changes undone",
                report.restored_files.size(), undone);
   return report;
@@ -801,6 +826,7 @@ StatsSnapshot Volume::snapshot() {
   StatsSnapshot s;
   s.profile = profile_.name;
   s.device = device_stats();
+  s.deferred = deferred_.stats();
   for_each_file([&](const std::string& path, const Inode& node) {
     s.files.emplace(path, file_stats_locked(node));
   });

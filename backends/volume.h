@@ -11,8 +11,9 @@
 // Thread-safety: every public method may be called from any thread.
 // Lock order (acquire left to right, never the reverse):
 //   Volume::namespace_mutex_ -> Inode::mutex -> ExtentReferences -> Allocator
-// Layers' own locks (CostLayer::files_mutex_, OperationCounters' errors mutex,
-// FaultInjector::mutex_) are leaves, never held while calling into the Volume.
+// Layers' own locks (CostLayer::files_mutex_ and schedule_mutex_,
+// OperationCounters' errors mutex, FaultInjector::mutex_) and DeferredWork's are
+// leaves, never held while calling into the Volume or running a task's effect.
 #pragma once
 
 #include <sys/types.h>
@@ -27,6 +28,7 @@
 #include <vector>
 
 #include "backends/data_store.h"
+#include "backends/deferred_work.h"
 #include "backends/device_space.h"
 #include "backends/file_system.h"
 #include "backends/layout.h"
@@ -85,6 +87,8 @@ class Volume final : public FileSystem {
   Result<void> removexattr(uint64_t inode, const std::string& name, Work& work) override;
   CrashReport crash(Work& work) override;
 
+  bool complete_deferred(uint64_t id) override { return deferred_.complete(id); }
+  size_t complete_all_deferred() override { return deferred_.complete_all(); }
   std::string path(uint64_t inode) override;
   Result<FileStats> file_stats(uint64_t inode) override;
   Result<std::vector<Extent>> file_extents(uint64_t inode) override;
@@ -131,6 +135,9 @@ class Volume final : public FileSystem {
   // Drops one link of `child`, destroying it when unreferenced; requires
   // namespace_mutex_. A file's last link adds the extents it frees to `work`.
   void drop_link_locked(const std::shared_ptr<Inode>& child, Work& work);
+  // Frees a gone file's storage: now, or (background_reclaim) by a deferred
+  // task added to `work`. Requires inode->mutex.
+  void free_storage_locked(const std::shared_ptr<Inode>& inode, Work& work);
   // Requires namespace_mutex_; the inode goes into work.destroyed_inodes.
   void destroy_locked(const std::shared_ptr<Inode>& inode, Work& work);
   // A new inode in `parent`'s allocation group; a directory starts the next group.
@@ -156,6 +163,7 @@ class Volume final : public FileSystem {
   const WallClock& clock_;
   DeviceSpace space_;
   HostDirtyPages dirty_pages_;
+  DeferredWork deferred_;
 
   std::mutex namespace_mutex_;
   std::unordered_map<uint64_t, std::shared_ptr<Inode>> inodes_;  // guarded by namespace_mutex_

@@ -34,6 +34,20 @@ inline uint64_t device_requests(uint64_t bytes, uint64_t max_request_bytes) {
   return bytes / max_request_bytes + (bytes % max_request_bytes != 0);
 }
 
+// Work an operation left for later: the core queued it (deferred_work.h) and
+// completes it when a layer above says its time has come (CostLayer: when the
+// emulated clock reaches it). What it will do is what prices it.
+struct DeferredTask {
+  enum class Kind : uint8_t {
+    kReclaim,  // free an unlinked file's blocks (xfs's background inode inactivation)
+  };
+  uint64_t id = 0;
+  Kind kind = Kind::kReclaim;
+  uint64_t file = 0;     // the inode it is for
+  uint64_t extents = 0;  // extents it frees
+  uint64_t bytes = 0;    // bytes of blocks it frees
+};
+
 struct Work {
   // The inode the work is charged to (0: none): per-file emulated time.
   uint64_t file = 0;
@@ -57,6 +71,8 @@ struct Work {
   // Unlinks and rmdirs, and the extents freed with a file's last link.
   uint32_t unlinks = 0;
   uint64_t extents_freed = 0;
+  // Work queued for later by this operation.
+  std::vector<DeferredTask> deferred;
 
   // Added by a FaultLayer: the latency of a fault rule that fired.
   uint64_t fault_latency_ns = 0;

@@ -10,6 +10,7 @@ std::expected<ControlCommand, std::string> parse_control_command(std::string_vie
   while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.remove_suffix(1);
   if (text == "reset") return ResetCommand{};
   if (text == "crash") return CrashCommand{};
+  if (text == "settle") return SettleCommand{};
   if (text == "fault clear") return FaultClearCommand{};
   if (constexpr std::string_view kFaultAdd = "fault add "; text.starts_with(kFaultAdd)) {
     const std::string_view rule = text.substr(kFaultAdd.size());

@@ -4,6 +4,7 @@
 //
 //   reset            zero the operation counters and emulated times
 //   crash            a power cut: drop everything not synced
+//   settle           finish deferred work now (background reclaim), as if waited for
 //   fault add RULE   add a fault rule (fault_injector.h)
 //   fault clear      remove every fault rule
 //   latency MODE     virtual, real or real:SCALE
@@ -20,6 +21,7 @@ namespace mimicfs {
 
 struct ResetCommand {};
 struct CrashCommand {};
+struct SettleCommand {};
 struct FaultClearCommand {};
 struct FaultAddCommand {
   std::string rule;  // already checked by FaultInjector::add
@@ -28,11 +30,11 @@ struct LatencyCommand {
   LatencyMode mode;
 };
 
-using ControlCommand =
-    std::variant<ResetCommand, CrashCommand, FaultClearCommand, FaultAddCommand, LatencyCommand>;
+using ControlCommand = std::variant<ResetCommand, CrashCommand, SettleCommand, FaultClearCommand,
+                                    FaultAddCommand, LatencyCommand>;
 
 inline constexpr std::string_view kControlCommands =
-    "reset, crash, fault add RULE, fault clear, latency virtual|real|real:SCALE";
+    "reset, crash, settle, fault add RULE, fault clear, latency virtual|real|real:SCALE";
 
 // Parses one command (trailing newlines and spaces ignored). On error, one line
 // saying what is wrong: an unknown command, a malformed fault rule or latency mode.

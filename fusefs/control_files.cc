@@ -74,6 +74,8 @@ Result<void> ControlFiles::execute(std::string_view text) {
   } else if (std::holds_alternative<CrashCommand>(*command)) {
     const CrashReport report = engine_.fs().crash();
     if (on_crash_) on_crash_(report);
+  } else if (std::holds_alternative<SettleCommand>(*command)) {
+    spdlog::info("ctl: {} deferred tasks completed", engine_.fs().complete_all_deferred());
   } else if (std::holds_alternative<FaultClearCommand>(*command)) {
     engine_.faults().clear();
     spdlog::info("ctl: fault rules cleared");

@@ -154,8 +154,9 @@ int run(int argc, char** argv) {
   std::string ctl_mount;
   std::vector<std::string> ctl_words;
   ctl->add_option("MOUNT", ctl_mount, "The mountpoint")->required();
-  ctl->add_option("COMMAND", ctl_words,
-                  "reset | crash | fault add RULE | fault clear | latency virtual|real|real:SCALE")
+  ctl->add_option(
+         "COMMAND", ctl_words,
+         "reset | crash | settle | fault add RULE | fault clear | latency virtual|real|real:SCALE")
       ->required();
 
   try {

@@ -1,6 +1,7 @@
 // Emulated time, `ctl crash` and fault rules through a real mount: what a
 // program sees through the kernel, and what the command line accepts.
 #include <fcntl.h>
+#include <linux/falloc.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -112,6 +113,36 @@ TEST(Crash, DropsWhatWasNotSyncedAndKeepsWhatWas) {
     EXPECT_EQ(read_file(path), std::string(10000, 's'));
     EXPECT_EQ(vol.file_stats("redo.log")["unsynced_bytes"], 0);
   }
+}
+
+// Background reclaim through a real mount: the unlinked file's space stays
+// allocated (stats.json's `deferred`) until the clock gets there or `ctl settle`.
+TEST(DeferredWork, SettleFinishesBackgroundReclaim) {
+  MIMICFS_REQUIRE_MOUNTABLE();
+  MountedVolume vol("xfs", {"--set", "allocation.background_reclaim=true"});
+  ASSERT_TRUE(vol.mounted()) << vol.error();
+  const std::string path = vol.file("t.ibd");
+  int fd = open(path.c_str(), O_CREAT | O_RDWR, 0644);
+  ASSERT_GE(fd, 0);
+  write_at(fd, std::string(1 << 20, 'p'), 0);
+  for (off_t page = 1; page < 256; page += 2) {
+    ASSERT_EQ(fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, page * 4096, 4096), 0);
+  }
+  ASSERT_EQ(fsync(fd), 0);
+  close(fd);
+  const uint64_t allocated = vol.stats()["device"]["allocated_bytes"];
+  ASSERT_EQ(unlink(path.c_str()), 0);
+  const nlohmann::json after = vol.stats();
+  EXPECT_EQ(after["deferred"]["pending_tasks"], 1);
+  EXPECT_EQ(after["deferred"]["pending_free_bytes"], 128 * 4096);
+  EXPECT_EQ(after["device"]["allocated_bytes"], allocated);
+  EXPECT_GT(after["deferred"]["last_due_ns"].get<uint64_t>(),
+            after["clock"]["emulated_ns"].get<uint64_t>());
+  ASSERT_EQ(vol.ctl("settle"), 0);
+  const nlohmann::json settled = vol.stats();
+  EXPECT_EQ(settled["deferred"]["pending_tasks"], 0);
+  EXPECT_EQ(settled["deferred"]["completed_tasks"], 1);
+  EXPECT_EQ(settled["device"]["allocated_bytes"], allocated - 128 * 4096);
 }
 
 TEST(Crash, AFileCreatedSinceTheLastCommitIsGoneOnAJournalProfile) {

@@ -129,7 +129,10 @@ void hammer(Fs& fs, int thread, int operations, std::atomic<int>& unexpected,
 class EngineStress : public testing::TestWithParam<std::string> {};
 
 TEST_P(EngineStress, ConcurrentOperationsKeepTheVolumeConsistent) {
-  Fs fs(GetParam());
+  // "xfs_background_reclaim": xfs with deferred reclaim, whose tasks complete
+  // on other threads' operations.
+  const bool background = GetParam().ends_with("_background_reclaim");
+  Fs fs(background ? with("xfs", {"allocation.background_reclaim=true"}) : builtin(GetParam()));
   // Crashes and fault firings log a warning each: thousands here.
   const auto level = spdlog::get_level();
   spdlog::set_level(spdlog::level::err);
@@ -155,12 +158,15 @@ TEST_P(EngineStress, ConcurrentOperationsKeepTheVolumeConsistent) {
       ASSERT_TRUE(fs.volume.unlink(kRoot, e.name));
     }
   }
+  fs.volume.complete_all_deferred();
+  EXPECT_EQ(fs.volume.snapshot().deferred.pending_tasks, 0u);
   EXPECT_EQ(fs.used_bytes(), 0u);
   EXPECT_EQ(fs.device().reserved_bytes, 0u);
   EXPECT_TRUE(fs.volume.snapshot().files.empty());
 }
 
-INSTANTIATE_TEST_SUITE_P(Profiles, EngineStress, testing::Values("ext4", "xfs", "btrfs", "nfs"),
+INSTANTIATE_TEST_SUITE_P(Profiles, EngineStress,
+                         testing::Values("ext4", "xfs", "btrfs", "nfs", "xfs_background_reclaim"),
                          [](const auto& info) { return info.param; });
 
 }  // namespace

@@ -1,0 +1,48 @@
+// DeferredWork: work the core has promised and will finish later, as real
+// filesystems do: xfs frees an unlinked file's extents in background inode
+// inactivation workers (Linux 5.15 on), btrfs at transaction commit. An
+// operation queues a task with the effect it will have (blocks freed) and
+// reports it in its Work; the task completes, and its effect applies, when a
+// layer above calls complete() (CostLayer: once the emulated clock has reached
+// it), or at once on complete_all() (a crash: log recovery finishes it; `ctl
+// settle`). Until then the blocks stay allocated and the stats show the task.
+//
+// Thread-safe: mutex_ is a leaf lock; an effect runs with no lock of this
+// class held (it takes the inode's mutex and the allocator's).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <vector>
+
+#include "backends/stats.h"
+#include "backends/work.h"
+
+namespace mimicfs {
+
+class DeferredWork {
+ public:
+  // Queues a task whose completion runs `effect`; fills in and returns its id.
+  DeferredTask defer(DeferredTask task, std::function<void()> effect);
+  // Completes pending task `id`: false if there is none (already completed).
+  bool complete(uint64_t id);
+  // Completes every pending task, oldest first; returns how many.
+  size_t complete_all();
+
+  DeferredStats stats() const;
+
+ private:
+  struct Pending {
+    DeferredTask task;
+    std::function<void()> effect;
+  };
+
+  mutable std::mutex mutex_;
+  std::map<uint64_t, Pending> pending_;  // by id; guarded by mutex_
+  uint64_t next_id_ = 1;                 // guarded by mutex_
+  uint64_t completed_ = 0;               // guarded by mutex_
+};
+
+}  // namespace mimicfs
