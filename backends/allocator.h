@@ -13,6 +13,7 @@
 
 #include "backends/extent_map.h"
 #include "backends/result.h"
+#include "backends/thread_annotations.h"
 
 namespace mimicfs {
 
@@ -69,8 +70,8 @@ class Allocator {
   FreeSpaceSummary summary() const;
 
  private:
-  void add_free(uint64_t start, uint64_t length);               // requires mutex_
-  void remove_free(std::map<uint64_t, uint64_t>::iterator it);  // requires mutex_
+  void add_free(uint64_t start, uint64_t length) REQUIRES(mutex_);
+  void remove_free(std::map<uint64_t, uint64_t>::iterator it) REQUIRES(mutex_);
 
   mutable std::mutex mutex_;
   const uint64_t total_blocks_;
@@ -78,11 +79,11 @@ class Allocator {
   const uint64_t group_count_;
   const uint64_t metadata_blocks_per_group_;
   uint64_t metadata_blocks_ = 0;
-  uint64_t reserved_blocks_ = 0;                            // guarded by mutex_
-  std::map<uint64_t, uint64_t> group_cursors_;              // group -> block; guarded by mutex_
-  std::map<uint64_t, uint64_t> free_by_start_;              // start -> length; guarded by mutex_
-  std::set<std::pair<uint64_t, uint64_t>> free_by_length_;  // (length, start); guarded by mutex_
-  uint64_t free_blocks_ = 0;                                // guarded by mutex_
+  uint64_t reserved_blocks_ GUARDED_BY(mutex_) = 0;
+  std::map<uint64_t, uint64_t> group_cursors_ GUARDED_BY(mutex_);              // group -> block
+  std::map<uint64_t, uint64_t> free_by_start_ GUARDED_BY(mutex_);              // start -> length
+  std::set<std::pair<uint64_t, uint64_t>> free_by_length_ GUARDED_BY(mutex_);  // (length, start)
+  uint64_t free_blocks_ GUARDED_BY(mutex_) = 0;
 };
 
 }  // namespace mimicfs

@@ -21,6 +21,7 @@
 #include "backends/cost_model.h"
 #include "backends/emulated_clock.h"
 #include "backends/layer.h"
+#include "backends/thread_annotations.h"
 
 namespace mimicfs {
 
@@ -49,18 +50,19 @@ class CostLayer final : public Layer {
   void leave(const Call& call, Work& work, int error) override;
 
  private:
-  void forget_destroyed(const Work& work);  // takes files_mutex_
-  uint64_t file_ns(uint64_t inode);         // takes files_mutex_
-  void schedule(const Work& work);          // takes schedule_mutex_
-  void complete_due();                      // completes what the clock has reached
+  void forget_destroyed(const Work& work) EXCLUDES(files_mutex_);
+  uint64_t file_ns(uint64_t inode) EXCLUDES(files_mutex_);
+  void schedule(const Work& work) EXCLUDES(schedule_mutex_);
+  // Completes what the clock has reached.
+  void complete_due() EXCLUDES(schedule_mutex_, files_mutex_);
 
   const CostModel costs_;
   EmulatedClock clock_;
   std::mutex files_mutex_;
-  std::unordered_map<uint64_t, uint64_t> file_ns_;  // inode -> ns; guarded by files_mutex_
+  std::unordered_map<uint64_t, uint64_t> file_ns_ GUARDED_BY(files_mutex_);  // inode -> ns
   std::mutex schedule_mutex_;
-  std::multimap<uint64_t, uint64_t> due_;  // emulated ns -> task id; guarded by schedule_mutex_
-  uint64_t worker_free_ns_ = 0;            // the background worker's end; schedule_mutex_
+  std::multimap<uint64_t, uint64_t> due_ GUARDED_BY(schedule_mutex_);  // emulated ns -> task id
+  uint64_t worker_free_ns_ GUARDED_BY(schedule_mutex_) = 0;  // the background worker's end
 };
 
 }  // namespace mimicfs

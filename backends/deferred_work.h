@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "backends/stats.h"
+#include "backends/thread_annotations.h"
 #include "backends/work.h"
 
 namespace mimicfs {
@@ -40,9 +41,9 @@ class DeferredWork {
   };
 
   mutable std::mutex mutex_;
-  std::map<uint64_t, Pending> pending_;  // by id; guarded by mutex_
-  uint64_t next_id_ = 1;                 // guarded by mutex_
-  uint64_t completed_ = 0;               // guarded by mutex_
+  std::map<uint64_t, Pending> pending_ GUARDED_BY(mutex_);  // by id
+  uint64_t next_id_ GUARDED_BY(mutex_) = 1;
+  uint64_t completed_ GUARDED_BY(mutex_) = 0;
 };
 
 }  // namespace mimicfs

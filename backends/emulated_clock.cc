@@ -57,8 +57,13 @@ void EmulatedClock::charge(const Cost& cost) {
   wait(cost.host_ns, mode.scale);
   if (cost.device_ns == 0) return;
   {
-    std::unique_lock lock(mutex_);
-    slot_freed_.wait(lock, [&] { return busy_slots_ < queue_depth_; });
+    // lock_guard (which the analysis knows) and a condition_variable_any that
+    // unlocks and relocks the mutex itself while it waits.
+    std::lock_guard lock(mutex_);
+    slot_freed_.wait(mutex_, [&] {
+      assert_held(mutex_);  // the predicate runs under the lock
+      return busy_slots_ < queue_depth_;
+    });
     ++busy_slots_;
   }
   wait(cost.device_ns, mode.scale);

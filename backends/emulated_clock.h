@@ -18,6 +18,7 @@
 #include <string_view>
 
 #include "backends/cost_model.h"
+#include "backends/thread_annotations.h"
 
 namespace mimicfs {
 
@@ -49,9 +50,9 @@ class EmulatedClock {
   std::atomic<uint64_t> total_ns_{0};
 
   mutable std::mutex mutex_;
-  std::condition_variable slot_freed_;
-  LatencyMode mode_;         // guarded by mutex_
-  uint64_t busy_slots_ = 0;  // guarded by mutex_
+  std::condition_variable_any slot_freed_;
+  LatencyMode mode_ GUARDED_BY(mutex_);
+  uint64_t busy_slots_ GUARDED_BY(mutex_) = 0;
 };
 
 }  // namespace mimicfs

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "backends/extent_map.h"
+#include "backends/thread_annotations.h"
 
 namespace mimicfs {
 
@@ -48,8 +49,8 @@ class ExtentReferences {
 
   const uint64_t max_extent_blocks_;
   mutable std::mutex mutex_;
-  std::map<uint64_t, DataExtent> extents_;  // first device block -> extent; guarded by mutex_
-  uint64_t unreferenced_blocks_ = 0;        // guarded by mutex_
+  std::map<uint64_t, DataExtent> extents_ GUARDED_BY(mutex_);  // first device block -> extent
+  uint64_t unreferenced_blocks_ GUARDED_BY(mutex_) = 0;
 };
 
 }  // namespace mimicfs

@@ -7,7 +7,9 @@
 
 #include <algorithm>
 #include <bitset>
+#include <cctype>
 #include <charconv>
+#include <cstdlib>
 #include <limits>
 #include <optional>
 #include <random>
@@ -204,9 +206,13 @@ std::expected<FaultInjector::Rule, std::string> FaultInjector::Rule::parse(std::
       if (!ns) return bad(key, ns.error());
       rule.latency_ns = *ns;
     } else if (key == "probability") {
-      double p = 0;
-      const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), p);
-      if (ec != std::errc() || end != value.data() + value.size()) {
+      // strtod, not from_chars: libc++ (scripts/check-locks.sh) has no double one.
+      const std::string text(value);
+      char* end = nullptr;
+      const double p = text.empty() || std::isspace(static_cast<unsigned char>(text[0]))
+                           ? 0
+                           : std::strtod(text.c_str(), &end);
+      if (end != text.c_str() + text.size()) {
         return bad(key, fmt::format("\"{}\" is not a number", value));
       }
       if (!(p > 0 && p <= 1)) return bad(key, fmt::format("{} is not in (0, 1]", value));

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "backends/stats.h"
+#include "backends/thread_annotations.h"
 
 namespace mimicfs {
 
@@ -76,7 +77,7 @@ class FaultInjector {
   struct Rule;  // defined in fault_injector.cc
 
   mutable std::mutex mutex_;
-  std::vector<Rule> rules_;        // guarded by mutex_
+  std::vector<Rule> rules_ GUARDED_BY(mutex_);
   std::atomic<bool> empty_{true};  // written under mutex_, read without it
 };
 

@@ -15,6 +15,7 @@
 #include <string_view>
 
 #include "backends/result.h"
+#include "backends/thread_annotations.h"
 
 namespace mimicfs {
 
@@ -138,8 +139,8 @@ class OperationCounters {
   };
   std::array<Counter, static_cast<size_t>(Op::kCount)> counters_;
   mutable std::mutex errors_mutex_;
-  std::array<std::map<int, uint64_t>, static_cast<size_t>(Op::kCount)>
-      errors_;  // guarded by errors_mutex_
+  std::array<std::map<int, uint64_t>, static_cast<size_t>(Op::kCount)> errors_
+      GUARDED_BY(errors_mutex_);
 };
 
 }  // namespace mimicfs

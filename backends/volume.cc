@@ -25,38 +25,6 @@ constexpr uint64_t kMaxInodes = uint64_t{1} << 32;
 
 }  // namespace
 
-struct Volume::Inode {
-  Inode(uint64_t number, uint32_t mode, uint64_t group)
-      : number(number), mode(mode), group(group) {}
-  const uint64_t number;
-  const uint32_t mode;   // type bits never change; permission bits live in `permissions`
-  const uint64_t group;  // the allocation group its blocks are placed in
-
-  mutable std::mutex mutex;
-  // Guarded by mutex:
-  uint32_t permissions = 0;
-  uint32_t uid = 0, gid = 0;
-  uint64_t rdev = 0;
-  timespec atime{}, mtime{}, ctime{};
-  std::map<std::string, std::string> xattrs;
-  uint32_t open_handles = 0;
-  std::unique_ptr<RegularFile> file;  // regular files only (set once, at creation)
-  bool reclaim_queued = false;        // a deferred task will free its storage
-  std::string symlink_target;
-
-  // Guarded by Volume::namespace_mutex_ (nlink is atomic so getattr can read it
-  // without that lock; a file's last link drops under its mutex too, where
-  // release() reads it):
-  std::atomic<uint32_t> nlink{0};
-  uint64_t references = 0;
-  std::map<std::string, std::shared_ptr<Inode>> entries;  // directories only
-  uint64_t parent = 0;  // the directory of its last entry (0: none yet)
-  std::string name;     // that entry's name, for fault rules' paths
-
-  bool is_directory() const { return S_ISDIR(mode); }
-  bool is_regular() const { return S_ISREG(mode); }
-};
-
 Volume::Volume(Profile profile, std::unique_ptr<DataStore> store, const WallClock& clock)
     : profile_(std::move(profile)),
       unit_(profile_.allocation_unit),
@@ -66,6 +34,7 @@ Volume::Volume(Profile profile, std::unique_ptr<DataStore> store, const WallCloc
       dirty_pages_(profile_.dirty_limit_bytes),
       journal_(NamespaceJournal::durability_of(profile_)) {
   auto root = std::make_shared<Inode>(kRootInode, S_IFDIR, 0);
+  std::lock_guard lock(root->mutex);  // not shared yet: for the analysis
   root->permissions = 0755;
   root->atime = root->mtime = root->ctime = clock_.now();
   root->nlink = 2;
@@ -79,29 +48,30 @@ Volume::~Volume() = default;
 // ---------------------------------------------------------------------------
 // Helpers
 
-std::shared_ptr<Volume::Inode> Volume::find_locked(uint64_t inode) {
+std::shared_ptr<Inode> Volume::find_locked(uint64_t inode) {
   auto it = inodes_.find(inode);
   return it == inodes_.end() ? nullptr : it->second;
 }
 
-std::shared_ptr<Volume::Inode> Volume::find(uint64_t inode) {
+std::shared_ptr<Inode> Volume::find(uint64_t inode) {
   std::lock_guard lock(namespace_mutex_);
   return find_locked(inode);
 }
 
-Result<std::shared_ptr<Volume::Inode>> Volume::directory_locked(uint64_t inode) {
+Result<std::shared_ptr<Inode>> Volume::directory_locked(uint64_t inode) {
   auto dir = find_locked(inode);
   if (!dir) return fail(ENOENT);
   if (!dir->is_directory()) return fail(ENOTDIR);
   return dir;
 }
 
-std::shared_ptr<Volume::Inode> Volume::new_inode(uint32_t mode, Owner owner, const Inode& parent) {
+std::shared_ptr<Inode> Volume::new_inode(uint32_t mode, Owner owner, const Inode& parent) {
   // As xfs and ext4's Orlov allocator: a new directory goes to the next group,
   // a file to its directory's.
   const uint64_t group =
       S_ISDIR(mode) ? next_directory_group_++ % space_.allocator().group_count() : parent.group;
   auto inode = std::make_shared<Inode>(next_inode_++, mode & S_IFMT, group);
+  std::lock_guard lock(inode->mutex);  // not shared yet: for the analysis
   inode->permissions = mode & 07777;
   inode->uid = owner.uid;
   inode->gid = owner.gid;
@@ -189,6 +159,7 @@ void Volume::free_storage_locked(const std::shared_ptr<Inode>& inode, Work& work
   work.deferred.push_back(deferred_.defer(task, [inode] {
     std::lock_guard lock(inode->mutex);
     inode->file->release();
+    inode->reclaim_queued = false;  // anything written since goes with the inode
   }));
 }
 
@@ -276,8 +247,11 @@ Result<Attributes> Volume::create(uint64_t parent, const std::string& name, uint
   auto dir = directory_locked(parent);
   if (!dir) return std::unexpected(dir.error());
   auto child = new_inode(type == 0 ? (mode | S_IFREG) : mode, owner, **dir);
-  child->rdev = rdev;
-  if (open_handle && child->is_regular()) child->open_handles = 1;
+  {
+    std::lock_guard child_lock(child->mutex);
+    child->rdev = rdev;
+    if (open_handle && child->is_regular()) child->open_handles = 1;
+  }
   work.file = child->number;
   auto attributes = add_entry_locked(**dir, name, std::move(child));
   if (attributes) ++work.metadata_updates;
@@ -302,7 +276,10 @@ Result<Attributes> Volume::symlink(uint64_t parent, const std::string& name,
   auto dir = directory_locked(parent);
   if (!dir) return std::unexpected(dir.error());
   auto child = new_inode(S_IFLNK | 0777, owner, **dir);
-  child->symlink_target = target;
+  {
+    std::lock_guard child_lock(child->mutex);
+    child->symlink_target = target;
+  }
   auto attributes = add_entry_locked(**dir, name, std::move(child));
   if (attributes) ++work.metadata_updates;
   return attributes;
@@ -405,6 +382,7 @@ Result<void> Volume::rename(uint64_t parent, const std::string& name, uint64_t n
     for (uint64_t cursor = of;;) {
       if (cursor == dir->number) return true;
       if (cursor == kRootInode) return false;
+      assert_held(namespace_mutex_);  // the lambda runs under the caller's lock
       auto node = find_locked(cursor);
       if (!node) return false;
       cursor = node->parent;
@@ -525,8 +503,8 @@ void Volume::release(uint64_t inode, Work& work) {
   }
 }
 
-Result<std::shared_ptr<Volume::Inode>> Volume::file_for_io(uint64_t inode, uint64_t offset,
-                                                           uint64_t length, int flags) {
+Result<std::shared_ptr<Inode>> Volume::file_for_io(uint64_t inode, uint64_t offset, uint64_t length,
+                                                   int flags) {
   auto node = find(inode);
   if (!node) return fail(ENOENT);
   if (node->is_directory()) return fail(EISDIR);
@@ -828,6 +806,7 @@ StatsSnapshot Volume::snapshot() {
   s.device = device_stats();
   s.deferred = deferred_.stats();
   for_each_file([&](const std::string& path, const Inode& node) {
+    assert_held(node.mutex);
     s.files.emplace(path, file_stats_locked(node));
   });
   return s;
@@ -840,6 +819,7 @@ DeviceLayout Volume::layout() {
   l.allocation_group_bytes = profile_.allocation_group_bytes;
   l.group_metadata_bytes = profile_.group_metadata_bytes;
   for_each_file([&](const std::string& path, const Inode& node) {
+    assert_held(node.mutex);
     l.files.emplace(path,
                     FileLayout{node.number, node.file->size(), node.file->space().extents().all()});
   });

@@ -31,12 +31,14 @@
 #include "backends/deferred_work.h"
 #include "backends/device_space.h"
 #include "backends/file_system.h"
+#include "backends/inode.h"
 #include "backends/layout.h"
 #include "backends/namespace_journal.h"
 #include "backends/page_cache.h"
 #include "backends/profile.h"
 #include "backends/regular_file.h"
 #include "backends/result.h"
+#include "backends/thread_annotations.h"
 #include "backends/wall_clock.h"
 
 namespace mimicfs {
@@ -125,37 +127,39 @@ class Volume final : public FileSystem {
   using FileSystem::write;
 
  private:
-  struct Inode;
-
-  std::shared_ptr<Inode> find(uint64_t inode);                      // takes namespace_mutex_
-  std::shared_ptr<Inode> find_locked(uint64_t inode);               // requires namespace_mutex_
-  Result<std::shared_ptr<Inode>> directory_locked(uint64_t inode);  // requires namespace_mutex_
+  std::shared_ptr<Inode> find(uint64_t inode) EXCLUDES(namespace_mutex_);
+  std::shared_ptr<Inode> find_locked(uint64_t inode) REQUIRES(namespace_mutex_);
+  Result<std::shared_ptr<Inode>> directory_locked(uint64_t inode) REQUIRES(namespace_mutex_);
   Result<Attributes> add_entry_locked(Inode& parent, const std::string& name,
-                                      std::shared_ptr<Inode> child);  // requires namespace_mutex_
-  // Drops one link of `child`, destroying it when unreferenced; requires
-  // namespace_mutex_. A file's last link adds the extents it frees to `work`.
-  void drop_link_locked(const std::shared_ptr<Inode>& child, Work& work);
+                                      std::shared_ptr<Inode> child) REQUIRES(namespace_mutex_);
+  // Drops one link of `child`, destroying it when unreferenced. A file's last
+  // link adds the extents it frees to `work`.
+  void drop_link_locked(const std::shared_ptr<Inode>& child, Work& work) REQUIRES(namespace_mutex_);
   // Frees a gone file's storage: now, or (background_reclaim) by a deferred
   // task added to `work`. Requires inode->mutex.
-  void free_storage_locked(const std::shared_ptr<Inode>& inode, Work& work);
-  // Requires namespace_mutex_; the inode goes into work.destroyed_inodes.
-  void destroy_locked(const std::shared_ptr<Inode>& inode, Work& work);
+  void free_storage_locked(const std::shared_ptr<Inode>& inode, Work& work) REQUIRES(inode->mutex);
+  // The inode goes into work.destroyed_inodes.
+  void destroy_locked(const std::shared_ptr<Inode>& inode, Work& work) REQUIRES(namespace_mutex_);
   // A new inode in `parent`'s allocation group; a directory starts the next group.
-  std::shared_ptr<Inode> new_inode(uint32_t mode, Owner owner, const Inode& parent);
-  Attributes attributes(const Inode& inode) const;  // requires inode.mutex
+  std::shared_ptr<Inode> new_inode(uint32_t mode, Owner owner, const Inode& parent)
+      REQUIRES(namespace_mutex_);
+  Attributes attributes(const Inode& inode) const REQUIRES(inode.mutex);
   // The regular file a read or write of [offset, offset+length) goes to, checked
   // (EISDIR, EINVAL; O_DIRECT alignment). Takes namespace_mutex_.
   Result<std::shared_ptr<Inode>> file_for_io(uint64_t inode, uint64_t offset, uint64_t length,
-                                             int flags);
+                                             int flags) EXCLUDES(namespace_mutex_);
 
-  Result<Attributes> do_setattr(Inode& inode, const AttributeChanges& changes);
-  std::string path_locked(uint64_t inode);  // requires namespace_mutex_
-  Result<void> do_fallocate(Inode& inode, int mode, uint64_t offset, uint64_t length, Work& work);
-  FileStats file_stats_locked(const Inode& inode) const;  // requires inode.mutex
+  Result<Attributes> do_setattr(Inode& inode, const AttributeChanges& changes)
+      REQUIRES(inode.mutex);
+  std::string path_locked(uint64_t inode) REQUIRES(namespace_mutex_);
+  Result<void> do_fallocate(Inode& inode, int mode, uint64_t offset, uint64_t length, Work& work)
+      REQUIRES(inode.mutex);
+  FileStats file_stats_locked(const Inode& inode) const REQUIRES(inode.mutex);
   DeviceStats device_stats() const;
   // Calls `visit` with each regular file's path and inode (its mutex held);
   // takes namespace_mutex_.
-  void for_each_file(const std::function<void(const std::string&, const Inode&)>& visit);
+  void for_each_file(const std::function<void(const std::string&, const Inode&)>& visit)
+      EXCLUDES(namespace_mutex_);
 
   const Profile profile_;
   const uint64_t unit_;  // profile_.allocation_unit, in bytes
@@ -166,10 +170,10 @@ class Volume final : public FileSystem {
   DeferredWork deferred_;
 
   std::mutex namespace_mutex_;
-  std::unordered_map<uint64_t, std::shared_ptr<Inode>> inodes_;  // guarded by namespace_mutex_
-  uint64_t next_inode_ = kFirstFileInode;                        // guarded by namespace_mutex_
-  uint64_t next_directory_group_ = 1;                            // guarded by namespace_mutex_
-  NamespaceJournal journal_;                                     // guarded by namespace_mutex_
+  std::unordered_map<uint64_t, std::shared_ptr<Inode>> inodes_ GUARDED_BY(namespace_mutex_);
+  uint64_t next_inode_ GUARDED_BY(namespace_mutex_) = kFirstFileInode;
+  uint64_t next_directory_group_ GUARDED_BY(namespace_mutex_) = 1;
+  NamespaceJournal journal_ GUARDED_BY(namespace_mutex_);
 };
 
 }  // namespace mimicfs

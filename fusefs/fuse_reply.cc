@@ -13,6 +13,8 @@ template <class... Ts>
 struct Overloaded : Ts... {
   using Ts::operator()...;
 };
+template <class... Ts>
+Overloaded(Ts...) -> Overloaded<Ts...>;  // clang 16 deduces no aggregate's arguments
 
 // The reply's outcome for the log: "ok", an errno name, or what was sent.
 std::string outcome(const Reply& reply) {

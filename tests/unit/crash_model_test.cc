@@ -203,7 +203,9 @@ TEST_P(CrashModel, FilesReadAsTheirDurableImageAfterEachCrash) {
     } else {
       ASSERT_NO_FATAL_FAILURE(check(when));
     }
-    if (std::getenv("MIMICFS_CHECK_EVERY_STEP")) ASSERT_NO_FATAL_FAILURE(check(when));
+    if (std::getenv("MIMICFS_CHECK_EVERY_STEP")) {
+      ASSERT_NO_FATAL_FAILURE(check(when));
+    }
   }
   fs.volume.crash();
   for (ModelFile& f : files) f.current = f.durable;

@@ -1,0 +1,60 @@
+// Inode: one file, directory, symlink or device node of a Volume, as the
+// volume's inode table holds it. Two locks guard it, from two concerns:
+//   - its own `mutex`: attributes, xattrs, open handles and, for a regular
+//     file, everything about its contents (the RegularFile);
+//   - the volume's namespace mutex: its links, references and directory
+//     entries (the compiler cannot name that lock from here; Volume's
+//     *_locked functions, which require it, are the only writers).
+#pragma once
+
+#include <sys/stat.h>
+#include <time.h>
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "backends/regular_file.h"
+#include "backends/thread_annotations.h"
+
+namespace mimicfs {
+
+struct Inode {
+  Inode(uint64_t number, uint32_t mode, uint64_t group)
+      : number(number), mode(mode), group(group) {}
+  const uint64_t number;
+  const uint32_t mode;   // type bits never change; permission bits live in `permissions`
+  const uint64_t group;  // the allocation group its blocks are placed in
+
+  mutable std::mutex mutex;
+  uint32_t permissions GUARDED_BY(mutex) = 0;
+  uint32_t uid GUARDED_BY(mutex) = 0;
+  uint32_t gid GUARDED_BY(mutex) = 0;
+  uint64_t rdev GUARDED_BY(mutex) = 0;
+  timespec atime GUARDED_BY(mutex){};
+  timespec mtime GUARDED_BY(mutex){};
+  timespec ctime GUARDED_BY(mutex){};
+  std::map<std::string, std::string> xattrs GUARDED_BY(mutex);
+  uint32_t open_handles GUARDED_BY(mutex) = 0;
+  // Regular files only; the pointer is set once, before the inode is shared.
+  std::unique_ptr<RegularFile> file PT_GUARDED_BY(mutex);
+  bool reclaim_queued GUARDED_BY(mutex) = false;  // a deferred task will free its storage
+  std::string symlink_target GUARDED_BY(mutex);
+
+  // Guarded by Volume::namespace_mutex_ (nlink is atomic so getattr can read it
+  // without that lock; a file's last link drops under its mutex too, where
+  // release() reads it):
+  std::atomic<uint32_t> nlink{0};
+  uint64_t references = 0;
+  std::map<std::string, std::shared_ptr<Inode>> entries;  // directories only
+  uint64_t parent = 0;  // the directory of its last entry (0: none yet)
+  std::string name;     // that entry's name, for fault rules' paths
+
+  bool is_directory() const { return S_ISDIR(mode); }
+  bool is_regular() const { return S_ISREG(mode); }
+};
+
+}  // namespace mimicfs
