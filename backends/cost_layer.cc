@@ -59,11 +59,25 @@ void CostLayer::forget(uint64_t inode, uint64_t references, Work& work) {
 }
 
 CrashReport CostLayer::crash(Work& work) {
-  CrashReport report = Layer::crash(work);  // completes every deferred task
+  // The crash completes every task queued before it; one another thread queues
+  // meanwhile stays scheduled.
+  std::multimap<uint64_t, uint64_t> before;
   {
     std::lock_guard lock(schedule_mutex_);
-    due_.clear();
-    worker_free_ns_ = clock_.total_ns();
+    before = due_;
+  }
+  CrashReport report = Layer::crash(work);
+  {
+    std::lock_guard lock(schedule_mutex_);
+    for (const auto& [due, id] : before) {
+      auto [first, last] = due_.equal_range(due);
+      for (auto it = first; it != last; ++it) {
+        if (it->second == id) {
+          due_.erase(it);
+          break;
+        }
+      }
+    }
   }
   forget_destroyed(work);
   return report;

@@ -13,7 +13,7 @@ void ExtentReferences::add(BlockRange allocated) {
     const uint64_t length = max_extent_blocks_ == 0
                                 ? allocated.length - done
                                 : std::min(max_extent_blocks_, allocated.length - done);
-    extents_.emplace(allocated.start + done, DataExtent{length, length});
+    extents_.emplace(allocated.start + done, DataExtent{length, {}});
     done += length;
   }
 }
@@ -32,14 +32,14 @@ std::vector<BlockRange> ExtentReferences::drop(BlockRange unreferenced) {
     --it;
     DataExtent& extent = it->second;
     const uint64_t overlap = std::min(end, it->first + extent.length) - position;
-    if (overlap > extent.referenced) {
+    if (!extent.unreferenced.overlapping(position, overlap).empty()) {
       throw std::logic_error(
-          fmt::format("ExtentReferences::drop: {} blocks of the extent at {} dropped twice",
-                      overlap, it->first));
+          fmt::format("ExtentReferences::drop: blocks {}+{} of the extent at {} dropped twice",
+                      position, overlap, it->first));
     }
-    extent.referenced -= overlap;
+    extent.unreferenced.add(position, overlap);
     unreferenced_blocks_ += overlap;
-    if (extent.referenced == 0) {
+    if (extent.unreferenced.blocks() == extent.length) {
       unreferenced_blocks_ -= extent.length;
       freed.push_back({it->first, extent.length});
       extents_.erase(it);
@@ -65,22 +65,23 @@ std::vector<BlockRange> ExtentReferences::take_back(BlockRange range) {
   while (position < end) {
     auto it = extents_.upper_bound(position);
     // The data extent containing `position`, else the next one (or none).
-    if (it != extents_.begin() && std::prev(it)->first + std::prev(it)->second.length > position) {
-      --it;
-    } else {
+    if (it == extents_.begin() || std::prev(it)->first + std::prev(it)->second.length <= position) {
       const uint64_t next = it == extents_.end() ? end : std::min(end, it->first);
       keep_rest(position, next - position);
       position = next;
       continue;
     }
+    --it;
     DataExtent& extent = it->second;
     const uint64_t overlap = std::min(end, it->first + extent.length) - position;
-    if (extent.length - extent.referenced >= overlap) {
-      extent.referenced += overlap;
-      unreferenced_blocks_ -= overlap;
-    } else {
-      keep_rest(position, overlap);  // another file's blocks now
+    uint64_t cursor = position;
+    for (const BlockRange& free_part : extent.unreferenced.overlapping(position, overlap)) {
+      keep_rest(cursor, free_part.start - cursor);  // referenced: another file's now
+      extent.unreferenced.remove(free_part.start, free_part.length);
+      unreferenced_blocks_ -= free_part.length;
+      cursor = free_part.start + free_part.length;
     }
+    keep_rest(cursor, position + overlap - cursor);
     position += overlap;
   }
   return rest;

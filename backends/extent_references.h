@@ -4,7 +4,7 @@
 // parts of it. Overwriting or punching part of it only drops those references:
 // the whole data extent stays allocated, as a "bookend", until no part of it is
 // referenced. This table is that bookkeeping. Files never share blocks here (no
-// reflinks), so a count of referenced blocks per data extent is enough.
+// reflinks), so each data extent keeps which of its blocks nobody refers to.
 //
 // Thread-safe: mutex_ guards everything below it. Lock order: after the inode's
 // mutex, before the Allocator's.
@@ -15,6 +15,7 @@
 #include <mutex>
 #include <vector>
 
+#include "backends/block_range_set.h"
 #include "backends/extent_map.h"
 #include "backends/thread_annotations.h"
 
@@ -32,9 +33,9 @@ class ExtentReferences {
   // Dropping a block that is not in a data extent is a bug (std::logic_error).
   [[nodiscard]] std::vector<BlockRange> drop(BlockRange unreferenced);
   // Blocks a file refers to again (a crash restoring its last synced mapping):
-  // the parts inside a data extent that has unreferenced blocks to cover them
-  // are referenced again; returns the rest, which the caller claims from the
-  // allocator (and add()s) or replaces.
+  // those of a still-allocated data extent that nobody refers to are referenced
+  // again; returns the rest (outside any data extent, or referenced by another
+  // file now), which the caller claims from the allocator (and add()s) or replaces.
   [[nodiscard]] std::vector<BlockRange> take_back(BlockRange range);
 
   // Blocks that stay allocated although no file refers to them.
@@ -44,7 +45,7 @@ class ExtentReferences {
  private:
   struct DataExtent {
     uint64_t length = 0;
-    uint64_t referenced = 0;
+    BlockRangeSet unreferenced;  // device blocks of it no file refers to
   };
 
   const uint64_t max_extent_blocks_;

@@ -322,16 +322,18 @@ void FileSpace::range_synced(uint64_t first, uint64_t count) {
   (void)synced_mapping_.unmap(first, count);
 }
 
-std::vector<BlockRange> FileSpace::restore_synced() {
+void FileSpace::lose_unsynced() {
   // What was only in memory is gone: delayed blocks (their reservation too) and
-  // the inode reservation.
-  BlockRangeSet restored = changed_;
-  for (const auto& [start, length] : delayed_.ranges()) restored.add(start, length);
+  // the inode reservation. A delayed block was a hole at the sync unless a
+  // change since, remembered already, says otherwise.
+  for (const auto& [start, length] : delayed_.ranges()) remember(start, length);
   device_.allocator().unreserve(delayed_.blocks());
   delayed_.clear();
   discard_reservation();
-
   for (const auto& [start, length] : changed_.ranges()) device_.free(extents_.unmap(start, length));
+}
+
+std::vector<BlockRange> FileSpace::take_back_synced() {
   for (const Extent& e : synced_mapping_.all()) {
     uint64_t position = e.physical;
     for (const BlockRange& taken : device_.take_back({e.physical, e.length})) {
@@ -361,16 +363,20 @@ std::vector<BlockRange> FileSpace::restore_synced() {
                    e.unwritten);
     }
   }
-  synced();
-
   std::vector<BlockRange> no_data;
-  for (const auto& [start, length] : restored.ranges()) {
+  for (const auto& [start, length] : changed_.ranges()) {
     for (const BlockRange& hole : extents_.holes(start, length)) no_data.push_back(hole);
     for (const Extent& e : extents_.find(start, length)) {
       if (e.unwritten) no_data.push_back({e.logical, e.length});
     }
   }
+  synced();
   return no_data;
+}
+
+std::vector<BlockRange> FileSpace::restore_synced() {
+  lose_unsynced();
+  return take_back_synced();
 }
 
 }  // namespace mimicfs

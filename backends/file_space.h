@@ -80,11 +80,17 @@ class FileSpace {
   void range_synced(uint64_t first, uint64_t count);
   // True when some block's mapping changed since the last sync.
   bool changed_since_sync() const { return !changed_.empty(); }
-  // A power cut: delayed blocks and the inode reservation are lost, and every
-  // block whose mapping changed since the last sync is mapped as it was then
-  // (its device blocks taken back; new ones, and a warning, where another file
-  // holds them now). Returns the block ranges, among those, that hold no data
-  // now (holes and unwritten extents): their bytes must read as zeros.
+  // A power cut, in two steps so that no file takes back blocks another file
+  // has not given up yet (a volume calls the first on every file, then the
+  // second): lose_unsynced() drops delayed blocks and the inode reservation
+  // and frees every block whose mapping changed since the last sync;
+  // take_back_synced() maps those blocks as they were at the sync (their
+  // device blocks taken back; new ones, and a warning, where another file
+  // holds them now) and returns the block ranges among them that hold no data
+  // (holes and unwritten extents): their bytes must read as zeros.
+  void lose_unsynced();
+  std::vector<BlockRange> take_back_synced();
+  // Both steps, for one file alone.
   std::vector<BlockRange> restore_synced();
 
  private:

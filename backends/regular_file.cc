@@ -192,19 +192,28 @@ void RegularFile::flush(bool last_handle, Work& work) {
 void RegularFile::close(Work& work) { space_.close(size_, work); }
 
 void RegularFile::release() {
+  drop_contents();
+  space_.release();
+}
+
+void RegularFile::drop_contents() {
   drop_cache(0, kMaxFileSize);
   durability_.synced(0);
-  space_.release();
   contents_->zero(0, size_);
   size_ = 0;
 }
 
-bool RegularFile::crash() {
+bool RegularFile::power_cut() {
   // A power cut empties the host's page cache, of synced files too.
   drop_cache(0, kMaxFileSize);
   if (!unsynced()) return false;
+  space_.lose_unsynced();
+  return true;
+}
+
+void RegularFile::recover() {
   // The allocation at the last sync; what holds no data there reads as zeros.
-  for (const BlockRange& blocks : space_.restore_synced()) {
+  for (const BlockRange& blocks : space_.take_back_synced()) {
     const uint64_t from = blocks.start * unit_;
     if (from >= size_) continue;
     contents_->zero(from, std::min(size_ - from, blocks.length * unit_));
@@ -229,7 +238,6 @@ bool RegularFile::crash() {
     }
   }
   durability_.synced(size_);
-  return true;
 }
 
 FileStats RegularFile::stats() const {

@@ -77,10 +77,18 @@ class RegularFile {
   void close(Work& work);
   // Every block, byte and cached page goes back: the file is gone.
   void release();
+  // Its contents, cached pages and durability state go (the size becomes 0);
+  // its blocks stay until release(): a file whose blocks a background task frees.
+  void drop_contents();
 
-  // A power cut: the page cache is lost; a file with changes since its last sync
-  // goes back to it (size, contents and allocation). True when it went back.
-  bool crash();
+  // A power cut, in two steps (a volume runs the first on every file, then the
+  // second on those that need it, so that blocks given up by one file are free
+  // before another takes back its own): power_cut() drops the page cache and,
+  // for a file changed since its last sync, what the cut loses of its
+  // allocation; true when the file needs recover(), which puts back its size,
+  // contents and allocation at the last sync.
+  bool power_cut();
+  void recover();
   bool unsynced() const { return durability_.unsynced() || space_.changed_since_sync(); }
 
   // The size, allocation, dirty and unsynced figures (FileStats::inode unset).

@@ -151,6 +151,8 @@ void Volume::free_storage_locked(const std::shared_ptr<Inode>& inode, Work& work
     inode->file->release();
     return;
   }
+  // The page cache and contents go with the inode; the blocks wait for the task.
+  inode->file->drop_contents();
   if (inode->reclaim_queued) return;
   inode->reclaim_queued = true;
   const FileSpace& space = inode->file->space();
@@ -708,9 +710,10 @@ std::string Volume::path_locked(uint64_t inode) {
 
 CrashReport Volume::crash(Work& work) {
   CrashReport report;
-  // Log recovery finishes what background workers had not (xfs's unlinked list).
-  deferred_.complete_all();
   std::lock_guard lock(namespace_mutex_);
+  // Log recovery finishes what background workers had not (xfs's unlinked
+  // list); under the lock, so no operation queues a task meanwhile.
+  deferred_.complete_all();
   // Namespace changes since the last commit, newest first.
   const std::vector<NamespaceJournal::Change> lost = journal_.lose();
   for (const NamespaceJournal::Change& change : lost) {
@@ -739,14 +742,19 @@ CrashReport Volume::crash(Work& work) {
     inode->name = change.from_name;
   }
   const size_t undone = lost.size();
+  // Files whose creation was undone: gone at once.
+  for (const DeferredTask& task : work.deferred) deferred_.complete(task.id);
+  work.deferred.clear();
   for (const auto& [number, node] : inodes_) {
     if (!node->is_regular()) continue;
     std::lock_guard node_lock(node->mutex);
-    if (node->file->crash()) report.restored_files.push_back(number);
+    if (node->file->power_cut()) report.restored_files.push_back(number);
   }
-  // Files whose creation was undone.
-  for (const DeferredTask& task : work.deferred) deferred_.complete(task.id);
-  work.deferred.clear();
+  for (const uint64_t number : report.restored_files) {
+    const std::shared_ptr<Inode>& node = inodes_.at(number);
+    std::lock_guard node_lock(node->mutex);
+    node->file->recover();
+  }
   spdlog::warn("crash: {} files put back to their last sync, {} namespace changes undone",
                report.restored_files.size(), undone);
   return report;

@@ -157,5 +157,23 @@ TEST(DeferredWork, AFileUnlinkedWhileOpenIsReclaimedAfterItsLastClose) {
   EXPECT_EQ(r.fs.used_bytes(), 0u);
 }
 
+// The page cache of a reclaimed file goes with its inode at once (as Linux's
+// eviction), only its blocks wait: its dirty pages no longer count toward the
+// host's dirty limit.
+TEST(DeferredWork, AReclaimedFilesDirtyPagesGoAtOnce) {
+  Fs fs(
+      with("xfs", {"allocation.background_reclaim=true", "page_cache.dirty_limit_bytes=1048576"}));
+  const uint64_t x = fs.create_open("x");
+  ASSERT_TRUE(fs.write(x, 0, pattern(768 * kKiB, 'x')).has_value());
+  for (uint64_t i = 0; i < 16; ++i) ASSERT_TRUE(fs.punch(x, i * 32 * kKiB, 4096).has_value());
+  fs.volume.release(x);
+  ASSERT_TRUE(fs.volume.unlink(kRoot, "x").has_value());
+  fs.volume.forget(x, 1);
+  ASSERT_EQ(fs.volume.snapshot().deferred.pending_tasks, 1u);
+  const uint64_t y = fs.create_open("y");
+  ASSERT_TRUE(fs.write(y, 0, pattern(512 * kKiB, 'y')).has_value());
+  EXPECT_EQ(fs.stats(y).dirty_bytes, 512 * kKiB);  // under the limit: not written back
+}
+
 }  // namespace
 }  // namespace mimicfs

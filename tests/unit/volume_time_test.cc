@@ -826,6 +826,26 @@ TEST(VolumeCrash, BlocksTakenByAnotherFileSinceTheSyncAreReplaced) {
   }
 }
 
+// A crash frees what every file gained since its sync before any file takes
+// back what it had: on a full device, the order of the files does not matter.
+TEST(VolumeCrash, EveryFileLosesItsUnsyncedBlocksBeforeAnyTakesBackItsSyncedOnes) {
+  for (const bool synced_file_first : {true, false}) {
+    Fs fs(small("ext4", kMiB));
+    const uint64_t first = fs.create_open("first");
+    const uint64_t second = fs.create_open("second");
+    const uint64_t synced = synced_file_first ? first : second;
+    const uint64_t unsynced = synced_file_first ? second : first;
+    ASSERT_TRUE(fs.write(synced, 0, pattern(512 * kKiB, 's')).has_value());
+    fs.fsync(synced);
+    ASSERT_TRUE(fs.truncate(synced, 0).has_value());                           // not durable
+    ASSERT_TRUE(fs.write(unsynced, 0, pattern(250 * 4096, 'u')).has_value());  // delayed
+    fs.volume.crash();
+    EXPECT_EQ(fs.read(synced, 0, 512 * kKiB), pattern(512 * kKiB, 's')) << synced_file_first;
+    EXPECT_EQ(fs.stats(synced).allocated_bytes, 512 * kKiB) << synced_file_first;
+    EXPECT_EQ(fs.stats(unsynced).size, 0u) << synced_file_first;
+  }
+}
+
 // --- faults
 
 TEST(VolumeFaults, NthWriteToAMatchingPathFails) {
