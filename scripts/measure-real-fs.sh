@@ -12,7 +12,8 @@ set -euo pipefail
 runs=${1:-3}
 [[ $runs =~ ^[1-9][0-9]*$ ]] || { echo "measure-real-fs.sh: RUNS must be a positive number" >&2; exit 2; }
 [ "$(id -u)" = 0 ] || { echo "measure-real-fs.sh: needs root (it makes loop devices)" >&2; exit 2; }
-"$(dirname "${BASH_SOURCE[0]}")/bootstrap.sh" --with xfsprogs btrfs-progs e2fsprogs gcc
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+"$root/scripts/bootstrap.sh" --with xfsprogs btrfs-progs e2fsprogs
 
 work=$(mktemp -d /tmp/mimicfs-realfs.XXXXXX)
 loop=""
@@ -23,53 +24,12 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
-# The workloads: N processes start together and each writes a 128 MiB file of
-# zeros in 32 KiB O_SYNC writes, optionally after fallocate(KEEP_SIZE) of it all
-# (seed 003); or a 64 MiB file whose 16 KiB pages lose their last 8 KiB to
-# PUNCH_HOLE (seed 004).
-cat > "$work/load.c" <<'C'
-#define _GNU_SOURCE
-#include <fcntl.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
-int main(int argc, char** argv) {
-  if (argc == 3) {  /* punch FILE */
-    static char buf[1 << 20];
-    memset(buf, 0xab, sizeof buf);
-    int fd = open(argv[2], O_RDWR | O_CREAT | O_TRUNC, 0644);
-    for (long o = 0; o < 64L << 20; o += sizeof buf) if (write(fd, buf, sizeof buf) != sizeof buf) return 1;
-    if (fsync(fd) || close(fd)) return 1;
-    fd = open(argv[2], O_RDWR);
-    for (long page = 0; page < (64L << 20) / 16384; ++page)
-      if (fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, page * 16384 + 8192, 8192)) return 1;
-    return fsync(fd) || close(fd);
-  }
-  /* ndb DIR WRITERS RESERVE */
-  int n = atoi(argv[2]), reserve = atoi(argv[3]), start[2];
-  if (pipe(start)) return 1;
-  for (int i = 0; i < n; ++i) {
-    if (fork() == 0) {
-      char path[4096], go, buf[32768] = {0};
-      close(start[1]);
-      snprintf(path, sizeof path, "%s/datafile%d", argv[1], i);
-      int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_SYNC, 0644);
-      if (fd < 0 || read(start[0], &go, 1) != 0) _exit(1);
-      if (reserve && fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, 128L << 20)) _exit(1);
-      for (long o = 0; o < 128L << 20; o += sizeof buf) if (pwrite(fd, buf, sizeof buf, o) != sizeof buf) _exit(1);
-      _exit(close(fd) != 0);
-    }
-  }
-  close(start[0]);
-  close(start[1]);
-  int status, failed = 0;
-  while (wait(&status) > 0) failed |= !WIFEXITED(status) || WEXITSTATUS(status);
-  return failed;
-}
-C
-cc -O2 -o "$work/load" "$work/load.c"
+# The workloads (workloads/seed_workloads.h, the ones the emulated profiles run):
+# N processes start together and each writes a 128 MiB file of zeros in 32 KiB
+# O_SYNC writes, optionally after fallocate(KEEP_SIZE) of it all (seed 003); or a
+# 64 MiB file whose 16 KiB pages lose their last 8 KiB to PUNCH_HOLE (seed 004).
+"$root/scripts/build.sh" >/dev/null
+workload="$root/build/tools/mimicfs-workload"
 mkdir "$work/mnt"
 
 fresh() {  # fresh FS [MOUNT OPTIONS]
@@ -94,7 +54,7 @@ for fs in ext4 xfs xfs:allocsize=4k btrfs; do
       line=""
       for run in $(seq "$runs"); do
         rm -f "$work"/mnt/datafile*; sync
-        "$work/load" "$work/mnt" "$writers" "$reserve"; sync
+        "$workload" concurrent "$work/mnt" --writers "$writers" $([ "$reserve" = 1 ] && echo --reserve); sync
         counts=$(for i in $(seq 0 $((writers - 1))); do extents "$work/mnt/datafile$i"; done | paste -sd,)
         line+=" [$counts]"
       done
@@ -107,7 +67,7 @@ echo "seed 004: 64 MiB of 16 KiB pages, last 8 KiB of each punched"
 for fs in ext4 xfs btrfs; do
   fresh "$fs"
   sync; before=$(df -B1 --output=used "$work/mnt" | tail -1)
-  "$work/load" punch "$work/mnt/t1.ibd"; sync
+  "$workload" punch "$work/mnt/t1.ibd"; sync
   [ "$fs" = btrfs ] && btrfs filesystem sync "$work/mnt" >/dev/null
   after=$(df -B1 --output=used "$work/mnt" | tail -1)
   printf "  %-6s st_blocks*512=%d fiemap_records=%d filefrag=%s device_used_after_write_and_punch=%d\n" "$fs" \

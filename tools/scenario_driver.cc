@@ -23,6 +23,8 @@
 #include <string>
 #include <vector>
 
+#include "workloads/seed_workloads.h"
+
 #ifndef MIMICFS_BINARY
 #define MIMICFS_BINARY "mimicfs"
 #endif
@@ -32,9 +34,10 @@
 
 namespace {
 
-constexpr off_t kKiB = 1024;
-constexpr off_t kMiB = 1024 * kKiB;
-constexpr off_t kPage = 16 * kKiB;  // InnoDB's page
+namespace workloads = mimicfs::workloads;
+using workloads::kKiB;
+using workloads::kMiB;
+constexpr off_t kPage = workloads::kInnodbPage;
 
 using Strategy = std::function<bool(const std::string& mount)>;
 
@@ -45,126 +48,87 @@ struct Scenario {
   std::vector<std::pair<std::string, Strategy>> strategies;
 };
 
-bool write_all(int fd, off_t offset, off_t length, char byte, off_t chunk) {
-  const std::vector<char> data(chunk, byte);
-  for (off_t done = 0; done < length; done += chunk) {
-    const size_t n = std::min(chunk, length - done);
-    if (pwrite(fd, data.data(), n, offset + done) != static_cast<ssize_t>(n)) return false;
-  }
-  return true;
+// A strategy's outcome: true, or false after saying what failed.
+bool succeeded(const workloads::Outcome& outcome) {
+  if (!outcome) fmt::print(stderr, "mimicfs-scenarios: {}\n", outcome.error());
+  return outcome.has_value();
+}
+
+// Opens `path` (created if missing), runs `body`, fsyncs and closes.
+bool on_file(const std::string& path, const std::function<workloads::Outcome(int)>& body) {
+  const int fd = open(path.c_str(), O_CREAT | O_RDWR, 0644);
+  if (fd < 0) return succeeded(std::unexpected("cannot open " + path));
+  const bool ok = succeeded(body(fd)) && fsync(fd) == 0;
+  return close(fd) == 0 && ok;
 }
 
 // Seed 000: extend a tablespace to 64 MiB, then write it as 16 KiB pages.
 constexpr off_t kExtendSize = 64 * kMiB;
 
-bool extend_then_fill(const std::string& mount, const std::function<bool(int)>& extend) {
-  const int fd = open((mount + "/t1.ibd").c_str(), O_CREAT | O_RDWR, 0644);
-  if (fd < 0 || !extend(fd)) return false;
-  const bool ok = write_all(fd, 0, kExtendSize, 'p', kPage) && fsync(fd) == 0;
-  return close(fd) == 0 && ok;
-}
-
 Scenario extend_scenario() {
-  return {"extend",
-          "seed 000: how to extend a file to 64 MiB before writing its pages",
-          {"nfs", "nfs42", "ext4"},
-          {{"posix_fallocate",
-            [](const std::string& m) {
-              return extend_then_fill(
-                  m, [](int fd) { return posix_fallocate(fd, 0, kExtendSize) == 0; });
-            }},
-           {"fallocate_or_1MiB_zeros",
-            [](const std::string& m) {
-              return extend_then_fill(m, [](int fd) {
-                if (fallocate(fd, 0, 0, kExtendSize) == 0) return true;
-                return errno == EOPNOTSUPP && write_all(fd, 0, kExtendSize, '\0', kMiB);
-              });
-            }},
-           {"1MiB_zeros",
-            [](const std::string& m) {
-              return extend_then_fill(
-                  m, [](int fd) { return write_all(fd, 0, kExtendSize, '\0', kMiB); });
-            }},
-           {"ftruncate", [](const std::string& m) {
-              return extend_then_fill(m, [](int fd) { return ftruncate(fd, kExtendSize) == 0; });
-            }}}};
+  Scenario scenario{"extend",
+                    "seed 000: how to extend a file to 64 MiB before writing its pages",
+                    {"nfs", "nfs42", "ext4"},
+                    {}};
+  for (const auto how :
+       {workloads::Extension::kPosixFallocate, workloads::Extension::kFallocateOrZeros,
+        workloads::Extension::kZeros, workloads::Extension::kFtruncate}) {
+    scenario.strategies.emplace_back(
+        std::string(workloads::name_of(how)), [how](const std::string& m) {
+          return on_file(m + "/t1.ibd", [how](int fd) -> workloads::Outcome {
+            if (auto r = workloads::extend(fd, kExtendSize, how); !r) return r;
+            return workloads::write_range(fd, 0, kExtendSize, kPage, 'p');
+          });
+        });
+  }
+  return scenario;
 }
 
 // Seed 001: grow a tablespace by 2000 pages, with an fsync after each extension.
-bool grow(const std::string& mount, off_t pages_per_extension) {
-  const int fd = open((mount + "/t1.ibd").c_str(), O_CREAT | O_RDWR, 0644);
-  if (fd < 0) return false;
-  bool ok = true;
-  for (off_t page = 0; ok && page < 2000; page += pages_per_extension) {
-    const off_t pages = std::min<off_t>(pages_per_extension, 2000 - page);
-    ok = write_all(fd, page * kPage, pages * kPage, '\0', pages * kPage) && fsync(fd) == 0;
-  }
-  return close(fd) == 0 && ok;
-}
-
 Scenario grow_scenario() {
+  auto grow = [](int per_extension) {
+    return [per_extension](const std::string& m) {
+      return on_file(m + "/t1.ibd",
+                     [per_extension](int fd) { return workloads::grow(fd, 2000, per_extension); });
+    };
+  };
   return {"grow",
           "seed 001: extend 2000 pages one page per fsync, or 128 pages per fsync",
           {"ext4", "nfs"},
-          {{"1_page_per_fsync", [](const std::string& m) { return grow(m, 1); }},
-           {"128_pages_per_fsync", [](const std::string& m) { return grow(m, 128); }}}};
+          {{"1_page_per_fsync", grow(1)}, {"128_pages_per_fsync", grow(128)}}};
 }
 
 // Seed 003: 4 processes zero-fill 32 MiB files at once in 32 KiB O_SYNC writes.
-bool concurrent(const std::string& mount, bool reserve_first) {
-  constexpr off_t kSize = 32 * kMiB;
-  std::vector<pid_t> children;
-  for (int i = 0; i < 4; ++i) {
-    const pid_t pid = fork();
-    if (pid < 0) return false;
-    if (pid == 0) {
-      const std::string path = fmt::format("{}/datafile{}", mount, i);
-      const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_SYNC, 0644);
-      if (fd < 0) _exit(1);
-      if (reserve_first && fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, kSize) != 0) _exit(1);
-      _exit(write_all(fd, 0, kSize, '\0', 32 * kKiB) && close(fd) == 0 ? 0 : 1);
-    }
-    children.push_back(pid);
-  }
-  bool ok = true;
-  for (pid_t pid : children) {
-    int status = 0;
-    waitpid(pid, &status, 0);
-    ok = ok && WIFEXITED(status) && WEXITSTATUS(status) == 0;
-  }
-  return ok;
-}
-
 Scenario concurrent_scenario() {
-  return {
-      "concurrent",
-      "seed 003: 4 writers zero-fill 32 MiB files at once, 32 KiB O_SYNC writes",
-      {"ext4", "xfs", "btrfs"},
-      {{"write_only", [](const std::string& m) { return concurrent(m, false); }},
-       {"fallocate_keep_size_first", [](const std::string& m) { return concurrent(m, true); }}}};
+  auto writers = [](bool reserve_first) {
+    return [reserve_first](const std::string& m) {
+      return succeeded(workloads::concurrent_writers(m, {4, 32 * kMiB, 32 * kKiB, reserve_first}));
+    };
+  };
+  return {"concurrent",
+          "seed 003: 4 writers zero-fill 32 MiB files at once, 32 KiB O_SYNC writes",
+          {"ext4", "xfs", "btrfs"},
+          {{"write_only", writers(false)}, {"fallocate_keep_size_first", writers(true)}}};
 }
 
 // Seed 004: a 32 MiB table of 16 KiB pages, the last 8 KiB of each punched.
-bool pages(const std::string& mount, bool punch) {
-  constexpr off_t kSize = 32 * kMiB;
-  const std::string path = mount + "/t1.ibd";
-  int fd = open(path.c_str(), O_CREAT | O_WRONLY, 0644);
-  if (fd < 0 || !write_all(fd, 0, kSize, 'p', kMiB) || close(fd) != 0) return false;
-  fd = open(path.c_str(), O_RDWR);
-  bool ok = fd >= 0;
-  for (off_t page = 0; ok && punch && page < kSize / kPage; ++page) {
-    ok = fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, page * kPage + 8 * kKiB,
-                   8 * kKiB) == 0;
-  }
-  return ok && fsync(fd) == 0 && close(fd) == 0;
-}
-
 Scenario punch_scenario() {
+  constexpr off_t kSize = 32 * kMiB;
+  auto table = [](bool punch) {
+    return [punch](const std::string& m) {
+      const std::string path = m + "/t1.ibd";
+      return on_file(path,
+                     [](int fd) { return workloads::write_range(fd, 0, kSize, kMiB, 'p'); }) &&
+             on_file(path, [punch](int fd) -> workloads::Outcome {
+               if (!punch) return {};
+               return workloads::punch_page_tails(fd, kSize);
+             });
+    };
+  };
   return {"punch",
           "seed 004: page compression by hole punching, against plain pages",
           {"ext4", "xfs", "btrfs"},
-          {{"plain_pages", [](const std::string& m) { return pages(m, false); }},
-           {"punch_half_of_each_page", [](const std::string& m) { return pages(m, true); }}}};
+          {{"plain_pages", table(false)}, {"punch_half_of_each_page", table(true)}}};
 }
 
 // Runs `argv` (argv[0] searched in PATH) to completion, with `extra_env`

@@ -34,7 +34,7 @@ TEST(ScenarioDriver, ExtendTableShowsTheSeed000Pattern) {
   EXPECT_EQ((*glibc)["writes"], 16384 + 4096) << "the fallback's bytes, then the pages";
   EXPECT_GE((*glibc)["extents"].get<uint64_t>(), 16384u);
 
-  const auto* fixed = row(extend, "fallocate_or_1MiB_zeros", "nfs");
+  const auto* fixed = row(extend, "fallocate_or_zeros", "nfs");
   ASSERT_NE(fixed, nullptr);
   EXPECT_EQ((*fixed)["fallocate_refused"], 1);
   EXPECT_EQ((*fixed)["writes"], 64 + 4096);

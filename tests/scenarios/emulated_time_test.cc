@@ -13,11 +13,12 @@
 #include <vector>
 
 #include "tests/support/mounted_volume.h"
+#include "workloads/seed_workloads.h"
 
 namespace mimicfs::testing {
 namespace {
 
-constexpr size_t kMiB = 1 << 20;
+using workloads::kMiB;
 
 struct AlignedFree {
   void operator()(void* p) const { std::free(p); }
@@ -43,13 +44,6 @@ double ratio(uint64_t a, uint64_t b) { return b == 0 ? 0 : static_cast<double>(a
 
 constexpr off_t kSeed000Size = 256 * kMiB;
 
-void overwrite_in_mebibytes(int fd, char fill) {
-  auto chunk = buffer(kMiB, fill);
-  for (off_t offset = 0; offset < kSeed000Size; offset += kMiB) {
-    ASSERT_EQ(pwrite(fd, chunk.get(), kMiB, offset), static_cast<ssize_t>(kMiB));
-  }
-}
-
 uint64_t seed000_cost(bool use_posix_fallocate) {
   MountedVolume vol("nfs");
   EXPECT_TRUE(vol.mounted()) << vol.error();
@@ -57,15 +51,15 @@ uint64_t seed000_cost(bool use_posix_fallocate) {
   const int fd = open(vol.file("t.ibd").c_str(), O_CREAT | O_RDWR, 0644);
   EXPECT_GE(fd, 0);
   vol.reset_counters();
-  if (use_posix_fallocate) {
-    EXPECT_EQ(posix_fallocate(fd, 0, kSeed000Size), 0);
-  } else {
-    EXPECT_EQ(fallocate(fd, 0, 0, kSeed000Size), -1);
-    EXPECT_EQ(errno, EOPNOTSUPP);
-    overwrite_in_mebibytes(fd, '\0');
-  }
+  const auto extended =
+      workloads::extend(fd, kSeed000Size,
+                        use_posix_fallocate ? workloads::Extension::kPosixFallocate
+                                            : workloads::Extension::kFallocateOrZeros);
+  EXPECT_TRUE(extended) << extended.error();
+  EXPECT_EQ(vol.stats()["ops"]["fallocate"]["errors"]["EOPNOTSUPP"], 1) << "nfs has no fallocate";
   EXPECT_EQ(fsync(fd), 0);
-  overwrite_in_mebibytes(fd, 'p');
+  const auto written = workloads::write_range(fd, 0, kSeed000Size, kMiB, 'p');
+  EXPECT_TRUE(written) << written.error();
   EXPECT_EQ(fsync(fd), 0);
   const uint64_t cost = vol.emulated_ns();
   std::printf("seed 000 on nfs, %s: %.3f s emulated, %llu extents\n",
@@ -93,7 +87,7 @@ TEST(EmulatedTime, Seed000PosixFallocateOnNfsCostsAtLeastThreeTimesTheFix) {
 // the reporter measured 2.5x faster with 128-page extensions.
 
 constexpr int kSeed001Pages = 2000;
-constexpr size_t kPage = 16384;
+constexpr off_t kPage = workloads::kInnodbPage;
 
 uint64_t seed001_cost(int pages_per_extension) {
   MountedVolume vol("ext4-hdd");
@@ -102,20 +96,9 @@ uint64_t seed001_cost(int pages_per_extension) {
   const int fd = open(vol.file("t1.ibd").c_str(), O_CREAT | O_RDWR, 0644);
   EXPECT_GE(fd, 0);
   vol.reset_counters();
-  auto zeros = buffer(kPage * pages_per_extension, '\0');
-  auto row_page = buffer(kPage, 'r');
-  off_t size = 0;
-  for (int page = 0; page < kSeed001Pages; ++page) {
-    if (page * static_cast<off_t>(kPage) >= size) {
-      // fil_extend_space_to_desired_size: write zeros past EOF, then fsync.
-      const size_t bytes = kPage * pages_per_extension;
-      EXPECT_EQ(pwrite(fd, zeros.get(), bytes, size), static_cast<ssize_t>(bytes));
-      EXPECT_EQ(fsync(fd), 0);
-      size += bytes;
-    }
-    EXPECT_EQ(pwrite(fd, row_page.get(), kPage, page * static_cast<off_t>(kPage)),
-              static_cast<ssize_t>(kPage));
-  }
+  // fil_extend_space_to_desired_size: zeros written past EOF, an fsync, then the pages.
+  const auto grown = workloads::grow(fd, kSeed001Pages, pages_per_extension, kPage);
+  EXPECT_TRUE(grown) << grown.error();
   EXPECT_EQ(fsync(fd), 0);
   const auto stats = vol.stats();
   const uint64_t cost = stats["clock"]["emulated_ns"].get<uint64_t>();
@@ -219,15 +202,12 @@ uint64_t seed004_unlink_cost(const std::string& profile, bool punched) {
   if (!vol.mounted()) return 0;
   const int fd = open(vol.file("t.ibd").c_str(), O_CREAT | O_RDWR, 0644);
   EXPECT_GE(fd, 0);
-  auto chunk = buffer(kMiB, 'd');
-  for (off_t offset = 0; offset < kSeed004Size; offset += kMiB) {
-    EXPECT_EQ(pwrite(fd, chunk.get(), kMiB, offset), static_cast<ssize_t>(kMiB));
-  }
+  const auto written = workloads::write_range(fd, 0, kSeed004Size, kMiB, 'd');
+  EXPECT_TRUE(written) << written.error();
   EXPECT_EQ(fsync(fd), 0);
   if (punched) {
-    for (off_t offset = 8192; offset < kSeed004Size; offset += 16384) {
-      EXPECT_EQ(fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, offset, 8192), 0);
-    }
+    const auto punched_tails = workloads::punch_page_tails(fd, kSeed004Size);
+    EXPECT_TRUE(punched_tails) << punched_tails.error();
   }
   close(fd);
   const uint64_t extents = vol.file_stats("t.ibd")["extents"].get<uint64_t>();

@@ -20,13 +20,13 @@
 //          any writer competes, so 1 extent (ext4: split at 128 MiB extent records
 //          and block groups).
 #include <fcntl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <string>
 #include <vector>
 
 #include "tests/support/mounted_volume.h"
+#include "workloads/seed_workloads.h"
 
 namespace mimicfs::testing {
 namespace {
@@ -47,49 +47,6 @@ struct NdbCase {
 
 void PrintTo(const NdbCase& c, std::ostream* os) { *os << c.name; }
 
-std::ostream& operator<<(std::ostream& out, const NdbCase& c) { return out << c.name; }
-
-// Each writer is its own process, as each NDB node is; they start together.
-// Returns "" or what went wrong.
-std::string run_writers(const MountedVolume& vol, int writers, bool reserve_first) {
-  int start[2];
-  if (pipe(start) != 0) return "pipe failed";
-  std::vector<pid_t> children;
-  for (int i = 0; i < writers; ++i) {
-    const pid_t pid = fork();
-    if (pid < 0) return "fork failed";
-    if (pid == 0) {
-      close(start[1]);
-      const std::string path = vol.file("datafile" + std::to_string(i));
-      const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_SYNC, 0644);
-      if (fd < 0) _exit(10);
-      char go;
-      if (read(start[0], &go, 1) != 0) _exit(11);  // EOF: every writer is ready
-      if (reserve_first && fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, kFileSize) != 0) _exit(12);
-      // A buffer the process has touched: the kernel's FUSE write path re-sends
-      // part of a write copied from never-touched zero pages.
-      std::vector<char> zeros(kWriteSize, 0);
-      for (off_t offset = 0; offset < kFileSize; offset += kWriteSize) {
-        if (pwrite(fd, zeros.data(), zeros.size(), offset) != static_cast<ssize_t>(kWriteSize)) {
-          _exit(13);
-        }
-      }
-      _exit(close(fd) == 0 ? 0 : 14);
-    }
-    children.push_back(pid);
-  }
-  close(start[0]);
-  close(start[1]);
-  std::string failure;
-  for (pid_t pid : children) {
-    int status = 0;
-    waitpid(pid, &status, 0);
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-      failure = "a writer failed with status " + std::to_string(status);
-    }
-  }
-  return failure;
-}
 
 class NdbConcurrentWriters : public ::testing::TestWithParam<NdbCase> {};
 
@@ -103,7 +60,10 @@ TEST_P(NdbConcurrentWriters, ExtentsPerFileFollowFromTheAllocationPolicy) {
   }
   MountedVolume vol(c.profile, extra);
   ASSERT_TRUE(vol.mounted()) << vol.error();
-  ASSERT_EQ(run_writers(vol, c.writers, c.reserve_first), "");
+  // Each writer is its own process, as each NDB node is; they start together.
+  const auto ran = workloads::concurrent_writers(
+      vol.path(), {c.writers, kFileSize, kWriteSize, c.reserve_first});
+  ASSERT_TRUE(ran) << ran.error();
 
   const nlohmann::json stats = vol.stats();
   uint64_t total_extents = 0;

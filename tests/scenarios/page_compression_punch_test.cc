@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "tests/support/mounted_volume.h"
+#include "workloads/seed_workloads.h"
 
 namespace mimicfs::testing {
 namespace {
@@ -50,10 +51,8 @@ TEST_P(PageCompression, PunchingHalfOfEveryPage) {
   {
     const int fd = open(path.c_str(), O_CREAT | O_WRONLY, 0644);
     ASSERT_GE(fd, 0);
-    const std::vector<char> chunk(1 << 20, 'p');
-    for (off_t offset = 0; offset < kFileSize; offset += chunk.size()) {
-      ASSERT_EQ(pwrite(fd, chunk.data(), chunk.size(), offset), static_cast<ssize_t>(chunk.size()));
-    }
+    const auto written = workloads::write_range(fd, 0, kFileSize, 1 << 20, 'p');
+    ASSERT_TRUE(written) << written.error();
     ASSERT_EQ(close(fd), 0);
   }
   const nlohmann::json before = vol.stats();
@@ -63,12 +62,8 @@ TEST_P(PageCompression, PunchingHalfOfEveryPage) {
 
   const int fd = open(path.c_str(), O_RDWR);
   ASSERT_GE(fd, 0);
-  for (uint64_t page = 0; page < kPages; ++page) {
-    ASSERT_EQ(fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-                        page * kPage + (kPage - kPunched), kPunched),
-              0)
-        << "page " << page << ": " << strerror(errno);
-  }
+  const auto punched = workloads::punch_page_tails(fd, kFileSize, kPage, kPunched);
+  ASSERT_TRUE(punched) << punched.error();
   ASSERT_EQ(fsync(fd), 0);
 
   // SEEK_HOLE and SEEK_DATA see the same map.
