@@ -17,6 +17,7 @@
 #include <mutex>
 #include <string>
 
+#include "backends/file_system.h"
 #include "backends/regular_file.h"
 #include "backends/thread_annotations.h"
 
@@ -44,7 +45,7 @@ struct Inode {
   bool reclaim_queued GUARDED_BY(mutex) = false;  // a deferred task will free its storage
   std::string symlink_target GUARDED_BY(mutex);
 
-  // Guarded by Volume::namespace_mutex_ (nlink is atomic so getattr can read it
+  // Guarded by Namespace::mutex_ (nlink is atomic so getattr can read it
   // without that lock; a file's last link drops under its mutex too, where
   // release() reads it):
   std::atomic<uint32_t> nlink{0};
@@ -52,6 +53,25 @@ struct Inode {
   std::map<std::string, std::shared_ptr<Inode>> entries;  // directories only
   uint64_t parent = 0;  // the directory of its last entry (0: none yet)
   std::string name;     // that entry's name, for fault rules' paths
+
+  // What stat(2) says: st_blocks counts delayed blocks, as on ext4 and xfs
+  // (they are promised to the file); `unit` is the allocation unit in bytes.
+  Attributes attributes(uint64_t unit, uint64_t block_size) const REQUIRES(mutex) {
+    Attributes a;
+    a.inode = number;
+    a.mode = mode | permissions;
+    a.nlink = nlink.load(std::memory_order_relaxed);
+    a.uid = uid;
+    a.gid = gid;
+    a.rdev = rdev;
+    a.size = S_ISLNK(mode) ? symlink_target.size() : file ? file->size() : 0;
+    a.blocks = file ? file->space().blocks() * unit / 512 : 0;
+    a.block_size = static_cast<uint32_t>(block_size);
+    a.atime = atime;
+    a.mtime = mtime;
+    a.ctime = ctime;
+    return a;
+  }
 
   bool is_directory() const { return S_ISDIR(mode); }
   bool is_regular() const { return S_ISREG(mode); }

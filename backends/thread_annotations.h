@@ -7,6 +7,7 @@
 //   PT_GUARDED_BY(m)   what a pointer field points to, likewise
 //   REQUIRES(m)        a function called with m held
 //   EXCLUDES(m)        a function called without m (it takes m itself)
+//   RETURN_CAPABILITY(m)  a function returning m (a lock taken through it is m)
 //   ASSERT_HELD(m)     a statement: m is held here (a callback run under m)
 #pragma once
 
@@ -21,6 +22,7 @@
 #define REQUIRES(...) MIMICFS_THREAD_ANNOTATION(requires_capability(__VA_ARGS__))
 #define EXCLUDES(...) MIMICFS_THREAD_ANNOTATION(locks_excluded(__VA_ARGS__))
 #define ACQUIRED_BEFORE(...) MIMICFS_THREAD_ANNOTATION(acquired_before(__VA_ARGS__))
+#define RETURN_CAPABILITY(x) MIMICFS_THREAD_ANNOTATION(lock_returned(x))
 
 namespace mimicfs {
 

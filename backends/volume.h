@@ -1,16 +1,16 @@
 // Volume: the core of the engine, the emulated filesystem itself, as a
-// coordinator: the inode table, directories, links and rename (with the
-// NamespaceJournal of changes not yet committed), attributes and xattrs, and
-// the stats and layout snapshot. Each regular file's data path (page cache,
-// direct I/O, sync of a range, allocation, crash state) is its RegularFile; the
-// device's blocks are the DeviceSpace. It implements FileSystem (file_system.h,
-// where each operation's contract is) and reports each operation's work
-// (work.h); emulated time, faults and counting are layers over it (layer.h,
-// engine.h).
+// coordinator of its parts: the Namespace (inode table, directories, links,
+// rename, and the journal of changes not yet committed), each regular file's
+// RegularFile (page cache, direct I/O, sync of a range, allocation, crash
+// state), the DeviceSpace (the device's blocks) and DeferredWork. It keeps
+// attributes and xattrs, what happens to a file's storage when its last link
+// goes, the crash's order, and the stats and layout snapshot. It implements FileSystem
+// (file_system.h, where each operation's contract is) and reports each operation's work (work.h);
+// emulated time, faults and counting are layers over it (layer.h, engine.h).
 //
 // Thread-safety: every public method may be called from any thread.
 // Lock order (acquire left to right, never the reverse):
-//   Volume::namespace_mutex_ -> Inode::mutex -> ExtentReferences -> Allocator
+//   Namespace::mutex_ -> Inode::mutex -> ExtentReferences -> Allocator
 // Layers' own locks (CostLayer::files_mutex_ and schedule_mutex_,
 // OperationCounters' errors mutex, FaultInjector::mutex_) and DeferredWork's are
 // leaves, never held while calling into the Volume or running a task's effect.
@@ -33,7 +33,7 @@
 #include "backends/file_system.h"
 #include "backends/inode.h"
 #include "backends/layout.h"
-#include "backends/namespace_journal.h"
+#include "backends/namespace.h"
 #include "backends/page_cache.h"
 #include "backends/profile.h"
 #include "backends/regular_file.h"
@@ -127,39 +127,22 @@ class Volume final : public FileSystem {
   using FileSystem::write;
 
  private:
-  std::shared_ptr<Inode> find(uint64_t inode) EXCLUDES(namespace_mutex_);
-  std::shared_ptr<Inode> find_locked(uint64_t inode) REQUIRES(namespace_mutex_);
-  Result<std::shared_ptr<Inode>> directory_locked(uint64_t inode) REQUIRES(namespace_mutex_);
-  Result<Attributes> add_entry_locked(Inode& parent, const std::string& name,
-                                      std::shared_ptr<Inode> child) REQUIRES(namespace_mutex_);
-  // Drops one link of `child`, destroying it when unreferenced. A file's last
-  // link adds the extents it frees to `work`.
-  void drop_link_locked(const std::shared_ptr<Inode>& child, Work& work) REQUIRES(namespace_mutex_);
+  // A regular file's last link went: the extents it frees are the unlink's
+  // work, and its storage goes unless it is open. Requires file->mutex.
+  void last_link_locked(const std::shared_ptr<Inode>& file, Work& work) REQUIRES(file->mutex);
   // Frees a gone file's storage: now, or (background_reclaim) by a deferred
   // task added to `work`. Requires inode->mutex.
   void free_storage_locked(const std::shared_ptr<Inode>& inode, Work& work) REQUIRES(inode->mutex);
-  // The inode goes into work.destroyed_inodes.
-  void destroy_locked(const std::shared_ptr<Inode>& inode, Work& work) REQUIRES(namespace_mutex_);
-  // A new inode in `parent`'s allocation group; a directory starts the next group.
-  std::shared_ptr<Inode> new_inode(uint32_t mode, Owner owner, const Inode& parent)
-      REQUIRES(namespace_mutex_);
-  Attributes attributes(const Inode& inode) const REQUIRES(inode.mutex);
   // The regular file a read or write of [offset, offset+length) goes to, checked
-  // (EISDIR, EINVAL; O_DIRECT alignment). Takes namespace_mutex_.
+  // (EISDIR, EINVAL; O_DIRECT alignment).
   Result<std::shared_ptr<Inode>> file_for_io(uint64_t inode, uint64_t offset, uint64_t length,
-                                             int flags) EXCLUDES(namespace_mutex_);
-
+                                             int flags);
   Result<Attributes> do_setattr(Inode& inode, const AttributeChanges& changes)
       REQUIRES(inode.mutex);
-  std::string path_locked(uint64_t inode) REQUIRES(namespace_mutex_);
   Result<void> do_fallocate(Inode& inode, int mode, uint64_t offset, uint64_t length, Work& work)
       REQUIRES(inode.mutex);
   FileStats file_stats_locked(const Inode& inode) const REQUIRES(inode.mutex);
   DeviceStats device_stats() const;
-  // Calls `visit` with each regular file's path and inode (its mutex held);
-  // takes namespace_mutex_.
-  void for_each_file(const std::function<void(const std::string&, const Inode&)>& visit)
-      EXCLUDES(namespace_mutex_);
 
   const Profile profile_;
   const uint64_t unit_;  // profile_.allocation_unit, in bytes
@@ -168,12 +151,7 @@ class Volume final : public FileSystem {
   DeviceSpace space_;
   HostDirtyPages dirty_pages_;
   DeferredWork deferred_;
-
-  std::mutex namespace_mutex_;
-  std::unordered_map<uint64_t, std::shared_ptr<Inode>> inodes_ GUARDED_BY(namespace_mutex_);
-  uint64_t next_inode_ GUARDED_BY(namespace_mutex_) = kFirstFileInode;
-  uint64_t next_directory_group_ GUARDED_BY(namespace_mutex_) = 1;
-  NamespaceJournal journal_ GUARDED_BY(namespace_mutex_);
+  Namespace namespace_;  // last: destroyed first, while what its files use lives
 };
 
 }  // namespace mimicfs

@@ -1,0 +1,109 @@
+// Namespace: a volume's directory tree and inode table: entries, links, rename,
+// inode numbers and allocation groups, and the NamespaceJournal of the changes
+// not yet committed (undone by a crash). What a file's storage does when its
+// last link goes is not its business: it calls the Volume's Hooks.
+//
+// Thread-safety: mutex() guards the table, the journal, and every inode's
+// namespace fields (links, references, entries, parent and name); an inode's
+// own mutex is taken after it (the lock order is in volume.h).
+#pragma once
+
+#include <sys/types.h>
+
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "backends/file_system.h"
+#include "backends/inode.h"
+#include "backends/namespace_journal.h"
+#include "backends/profile.h"
+#include "backends/result.h"
+#include "backends/thread_annotations.h"
+#include "backends/wall_clock.h"
+#include "backends/work.h"
+
+namespace mimicfs {
+
+class Namespace {
+ public:
+  static constexpr uint64_t kMaxInodes = uint64_t{1} << 32;
+
+  struct Hooks {
+    // The contents of a new regular file whose blocks go in allocation `group`.
+    std::function<std::unique_ptr<RegularFile>(uint64_t group)> new_file;
+    // A regular file's last link went (its mutex held).
+    std::function<void(const std::shared_ptr<Inode>&, Work&)> last_link;
+    // An inode left the table: no link, no reference (its mutex held).
+    std::function<void(const std::shared_ptr<Inode>&, Work&)> destroyed;
+  };
+
+  // `group_count`: allocation groups new directories are spread over.
+  Namespace(const Profile& profile, uint64_t group_count, const WallClock& clock, Hooks hooks);
+
+  std::mutex& mutex() RETURN_CAPABILITY(mutex_) { return mutex_; }
+  std::shared_ptr<Inode> find(uint64_t inode) EXCLUDES(mutex_);
+  std::shared_ptr<Inode> find_locked(uint64_t inode) REQUIRES(mutex_);
+
+  // FileSystem's operations of the same names (file_system.h has the contracts).
+  Result<Attributes> lookup(uint64_t parent, const std::string& name) EXCLUDES(mutex_);
+  void forget(uint64_t inode, uint64_t references, Work& work) EXCLUDES(mutex_);
+  // create, mkdir and symlink: a new inode of `mode` (type and permissions).
+  Result<Attributes> add(uint64_t parent, const std::string& name, uint32_t mode, Owner owner,
+                         uint64_t rdev, const std::string& symlink_target, bool open_handle,
+                         Work& work) EXCLUDES(mutex_);
+  Result<Attributes> link(uint64_t inode, uint64_t new_parent, const std::string& new_name,
+                          Work& work) EXCLUDES(mutex_);
+  Result<void> unlink(uint64_t parent, const std::string& name, Work& work) EXCLUDES(mutex_);
+  Result<void> rmdir(uint64_t parent, const std::string& name, Work& work) EXCLUDES(mutex_);
+  Result<void> rename(uint64_t parent, const std::string& name, uint64_t new_parent,
+                      const std::string& new_name, unsigned flags, Work& work) EXCLUDES(mutex_);
+  Result<std::vector<DirectoryEntry>> read_directory(uint64_t inode) EXCLUDES(mutex_);
+  std::string path(uint64_t inode) EXCLUDES(mutex_);
+  uint64_t inode_count() EXCLUDES(mutex_);
+
+  // Commits the journal for a sync of `inode`; with `only_its_creation`
+  // (fdatasync of a file with nothing of its own to commit) only when the
+  // inode's creation is in it. True when the commit made anything durable.
+  bool commit(uint64_t inode, bool only_its_creation) EXCLUDES(mutex_);
+  // A crash: the changes since the last commit are undone, newest first.
+  // Returns the entries it removed, (directory, name).
+  std::vector<std::pair<uint64_t, std::string>> undo_uncommitted(Work& work) REQUIRES(mutex_);
+  // Every inode, for a crash that walks them all.
+  const std::unordered_map<uint64_t, std::shared_ptr<Inode>>& inodes() const REQUIRES(mutex_) {
+    return inodes_;
+  }
+  // Calls `visit` with each regular file's path and inode (its mutex held),
+  // depth first; a file with several links once, under the first path found.
+  void for_each_file(const std::function<void(const std::string&, const Inode&)>& visit)
+      EXCLUDES(mutex_);
+
+ private:
+  Result<std::shared_ptr<Inode>> directory_locked(uint64_t inode) REQUIRES(mutex_);
+  // A new inode in `parent`'s allocation group; a directory starts the next group.
+  std::shared_ptr<Inode> new_inode(uint32_t mode, Owner owner, const Inode& parent)
+      REQUIRES(mutex_);
+  Result<Attributes> add_entry_locked(Inode& parent, const std::string& name,
+                                      std::shared_ptr<Inode> child) REQUIRES(mutex_);
+  // Drops one link of `child`, destroying it when unreferenced.
+  void drop_link_locked(const std::shared_ptr<Inode>& child, Work& work) REQUIRES(mutex_);
+  // The inode goes into work.destroyed_inodes.
+  void destroy_locked(const std::shared_ptr<Inode>& inode, Work& work) REQUIRES(mutex_);
+  std::string path_locked(uint64_t inode) REQUIRES(mutex_);
+
+  const Profile& profile_;
+  const uint64_t group_count_;
+  const WallClock& clock_;
+  const Hooks hooks_;
+
+  std::mutex mutex_;
+  std::unordered_map<uint64_t, std::shared_ptr<Inode>> inodes_ GUARDED_BY(mutex_);
+  uint64_t next_inode_ GUARDED_BY(mutex_) = FileSystem::kFirstFileInode;
+  uint64_t next_directory_group_ GUARDED_BY(mutex_) = 1;
+  NamespaceJournal journal_ GUARDED_BY(mutex_);
+};
+
+}  // namespace mimicfs
