@@ -2,7 +2,7 @@
 // volume's inode table holds it. Two locks guard it, from two concerns:
 //   - its own `mutex`: attributes, xattrs, open handles and, for a regular
 //     file, everything about its contents (the RegularFile);
-//   - the volume's namespace mutex: its links, references and directory
+//   - the Namespace's mutex: its links, references and directory
 //     entries (the compiler cannot name that lock from here; Volume's
 //     *_locked functions, which require it, are the only writers).
 #pragma once

@@ -5,7 +5,7 @@
 //                directory, an O_SYNC/O_DSYNC write), as ext4, xfs and btrfs;
 //   synchronous  at once: an NFS server commits each namespace operation
 //                before it replies.
-// Not thread-safe: the Volume's namespace mutex guards it.
+// Not thread-safe: the Namespace's mutex guards it.
 #pragma once
 
 #include <cstdint>

@@ -221,7 +221,7 @@ void Volume::release(uint64_t inode, Work& work) {
     if (node->open_handles == 0) {
       work.file = node->number;
       node->file->close(work);
-      // Unlinked while open: nlink changes under this lock too (drop_link_locked).
+      // Unlinked while open: nlink changes under this lock too (Namespace::drop_link_locked).
       if (node->nlink.load() == 0) free_storage_locked(node, work);
     }
   }
@@ -431,7 +431,7 @@ CrashReport Volume::crash(Work& work) {
     std::lock_guard node_lock(node->mutex);
     node->file->recover();
   }
-  spdlog::warn("crash: {} files put back to their last sync, {} namespace changes undone",
+  spdlog::warn("crash: {} files put back to their last sync, {} namespace entries put back",
                report.restored_files.size(), report.removed_entries.size());
   return report;
 }

@@ -28,8 +28,10 @@ trap cleanup EXIT INT TERM
 # N processes start together and each writes a 128 MiB file of zeros in 32 KiB
 # O_SYNC writes, optionally after fallocate(KEEP_SIZE) of it all (seed 003); or a
 # 64 MiB file whose 16 KiB pages lose their last 8 KiB to PUNCH_HOLE (seed 004).
-"$root/scripts/build.sh" >/dev/null
-workload="$root/build/tools/mimicfs-workload"
+# Built in the scratch directory: nothing root-owned is left in the checkout.
+cmake -S "$root" -B "$work/build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build "$work/build" --target mimicfs-workload >/dev/null
+workload="$work/build/tools/mimicfs-workload"
 mkdir "$work/mnt"
 
 fresh() {  # fresh FS [MOUNT OPTIONS]

@@ -54,12 +54,21 @@ bool succeeded(const workloads::Outcome& outcome) {
   return outcome.has_value();
 }
 
-// Opens `path` (created if missing), runs `body`, fsyncs and closes.
-bool on_file(const std::string& path, const std::function<workloads::Outcome(int)>& body) {
+// Opens `path` (created if missing), runs `body`, fsyncs (with `sync`) and closes.
+bool on_file(const std::string& path, const std::function<workloads::Outcome(int)>& body,
+             bool sync = true) {
   const int fd = open(path.c_str(), O_CREAT | O_RDWR, 0644);
-  if (fd < 0) return succeeded(std::unexpected("cannot open " + path));
-  const bool ok = succeeded(body(fd)) && fsync(fd) == 0;
-  return close(fd) == 0 && ok;
+  if (fd < 0) {
+    return succeeded(std::unexpected(fmt::format("cannot open {}: {}", path, strerror(errno))));
+  }
+  bool ok = succeeded(body(fd));
+  if (ok && sync && fsync(fd) != 0) {
+    ok = succeeded(std::unexpected(fmt::format("fsync {}: {}", path, strerror(errno))));
+  }
+  if (close(fd) != 0 && ok) {
+    ok = succeeded(std::unexpected(fmt::format("close {}: {}", path, strerror(errno))));
+  }
+  return ok;
 }
 
 // Seed 000: extend a tablespace to 64 MiB, then write it as 16 KiB pages.
@@ -117,8 +126,10 @@ Scenario punch_scenario() {
   auto table = [](bool punch) {
     return [punch](const std::string& m) {
       const std::string path = m + "/t1.ibd";
-      return on_file(path,
-                     [](int fd) { return workloads::write_range(fd, 0, kSize, kMiB, 'p'); }) &&
+      // Written and closed, then opened again to punch and fsync.
+      return on_file(
+                 path, [](int fd) { return workloads::write_range(fd, 0, kSize, kMiB, 'p'); },
+                 /*sync=*/false) &&
              on_file(path, [punch](int fd) -> workloads::Outcome {
                if (!punch) return {};
                return workloads::punch_page_tails(fd, kSize);

@@ -42,27 +42,31 @@ int run(int argc, char** argv) {
   auto* extend_cmd = app.add_subcommand("extend", "seed 000: extend FILE, then write its pages");
   extend_cmd->add_option("FILE", target)->required();
   extend_cmd->add_option("--how", how, std::string(kExtensionNames));
-  extend_cmd->add_option("--size-mib", size_mib, "default 64")->check(CLI::PositiveNumber);
+  extend_cmd->add_option("--size-mib", size_mib, "default 64")->check(CLI::Range(1, 1 << 20));
   auto* grow_cmd = app.add_subcommand("grow", "seed 001: grow FILE page by page, fsync per step");
   grow_cmd->add_option("FILE", target)->required();
-  grow_cmd->add_option("--pages", pages, "16 KiB pages (default 2000)")->check(CLI::PositiveNumber);
+  grow_cmd->add_option("--pages", pages, "16 KiB pages (default 2000)")
+      ->check(CLI::Range(1, 1 << 20));
   grow_cmd->add_option("--per-extension", per_extension, "pages per extension (default 1)")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(1, 1 << 20));
   auto* concurrent_cmd =
       app.add_subcommand("concurrent", "seed 003: writers zero-fill DIR/datafileN at once");
   concurrent_cmd->add_option("DIR", target)->required();
-  concurrent_cmd->add_option("--writers", writers.count, "default 4")->check(CLI::PositiveNumber);
+  concurrent_cmd->add_option("--writers", writers.count, "default 4")->check(CLI::Range(1, 64));
   concurrent_cmd->add_option("--size-mib", size_mib, "per file (default 128)")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(1, 1 << 20));
   concurrent_cmd->add_flag("--reserve", reserve, "fallocate(KEEP_SIZE) each file first");
   auto* punch_cmd =
       app.add_subcommand("punch", "seed 004: write FILE, then punch the last 8 KiB of each page");
   punch_cmd->add_option("FILE", target)->required();
-  punch_cmd->add_option("--size-mib", size_mib, "default 64")->check(CLI::PositiveNumber);
+  punch_cmd->add_option("--size-mib", size_mib, "default 64")->check(CLI::Range(1, 1 << 20));
   try {
     app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;
+    fmt::print(stderr, "mimicfs-workload: {} (try --help)\n", e.what());
+    return 2;
   }
 
   Outcome outcome;

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <linux/falloc.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -91,38 +92,76 @@ Outcome grow(int fd, int pages, int per_extension, off_t page) {
 }
 
 Outcome concurrent_writers(const std::string& dir, const Writers& w) {
-  int start[2];
+  // `start`: every writer waits for its EOF, so they begin together. `errors`:
+  // a failing writer says what failed there (one short write: atomic).
+  int start[2], errors[2];
   if (pipe(start) != 0) return failed("pipe");
+  if (pipe(errors) != 0) {
+    const auto outcome = failed("pipe");
+    close(start[0]);
+    close(start[1]);
+    return outcome;
+  }
   std::vector<pid_t> children;
+  auto stop = [&](const Outcome& outcome) {
+    for (const pid_t pid : children) kill(pid, SIGKILL);
+    close(start[0]);
+    close(start[1]);
+    close(errors[0]);
+    close(errors[1]);
+    for (const pid_t pid : children) {
+      while (waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+      }
+    }
+    return outcome;
+  };
   for (int i = 0; i < w.count; ++i) {
     const pid_t pid = fork();
-    if (pid < 0) return failed("fork");
+    if (pid < 0) return stop(failed("fork"));
     if (pid == 0) {
       close(start[1]);
+      close(errors[0]);
       const std::string path = dir + "/datafile" + std::to_string(i);
+      auto fail_child = [&](const std::string& what) {
+        const std::string message = path + ": " + what + ": " + std::strerror(errno) + "\n";
+        (void)!write(errors[1], message.data(), message.size());
+        _exit(1);
+      };
       const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_SYNC, 0644);
-      if (fd < 0) _exit(10);
+      if (fd < 0) fail_child("open");
       char go;
-      if (read(start[0], &go, 1) != 0) _exit(11);  // EOF: every writer is ready
-      if (w.reserve_first && fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, w.file_size) != 0) _exit(12);
-      if (!write_range(fd, 0, w.file_size, w.write_size, '\0')) _exit(13);
-      _exit(close(fd) == 0 ? 0 : 14);
+      if (read(start[0], &go, 1) != 0) fail_child("waiting to start");
+      if (w.reserve_first && fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, w.file_size) != 0) {
+        fail_child("fallocate");
+      }
+      if (auto written = write_range(fd, 0, w.file_size, w.write_size, '\0'); !written) {
+        const std::string message = path + ": " + written.error() + "\n";
+        (void)!write(errors[1], message.data(), message.size());
+        _exit(1);
+      }
+      if (close(fd) != 0) fail_child("close");
+      _exit(0);
     }
     children.push_back(pid);
   }
   close(start[0]);
   close(start[1]);  // every writer starts now
-  std::string failure;
+  close(errors[1]);
+  bool all_succeeded = true;
   for (const pid_t pid : children) {
     int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    pid_t waited;
+    while ((waited = waitpid(pid, &status, 0)) < 0 && errno == EINTR) {
     }
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-      failure = "a writer failed (status " + std::to_string(status) + ")";
-    }
+    if (waited < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) all_succeeded = false;
   }
-  if (!failure.empty()) return std::unexpected(failure);
-  return {};
+  std::string messages;
+  char buffer[4096];
+  for (ssize_t n; (n = read(errors[0], buffer, sizeof buffer)) > 0;) messages.append(buffer, n);
+  close(errors[0]);
+  if (all_succeeded) return {};
+  if (messages.empty()) return std::unexpected("a writer died");
+  return std::unexpected(messages.substr(0, messages.find('\n')));  // the first that failed
 }
 
 Outcome punch_page_tails(int fd, off_t size, off_t page, off_t punched) {
