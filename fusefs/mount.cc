@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backends/memory_data_store.h"
+#include "fusefs/control_files.h"
 #include "fusefs/exit_status.h"
 
 namespace mimicfs {
@@ -21,6 +22,13 @@ std::string check_mountpoint(const std::string& path) {
     return fmt::format("mountpoint {}: {}", path, std::strerror(errno));
   }
   if (!S_ISDIR(st.st_mode)) return fmt::format("mountpoint {}: not a directory", path);
+  // A mimicfs mount lists nothing (its control directory is hidden): a second
+  // daemon would stack on it.
+  const std::string control = path + "/" + std::string(ControlFiles::kDirectoryName);
+  if (struct stat control_st{}; stat(control.c_str(), &control_st) == 0) {
+    return fmt::format("mountpoint {}: already a mimicfs mount (unmount it: fusermount3 -u {})",
+                       path, path);
+  }
   std::unique_ptr<DIR, int (*)(DIR*)> dir(opendir(path.c_str()), closedir);
   if (!dir) return fmt::format("mountpoint {}: {}", path, std::strerror(errno));
   while (const dirent* entry = readdir(dir.get())) {

@@ -215,6 +215,9 @@ TEST(MountLifecycle, StatsAndCtlCommandsReadTheMount) {
 
   EXPECT_EQ(run_command({mimicfs_binary(), "ctl", vol.path(), "reset"}).exit_status, 0);
   EXPECT_FALSE(vol.stats()["ops"].contains("write"));
+  std::filesystem::remove(vol.file("t1"));  // empty, as it lists: still refused
+  ExpectUsageError(run_command({mimicfs_binary(), "mount", vol.path()}), "already a mimicfs mount");
+  EXPECT_TRUE(vol.stats()["ops"].contains("unlink")) << "the first daemon still serves it";
   ExpectUsageError(run_command({mimicfs_binary(), "ctl", vol.path(), "explode"}),
                    "unknown command");
 }
