@@ -18,13 +18,16 @@ Namespace::Namespace(const Profile& profile, uint64_t group_count, const WallClo
       hooks_(std::move(hooks)),
       journal_(NamespaceJournal::durability_of(profile)) {
   auto root = std::make_shared<Inode>(kRootInode, S_IFDIR, 0);
-  std::lock_guard lock(root->mutex);  // not shared yet: for the analysis
-  root->permissions = 0755;
-  root->atime = root->mtime = root->ctime = clock_.now();
+  // Not shared yet; both locks for the analysis, in the lock order.
+  std::lock_guard table_lock(mutex_);
+  {
+    std::lock_guard lock(root->mutex);
+    root->permissions = 0755;
+    root->atime = root->mtime = root->ctime = clock_.now();
+  }
   root->nlink = 2;
   root->parent = kRootInode;
   root->references = 1;  // the mount itself: the root is never destroyed
-  std::lock_guard table_lock(mutex_);
   inodes_.emplace(kRootInode, std::move(root));
 }
 
