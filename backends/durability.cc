@@ -31,6 +31,21 @@ void FileDurability::synced(uint64_t size) {
   saved_.clear();
 }
 
+void FileDurability::size_synced(uint64_t size) {
+  // Saved contents past the new size are gone for good: a later sync that
+  // extends the file must find zeros there, not what the page held before.
+  for (auto it = saved_.lower_bound(size / kPageBytes * kPageBytes); it != saved_.end();) {
+    if (it->first >= size) {
+      it = saved_.erase(it);
+      continue;
+    }
+    if (it->second && it->second->size() > size - it->first) it->second->resize(size - it->first);
+    ++it;
+  }
+  synced_size_ = size;
+  metadata_unsynced_ = false;
+}
+
 void FileDurability::range_synced(uint64_t offset, uint64_t length, uint64_t size,
                                   const PageReader& current) {
   if (length == 0) return;

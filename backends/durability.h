@@ -38,6 +38,9 @@ class FileDurability {
   void metadata_changed() { metadata_unsynced_ = true; }
   // Everything is durable now, at `size`.
   void synced(uint64_t size);
+  // The size (`size`) and allocation are durable now; the data written since
+  // the last sync is not (a server's synchronous attribute change).
+  void size_synced(uint64_t size);
   // Only [offset, offset+length) of the data is durable now (O_DSYNC writes);
   // `current` reads the file's bytes as they are now.
   void range_synced(uint64_t offset, uint64_t length, uint64_t size, const PageReader& current);

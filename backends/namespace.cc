@@ -134,7 +134,17 @@ uint64_t Namespace::inode_count() {
 bool Namespace::commit(uint64_t inode, bool only_its_creation) {
   std::lock_guard lock(mutex_);
   if (only_its_creation && !journal_.creates(inode)) return false;
-  return journal_.commit();
+  NamespaceJournal::SyncScope scope{inode, false, {}};
+  auto node = find_locked(inode);
+  if (node) scope.directory = node->is_directory();
+  // Its ancestors, up to the root (an unlinked inode has none).
+  for (uint64_t depth = 0; node && node->number != kRootInode && node->parent != 0 &&
+                           depth <= inodes_.size();
+       ++depth) {
+    scope.ancestors.push_back(node->parent);
+    node = find_locked(node->parent);
+  }
+  return journal_.commit(scope);
 }
 
 std::vector<std::pair<uint64_t, std::string>> Namespace::undo_uncommitted(Work& work) {

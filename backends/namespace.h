@@ -65,9 +65,10 @@ class Namespace {
   std::string path(uint64_t inode) EXCLUDES(mutex_);
   uint64_t inode_count() EXCLUDES(mutex_);
 
-  // Commits the journal for a sync of `inode`; with `only_its_creation`
-  // (fdatasync of a file with nothing of its own to commit) only when the
-  // inode's creation is in it. True when the commit made anything durable.
+  // Commits what a sync of `inode` makes durable by the profile's model
+  // (NamespaceJournal); with `only_its_creation` (fdatasync of a file with
+  // nothing of its own to commit) only when the inode's creation is pending.
+  // True when the commit made anything durable.
   bool commit(uint64_t inode, bool only_its_creation) EXCLUDES(mutex_);
   // A crash: the changes since the last commit are undone, newest first.
   // Returns the entries it removed, (directory, name).

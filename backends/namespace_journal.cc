@@ -1,12 +1,14 @@
 #include "backends/namespace_journal.h"
 
 #include <algorithm>
+#include <unordered_set>
 
 namespace mimicfs {
 
 NamespaceJournal::Durability NamespaceJournal::durability_of(const Profile& profile) {
-  return profile.namespace_durability == "synchronous" ? Durability::kSynchronous
-                                                       : Durability::kJournal;
+  if (profile.metadata_durability == "synchronous") return Durability::kSynchronous;
+  if (profile.metadata_durability == "log_tree") return Durability::kLogTree;
+  return Durability::kJournal;
 }
 
 void NamespaceJournal::created(uint64_t inode, uint64_t parent, const std::string& name) {
@@ -26,7 +28,31 @@ bool NamespaceJournal::creates(uint64_t inode) const {
   });
 }
 
-bool NamespaceJournal::commit() {
+bool NamespaceJournal::commit(const SyncScope& scope) {
+  if (durability_ != Durability::kLogTree) return commit_all();
+  // The inodes whose every change is logged: the synced one, its ancestors (a
+  // new directory on the path must exist for the name to be reachable, as
+  // btrfs logs new ancestors), and for a directory each inode with an entry
+  // change in it. Logging all of an inode's changes keeps the ones left
+  // undoable newest first: none depends on a later one that stays.
+  std::unordered_set<uint64_t> logged(scope.ancestors.begin(), scope.ancestors.end());
+  logged.insert(scope.inode);
+  if (scope.directory) {
+    for (const Change& change : uncommitted_) {
+      if (change.parent == scope.inode ||
+          (change.kind == Change::Kind::kRenamed && change.from_parent == scope.inode)) {
+        logged.insert(change.inode);
+      }
+    }
+  }
+  const auto kept = std::remove_if(uncommitted_.begin(), uncommitted_.end(),
+                                   [&](const Change& change) { return logged.contains(change.inode); });
+  const bool any = kept != uncommitted_.end();
+  uncommitted_.erase(kept, uncommitted_.end());
+  return any;
+}
+
+bool NamespaceJournal::commit_all() {
   const bool any = !uncommitted_.empty();
   uncommitted_.clear();
   return any;

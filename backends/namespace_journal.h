@@ -1,10 +1,15 @@
 // NamespaceJournal: the namespace changes (entries created, linked, renamed)
-// that a power cut would undo, and when they become durable, by the profile's
-// durability.namespace:
-//   journal      at the next commit of the one journal (any fsync of a file or
-//                directory, an O_SYNC/O_DSYNC write), as ext4, xfs and btrfs;
-//   synchronous  at once: an NFS server commits each namespace operation
-//                before it replies.
+// that a power cut would undo, and what a sync makes durable, by the profile's
+// durability.metadata:
+//   journal      ext4, xfs: one journal for the volume. Its commit (any fsync of
+//                a file or directory that commits, an O_SYNC/O_DSYNC write)
+//                makes every change durable.
+//   log_tree     btrfs: fsync writes one inode's changes to the log tree. A
+//                file's fsync makes its own names durable and the creation of
+//                its ancestors; a directory's fsync also the changes of the
+//                entries in it. Other changes wait for their own sync.
+//   synchronous  NFS: the server commits each namespace operation before it
+//                replies; nothing is ever pending.
 // Not thread-safe: the Namespace's mutex guards it.
 #pragma once
 
@@ -18,7 +23,7 @@ namespace mimicfs {
 
 class NamespaceJournal {
  public:
-  enum class Durability : uint8_t { kJournal, kSynchronous };
+  enum class Durability : uint8_t { kJournal, kLogTree, kSynchronous };
 
   struct Change {
     enum class Kind : uint8_t { kCreated, kRenamed } kind;
@@ -29,8 +34,15 @@ class NamespaceJournal {
     std::string from_name;
   };
 
+  // What a sync of one inode asks to make durable.
+  struct SyncScope {
+    uint64_t inode = 0;
+    bool directory = false;           // a directory's fsync: the entries in it too
+    std::vector<uint64_t> ancestors;  // its parent, the parent's parent, ... the root
+  };
+
   explicit NamespaceJournal(Durability durability) : durability_(durability) {}
-  // The profile's durability.namespace ("journal" or "synchronous"; validated by the profile).
+  // The profile's durability.metadata (validated by the profile).
   static Durability durability_of(const Profile& profile);
 
   // Entry `name` in `parent` now names `inode` (create, mkdir, symlink, mknod, link).
@@ -40,8 +52,11 @@ class NamespaceJournal {
                const std::string& from_name);
   // True when the creation of an entry for `inode` is not durable yet.
   bool creates(uint64_t inode) const;
-  // Every change is durable now; true when there were any (the commit had work).
-  bool commit();
+  // A sync of `scope.inode`: the changes the profile's model makes durable with
+  // it (every change, on a journal). True when there were any (the commit had work).
+  bool commit(const SyncScope& scope);
+  // Every change is durable now; true when there were any.
+  bool commit_all();
   // A power cut: the changes not durable, newest first; the journal is empty after.
   std::vector<Change> lose();
 

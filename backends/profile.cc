@@ -193,8 +193,7 @@ std::expected<void, std::string> reject_unknown_keys(const toml::table& table,
     }
     if (path == "base") continue;
     if (!find_profile_key(path)) {
-      return key_error(node, path,
-                       fmt::format("unknown key (known: base, {})", profile_key_names()));
+      return key_error(node, path, "unknown key; " + profile_key_suggestion(path));
     }
   }
   return {};
@@ -295,7 +294,7 @@ std::expected<Profile, std::string> apply_overrides(Profile profile,
     const std::string value = assignment.substr(equals + 1);
     const ProfileKey* spec = find_profile_key(key);
     if (!spec) {
-      return Error(fmt::format("--set {}: unknown key (known: {})", key, profile_key_names()));
+      return Error(fmt::format("--set {}: unknown key; {}", key, profile_key_suggestion(key)));
     }
     // VALUE is TOML; a bare word (shared_cursor) is a string.
     toml::table parsed;

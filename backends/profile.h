@@ -79,9 +79,12 @@ struct Profile {
   bool direct_io = true;           // O_DIRECT opens are accepted (else EINVAL)
 
   // [durability]: what survives `ctl crash`.
-  // "journal": namespace changes are durable at the next fsync of any file or
-  // directory (one journal); "synchronous": at once (an NFS server commits them).
-  std::string namespace_durability = "journal";
+  // What a sync makes durable besides the file's own data (NamespaceJournal):
+  // "journal" (ext4, xfs): any commit makes every namespace change durable;
+  // "log_tree" (btrfs): a file's fsync its own names, a directory's the entries
+  // in it; "synchronous" (NFS): namespace and attribute changes are durable at
+  // once, and a size change or a punch writes back and commits the file first.
+  std::string metadata_durability = "journal";
 
   bool supports(FallocateMode mode) const {
     return (fallocate_modes & static_cast<uint8_t>(mode)) != 0;

@@ -15,7 +15,7 @@ constexpr uint64_t kMaxBytes = uint64_t{1} << 60;
 constexpr uint64_t kMaxNs = uint64_t{3600} * 1'000'000'000;
 
 constexpr std::string_view kPlacements[] = {"goal", "shared_cursor"};
-constexpr std::string_view kNamespaceDurabilities[] = {"journal", "synchronous"};
+constexpr std::string_view kMetadataDurabilities[] = {"journal", "log_tree", "synchronous"};
 constexpr FallocateModeName kModeNames[] = {
     {FallocateMode::kAllocate, "allocate"},
     {FallocateMode::kKeepSize, "keep_size"},
@@ -196,10 +196,12 @@ const std::vector<ProfileKey>& profile_keys() {
       flag("page_cache.flush_on_close", &Profile::flush_on_close,
            "NFS close-to-open: the close of a writer writes back and commits"),
       flag("page_cache.direct_io", &Profile::direct_io, "false: an O_DIRECT open gets EINVAL"),
-      {"durability.namespace", &Profile::namespace_durability, "",
-       "when created and renamed entries become durable: at the next commit (any fsync of a "
-       "file or directory, an O_SYNC write: one journal), or at once (an NFS server)",
-       false, 0, 0, false, kNamespaceDurabilities},
+      {"durability.metadata", &Profile::metadata_durability, "",
+       "what a sync makes durable besides the file's data: every namespace change (journal: "
+       "ext4, xfs), the synced inode's names and a directory's entries (log_tree: btrfs), or "
+       "nothing is pending: namespace and attribute changes are committed at once (synchronous: "
+       "an NFS server)",
+       false, 0, 0, false, kMetadataDurabilities},
   };
   return keys;
 }
@@ -211,12 +213,49 @@ const ProfileKey* find_profile_key(std::string_view path) {
   return nullptr;
 }
 
-std::string profile_key_names() {
-  std::string names;
-  for (const ProfileKey& key : profile_keys()) {
-    names += (names.empty() ? "" : ", ") + std::string(key.path);
+namespace {
+
+// Levenshtein distance: insertions, deletions and substitutions.
+size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
   }
-  return names;
+  return row[b.size()];
+}
+
+}  // namespace
+
+std::string profile_key_suggestion(std::string_view path) {
+  constexpr size_t kMaxSuggestions = 3;
+  std::vector<std::pair<size_t, std::string_view>> near;
+  for (const ProfileKey& key : profile_keys()) {
+    const size_t distance = edit_distance(path, key.path);
+    if (distance <= std::max<size_t>(3, path.size() / 4)) near.emplace_back(distance, key.path);
+  }
+  std::stable_sort(near.begin(), near.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  if (near.empty()) {
+    // Nothing close: the keys of the same section, if it is one.
+    const std::string_view section = path.substr(0, path.find('.') + 1);
+    for (const ProfileKey& key : profile_keys()) {
+      if (section.size() > 1 && key.path.starts_with(section)) near.emplace_back(0, key.path);
+    }
+  }
+  if (near.size() > kMaxSuggestions) near.resize(kMaxSuggestions);
+  std::string names;
+  for (size_t i = 0; i < near.size(); ++i) {
+    names += (i == 0 ? "" : i + 1 == near.size() ? " or " : ", ") + std::string(near[i].second);
+  }
+  const std::string all = "`mimicfs profiles keys` lists every key";
+  return names.empty() ? all : "did you mean " + names + "? " + all;
 }
 
 std::span<const FallocateModeName> fallocate_mode_names() { return kModeNames; }

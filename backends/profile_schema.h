@@ -38,8 +38,10 @@ struct ProfileKey {
 // In schema order: the order of `profiles show` and of the docs.
 const std::vector<ProfileKey>& profile_keys();
 const ProfileKey* find_profile_key(std::string_view path);
-// "name, description, device.allocation_unit, ..." for error messages.
-std::string profile_key_names();
+// What an unknown key's error suggests: "did you mean K1 or K2?" with the known
+// keys nearest to `path` (by edit distance, else those of its section), and
+// where the whole list is.
+std::string profile_key_suggestion(std::string_view path);
 
 // The names of the fallocate modes, in bit order ("allocate", "keep_size", ...).
 struct FallocateModeName {

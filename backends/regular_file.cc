@@ -179,6 +179,17 @@ bool RegularFile::sync(uint64_t offset, uint64_t length, Work& work) {
   return commit;
 }
 
+void RegularFile::commit_attributes() {
+  // After a client's writeback and commit nothing else is pending: the file is
+  // durable as it is. An ALLOCATE sent with data unsynced leaves that data so.
+  if (durability_.unsynced_bytes() == 0) {
+    durability_.synced(size_);
+  } else {
+    durability_.size_synced(size_);
+  }
+  space_.synced();
+}
+
 void RegularFile::flush(bool last_handle, Work& work) {
   // NFS close-to-open: nfs_file_flush writes the dirty pages and commits them.
   if (flush_on_close_) sync(0, kMaxFileSize, work);

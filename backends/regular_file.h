@@ -69,6 +69,9 @@ class RegularFile {
   // then the range is durable (the whole file, size included, when it spans the
   // file). True when it committed.
   bool sync(uint64_t offset, uint64_t length, Work& work);
+  // The size and allocation are durable now (an NFS server's synchronous
+  // SETATTR, ALLOCATE or DEALLOCATE); data written since the last sync is not.
+  void commit_attributes();
   // A writer's close (FUSE FLUSH): NFS writes back and commits (close-to-open);
   // delayed blocks are allocated; the last handle also ends the inode
   // reservation and trims preallocation (FileSpace::close).

@@ -27,6 +27,8 @@ constexpr size_t kMaxXattrName = 255;
 Volume::Volume(Profile profile, std::unique_ptr<DataStore> store, const WallClock& clock)
     : profile_(std::move(profile)),
       unit_(profile_.allocation_unit),
+      attributes_synchronous_(NamespaceJournal::durability_of(profile_) ==
+                              NamespaceJournal::Durability::kSynchronous),
       store_(std::move(store)),
       clock_(clock),
       space_(profile_),
@@ -99,9 +101,23 @@ Result<Attributes> Volume::setattr(uint64_t inode, const AttributeChanges& chang
   if (!node) return fail(ENOENT);
   work.file = node->number;
   std::lock_guard lock(node->mutex);
+  if (node->is_regular()) before_attribute_change(*node, work);
   auto attributes = do_setattr(*node, changes);
-  if (attributes) ++work.metadata_updates;
+  if (!attributes) return attributes;
+  ++work.metadata_updates;
+  if (node->is_regular()) after_attribute_change(*node);
   return attributes;
+}
+
+void Volume::before_attribute_change(Inode& node, Work& work) {
+  // As nfs_setattr and nfs42_proc_deallocate: the client writes back and commits
+  // the file before it sends the change.
+  if (attributes_synchronous_) node.file->sync(0, kMaxFileSize, work);
+}
+
+void Volume::after_attribute_change(Inode& node) {
+  // The server commits SETATTR, ALLOCATE and DEALLOCATE before it replies.
+  if (attributes_synchronous_) node.file->commit_attributes();
 }
 
 Result<Attributes> Volume::do_setattr(Inode& node, const AttributeChanges& changes) {
@@ -196,7 +212,9 @@ Result<void> Volume::open(uint64_t inode, int flags, Work& work) {
   // O_TRUNC is the filesystem's job: the FUSE kernel (atomic_o_trunc, which
   // libfuse enables) passes it to open and sends no truncating setattr.
   if (flags & O_TRUNC) {
+    before_attribute_change(*node, work);
     node->file->truncate(0);
+    after_attribute_change(*node);
     node->mtime = node->ctime = clock_.now();
   }
   return {};
@@ -265,7 +283,7 @@ Result<size_t> Volume::write(uint64_t inode, uint64_t offset, std::span<const st
     node.mtime = node.ctime = clock_.now();
   }
   if (flags & O_DSYNC) {
-    // Its commit is the one journal's: every namespace change goes with it, as with fsync.
+    // Its commit is fsync's: on a journal every namespace change goes with it.
     namespace_.commit(node.number, /*only_its_creation=*/false);
   }
   return data.size();
@@ -289,11 +307,14 @@ Result<void> Volume::do_fallocate(Inode& node, int mode, uint64_t offset, uint64
   if (node.is_directory()) return fail(EISDIR);
   if (!node.is_regular()) return fail(ENODEV);
   const uint64_t size_before = node.file->size();
+  // NFS 4.2's client writes the file back before a DEALLOCATE, not an ALLOCATE.
+  if (kind == FallocateMode::kPunchHole) before_attribute_change(node, work);
   if (auto done =
           node.file->fallocate(kind, (mode & FALLOC_FL_KEEP_SIZE) != 0, offset, length, work);
       !done) {
     return done;
   }
+  after_attribute_change(node);
   const timespec now = clock_.now();
   if (node.file->size() != size_before) node.mtime = now;
   node.ctime = now;
@@ -325,11 +346,12 @@ Result<void> Volume::fsync(uint64_t inode, bool datasync, Work& work) {
     std::lock_guard lock(node->mutex);
     committed = node->file->sync(0, kMaxFileSize, work);
   }
-  // One journal: committing the file's transaction commits every namespace
-  // change with it; a directory's fsync is how a program asks for exactly that.
+  // The namespace changes the profile's model commits with it (NamespaceJournal):
+  // on one journal every change, on a log tree the inode's own (a directory's:
+  // its entries'); a directory's fsync is how a program asks for them.
   // As ext4's i_datasync_tid: fdatasync of a file with nothing to make durable
   // finds no transaction of its own to commit, unless the file's creation is
-  // still in the journal (a new inode's creation is part of its data).
+  // still pending (a new inode's creation is part of its data).
   const bool journal =
       namespace_.commit(node->number, datasync && node->is_regular() && !committed);
   if (journal && !committed) ++work.commits;

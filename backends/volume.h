@@ -141,11 +141,17 @@ class Volume final : public FileSystem {
       REQUIRES(inode.mutex);
   Result<void> do_fallocate(Inode& inode, int mode, uint64_t offset, uint64_t length, Work& work)
       REQUIRES(inode.mutex);
+  // Around a change of a regular file's size, attributes or allocation: on a
+  // synchronous profile (NFS) the client writes back and commits the file
+  // first, and the server commits the change before it replies.
+  void before_attribute_change(Inode& inode, Work& work) REQUIRES(inode.mutex);
+  void after_attribute_change(Inode& inode) REQUIRES(inode.mutex);
   FileStats file_stats_locked(const Inode& inode) const REQUIRES(inode.mutex);
   DeviceStats device_stats() const;
 
   const Profile profile_;
   const uint64_t unit_;  // profile_.allocation_unit, in bytes
+  const bool attributes_synchronous_;  // durability.metadata = "synchronous"
   const std::unique_ptr<DataStore> store_;
   const WallClock& clock_;
   DeviceSpace space_;

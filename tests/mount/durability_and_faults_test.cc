@@ -219,6 +219,172 @@ TEST(Crash, ADirectoryFsyncMakesRenamesAndNewNamesDurable) {
   }
 }
 
+// What each profile's sync makes durable (docs/time.md, "What a sync makes
+// durable"), one guarantee per test, on every profile.
+
+bool exists(const std::string& path) {
+  struct stat st {};
+  return stat(path.c_str(), &st) == 0;
+}
+
+void create_file(const std::string& path, const std::string& contents = "") {
+  const int fd = open(path.c_str(), O_CREAT | O_WRONLY, 0644);
+  ASSERT_GE(fd, 0) << path;
+  if (!contents.empty()) write_at(fd, contents, 0);
+  close(fd);
+}
+
+void sync_path(const std::string& path, bool datasync = false) {
+  const int fd = open(path.c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0) << path;
+  ASSERT_EQ(datasync ? fdatasync(fd) : fsync(fd), 0) << path;
+  close(fd);
+}
+
+struct DurabilityCase {
+  const char* profile;
+  bool journal;      // ext4, xfs: one journal, any commit takes every namespace change
+  bool synchronous;  // nfs: nothing pending
+};
+constexpr DurabilityCase kDurabilityCases[] = {
+    {"ext4", true, false}, {"xfs", true, false}, {"btrfs", false, false}, {"nfs", false, true}};
+
+// A file's fsync: its data, and on a journal every other namespace change;
+// btrfs logs the synced file's names only.
+TEST(Durability, AFileFsyncCommitsOtherNamesOnAJournalOnly) {
+  MIMICFS_REQUIRE_MOUNTABLE();
+  for (const DurabilityCase& c : kDurabilityCases) {
+    SCOPED_TRACE(c.profile);
+    MountedVolume vol(c.profile);
+    ASSERT_TRUE(vol.mounted()) << vol.error();
+    create_file(vol.file("synced"), "data");
+    create_file(vol.file("neighbour"));
+    sync_path(vol.file("synced"));
+    ASSERT_EQ(vol.ctl("crash"), 0);
+    EXPECT_EQ(read_file(vol.file("synced")), "data");
+    EXPECT_EQ(exists(vol.file("neighbour")), c.journal || c.synchronous);
+  }
+}
+
+// A new file's fsync makes its name durable with its new directories (btrfs
+// logs new ancestors), everywhere.
+TEST(Durability, ANewFilesFsyncMakesItsPathDurable) {
+  MIMICFS_REQUIRE_MOUNTABLE();
+  for (const DurabilityCase& c : kDurabilityCases) {
+    SCOPED_TRACE(c.profile);
+    MountedVolume vol(c.profile);
+    ASSERT_TRUE(vol.mounted()) << vol.error();
+    ASSERT_EQ(mkdir(vol.file("db").c_str(), 0755), 0);
+    ASSERT_EQ(mkdir(vol.file("db/base").c_str(), 0755), 0);
+    create_file(vol.file("db/base/16384"), "page");
+    sync_path(vol.file("db/base/16384"), /*datasync=*/true);
+    ASSERT_EQ(vol.ctl("crash"), 0);
+    EXPECT_EQ(read_file(vol.file("db/base/16384")), "page");
+  }
+}
+
+// A rename nobody synced is undone by a crash, except on NFS.
+TEST(Durability, AnUnsyncedRenameIsUndone) {
+  MIMICFS_REQUIRE_MOUNTABLE();
+  for (const DurabilityCase& c : kDurabilityCases) {
+    SCOPED_TRACE(c.profile);
+    MountedVolume vol(c.profile);
+    ASSERT_TRUE(vol.mounted()) << vol.error();
+    create_file(vol.file("seg.tmp"), "segment");
+    sync_path(vol.file("seg.tmp"));
+    ASSERT_EQ(rename(vol.file("seg.tmp").c_str(), vol.file("seg.final").c_str()), 0);
+    ASSERT_EQ(vol.ctl("crash"), 0);
+    EXPECT_EQ(exists(vol.file("seg.final")), c.synchronous);
+    EXPECT_EQ(exists(vol.file("seg.tmp")), !c.synchronous);
+  }
+}
+
+// The renamed file's own fsync makes its new name durable (btrfs logs the
+// inode's names; a journal commits everything).
+TEST(Durability, TheRenamedFilesFsyncMakesTheRenameDurable) {
+  MIMICFS_REQUIRE_MOUNTABLE();
+  for (const DurabilityCase& c : kDurabilityCases) {
+    SCOPED_TRACE(c.profile);
+    MountedVolume vol(c.profile);
+    ASSERT_TRUE(vol.mounted()) << vol.error();
+    create_file(vol.file("a"), "contents");
+    sync_path(vol.file("a"));
+    ASSERT_EQ(rename(vol.file("a").c_str(), vol.file("b").c_str()), 0);
+    sync_path(vol.file("b"));
+    ASSERT_EQ(vol.ctl("crash"), 0);
+    EXPECT_EQ(read_file(vol.file("b")), "contents");
+    EXPECT_FALSE(exists(vol.file("a")));
+  }
+}
+
+// A directory's fsync: every change on a journal, the entries in that directory
+// on btrfs (a change in another directory waits for its own sync).
+TEST(Durability, ADirectoryFsyncCommitsItsEntriesAndOnAJournalEverything) {
+  MIMICFS_REQUIRE_MOUNTABLE();
+  for (const DurabilityCase& c : kDurabilityCases) {
+    SCOPED_TRACE(c.profile);
+    MountedVolume vol(c.profile);
+    ASSERT_TRUE(vol.mounted()) << vol.error();
+    ASSERT_EQ(mkdir(vol.file("wal").c_str(), 0755), 0);
+    ASSERT_EQ(mkdir(vol.file("tmp").c_str(), 0755), 0);
+    sync_path(vol.path());
+    create_file(vol.file("wal/000001.log"));
+    create_file(vol.file("tmp/scratch"));
+    vol.reset_counters();
+    sync_path(vol.file("wal"));
+    const nlohmann::json stats = vol.stats();
+    EXPECT_EQ(stats["ops"]["fsync"]["count"], 1) << "a directory's fsync is counted";
+    EXPECT_EQ(stats["ops"]["fsync"]["emulated_ns"].get<uint64_t>() > 0, !c.synchronous)
+        << "and its commit charged where there was one";
+    ASSERT_EQ(vol.ctl("crash"), 0);
+    EXPECT_TRUE(exists(vol.file("wal/000001.log")));
+    EXPECT_EQ(exists(vol.file("tmp/scratch")), c.journal || c.synchronous);
+  }
+}
+
+// A size change: durable at the file's sync on a local filesystem; on NFS the
+// client writes the file back and commits it, and the server's SETATTR is stable.
+TEST(Durability, ATruncateIsDurableAtOnceOnNfsOnly) {
+  MIMICFS_REQUIRE_MOUNTABLE();
+  for (const DurabilityCase& c : kDurabilityCases) {
+    SCOPED_TRACE(c.profile);
+    MountedVolume vol(c.profile);
+    ASSERT_TRUE(vol.mounted()) << vol.error();
+    const int fd = open(vol.file("t").c_str(), O_CREAT | O_RDWR, 0644);
+    ASSERT_GE(fd, 0);
+    write_at(fd, std::string(8192, 's'), 0);
+    ASSERT_EQ(fsync(fd), 0);
+    write_at(fd, "unsynced", 0);
+    ASSERT_EQ(ftruncate(fd, 4096), 0);
+    ASSERT_EQ(vol.ctl("crash"), 0);
+    close(fd);
+    const std::string after = read_file(vol.file("t"));
+    if (c.synchronous) {
+      EXPECT_EQ(after, "unsynced" + std::string(4096 - 8, 's'));
+    } else {
+      EXPECT_EQ(after, std::string(8192, 's'));
+    }
+  }
+}
+
+// An O_SYNC write commits like fsync: on a journal the pending names with it.
+TEST(Durability, AnOSyncWriteCommitsLikeFsync) {
+  MIMICFS_REQUIRE_MOUNTABLE();
+  for (const DurabilityCase& c : kDurabilityCases) {
+    SCOPED_TRACE(c.profile);
+    MountedVolume vol(c.profile);
+    ASSERT_TRUE(vol.mounted()) << vol.error();
+    create_file(vol.file("other"));
+    const int fd = open(vol.file("log").c_str(), O_CREAT | O_WRONLY | O_SYNC, 0644);
+    ASSERT_GE(fd, 0);
+    write_at(fd, "record", 0);
+    ASSERT_EQ(vol.ctl("crash"), 0);
+    close(fd);
+    EXPECT_EQ(read_file(vol.file("log")), "record");
+    EXPECT_EQ(exists(vol.file("other")), c.journal || c.synchronous);
+  }
+}
+
 // ---------------------------------------------------------------------------
 // Fault rules
 

@@ -159,6 +159,7 @@ TEST_P(CrashModel, FilesReadAsTheirDurableImageAfterEachCrash) {
     return std::uniform_int_distribution<uint64_t>(0, n - 1)(random);
   };
   const uint64_t block = std::max<uint64_t>(profile.logical_block_size, 4096);
+  const bool synchronous = profile.metadata_durability == "synchronous";
   char fill = 'a';
   for (int step = 0; step < kSteps; ++step) {
     const std::string when = "seed " + std::to_string(seed()) + " step " + std::to_string(step);
@@ -195,6 +196,8 @@ TEST_P(CrashModel, FilesReadAsTheirDurableImageAfterEachCrash) {
       ASSERT_TRUE(fs.truncate(file.inode, size)) << when;
       file.current.resize(size, '\0');
       file.history += fmt::format(" truncate({})", size);
+      // NFS: the client writes back and commits first; the server's SETATTR is stable.
+      if (synchronous) file.durable = file.current;
     } else if (choice < 60 && profile.supports(FallocateMode::kPunchHole)) {
       const uint64_t offset = below(kSpan);
       const uint64_t length = 1 + below(64 * kKiB);
@@ -204,6 +207,7 @@ TEST_P(CrashModel, FilesReadAsTheirDurableImageAfterEachCrash) {
         const uint64_t end = std::min<uint64_t>(offset + length, file.current.size());
         file.current.replace(offset, end - offset, zeros(end - offset));
       }
+      if (synchronous) file.durable = file.current;  // as truncate (DEALLOCATE)
     } else if (choice < 68 && profile.supports(FallocateMode::kKeepSize) &&
                profile.supports(FallocateMode::kAllocate)) {
       const bool keep_size = below(2) == 0;
@@ -219,6 +223,8 @@ TEST_P(CrashModel, FilesReadAsTheirDurableImageAfterEachCrash) {
       if (!keep_size && offset + length > file.current.size()) {
         file.current.resize(offset + length, '\0');
       }
+      // NFS's ALLOCATE: the server commits the size; unsynced data stays unsynced.
+      if (synchronous) file.durable.resize(file.current.size(), '\0');
     } else if (choice < 78) {  // fsync or fdatasync: the whole file
       ASSERT_TRUE(fs.volume.fsync(file.inode, below(2) == 0)) << when;
       file.durable = file.current;

@@ -9,8 +9,8 @@ TEST(NamespaceJournal, AJournalKeepsChangesUntilACommit) {
   NamespaceJournal journal(NamespaceJournal::Durability::kJournal);
   journal.created(20, 1, "a");
   journal.renamed(20, 1, "b", 1, "a");
-  EXPECT_TRUE(journal.commit());
-  EXPECT_FALSE(journal.commit()) << "nothing left for a second commit";
+  EXPECT_TRUE(journal.commit_all());
+  EXPECT_FALSE(journal.commit_all()) << "nothing left for a second commit";
   EXPECT_TRUE(journal.lose().empty());
 }
 
@@ -32,7 +32,7 @@ TEST(NamespaceJournal, KnowsWhichInodesCreationIsPending) {
   journal.renamed(21, 1, "c", 1, "b");
   EXPECT_TRUE(journal.creates(20));
   EXPECT_FALSE(journal.creates(21));
-  journal.commit();
+  journal.commit_all();
   EXPECT_FALSE(journal.creates(20));
 }
 
@@ -40,16 +40,55 @@ TEST(NamespaceJournal, ASynchronousServerCommitsEachChangeAtOnce) {
   NamespaceJournal journal(NamespaceJournal::Durability::kSynchronous);
   journal.created(20, 1, "a");
   journal.renamed(20, 1, "b", 1, "a");
-  EXPECT_FALSE(journal.commit());
+  EXPECT_FALSE(journal.commit_all());
   EXPECT_TRUE(journal.lose().empty());
+}
+
+TEST(NamespaceJournal, AJournalCommitsEverythingWithAnyInodesSync) {
+  NamespaceJournal journal(NamespaceJournal::Durability::kJournal);
+  journal.created(20, 1, "a");
+  journal.created(21, 1, "b");
+  EXPECT_TRUE(journal.commit({20, false, {1}}));
+  EXPECT_FALSE(journal.creates(21));
+}
+
+// btrfs: a file's fsync logs its own names and its new ancestors, not its neighbours.
+TEST(NamespaceJournal, ALogTreeCommitsTheSyncedInodeAndItsAncestors) {
+  NamespaceJournal journal(NamespaceJournal::Durability::kLogTree);
+  journal.created(30, 1, "dir");
+  journal.created(20, 30, "a");
+  journal.renamed(20, 30, "b", 30, "a");
+  journal.created(21, 1, "other");
+  EXPECT_TRUE(journal.commit({20, false, {30, 1}}));
+  EXPECT_FALSE(journal.creates(20));
+  EXPECT_FALSE(journal.creates(30)) << "its new directory is logged with it";
+  const auto lost = journal.lose();
+  ASSERT_EQ(lost.size(), 1u);
+  EXPECT_EQ(lost[0].inode, 21u);
+}
+
+TEST(NamespaceJournal, ALogTreeCommitsADirectorysEntriesAtItsSync) {
+  NamespaceJournal journal(NamespaceJournal::Durability::kLogTree);
+  journal.created(20, 1, "in-root");
+  journal.created(40, 1, "dir");
+  journal.created(22, 40, "x");                 // in dir, then moved to the root
+  journal.renamed(22, 1, "moved", 40, "x");
+  journal.created(23, 40, "stays");
+  EXPECT_FALSE(journal.commit({50, false, {1}})) << "an inode with nothing pending";
+  EXPECT_TRUE(journal.commit({40, true, {1}}));
+  const auto lost = journal.lose();
+  ASSERT_EQ(lost.size(), 1u) << "what the root's fsync would take";
+  EXPECT_EQ(lost[0].inode, 20u);
 }
 
 TEST(NamespaceJournal, DurabilityComesFromTheProfile) {
   Profile p;
-  p.namespace_durability = "synchronous";
+  p.metadata_durability = "synchronous";
   EXPECT_EQ(NamespaceJournal::durability_of(p), NamespaceJournal::Durability::kSynchronous);
-  p.namespace_durability = "journal";
+  p.metadata_durability = "journal";
   EXPECT_EQ(NamespaceJournal::durability_of(p), NamespaceJournal::Durability::kJournal);
+  p.metadata_durability = "log_tree";
+  EXPECT_EQ(NamespaceJournal::durability_of(p), NamespaceJournal::Durability::kLogTree);
 }
 
 }  // namespace

@@ -73,7 +73,7 @@ TEST(ProfileCostKeys, DefaultsAreFreeAndLocal) {
   EXPECT_EQ(p.dirty_limit_bytes, 0u);
   EXPECT_FALSE(p.flush_on_close);
   EXPECT_TRUE(p.direct_io);
-  EXPECT_EQ(p.namespace_durability, "journal");
+  EXPECT_EQ(p.metadata_durability, "journal");
 }
 
 TEST(ProfileCostKeys, EveryKeyParses) {
@@ -102,7 +102,7 @@ flush_on_close = true
 direct_io = false
 
 [durability]
-namespace = "synchronous"
+metadata = "synchronous"
 )"));
   EXPECT_EQ(p.round_trip_ns, 1u);
   EXPECT_EQ(p.metadata_ns, 2u);
@@ -124,7 +124,7 @@ namespace = "synchronous"
   EXPECT_EQ(p.dirty_limit_bytes, 16u);
   EXPECT_TRUE(p.flush_on_close);
   EXPECT_FALSE(p.direct_io);
-  EXPECT_EQ(p.namespace_durability, "synchronous");
+  EXPECT_EQ(p.metadata_durability, "synchronous");
 }
 
 TEST(ProfileCostKeys, LogicalBlockSizeMustBeAPowerOfTwo) {
@@ -154,16 +154,17 @@ TEST(ProfileCostKeys, LogicalBlockSizeMustNotExceedTheAllocationUnit) {
                        "device.logical_block_size"));
 }
 
-TEST(ProfileCostKeys, UnknownNamespaceDurabilityIsNamed) {
-  const std::string message = error_of(with_section("[durability]\nnamespace = \"eventual\"\n"));
-  EXPECT_TRUE(contains(message, "durability.namespace")) << message;
+TEST(ProfileCostKeys, UnknownMetadataDurabilityIsNamed) {
+  const std::string message = error_of(with_section("[durability]\nmetadata = \"eventual\"\n"));
+  EXPECT_TRUE(contains(message, "durability.metadata")) << message;
   EXPECT_TRUE(contains(message, "eventual")) << message;
   EXPECT_TRUE(contains(message, "journal")) << message;
+  EXPECT_TRUE(contains(message, "log_tree")) << message;
   EXPECT_TRUE(contains(message, "synchronous")) << message;
   EXPECT_EQ(message.find('\n'), std::string::npos) << message;
 
-  const std::string override = override_error("ext4", {"durability.namespace=eventual"});
-  EXPECT_TRUE(contains(override, "--set durability.namespace")) << override;
+  const std::string override = override_error("ext4", {"durability.metadata=eventual"});
+  EXPECT_TRUE(contains(override, "--set durability.metadata")) << override;
 }
 
 TEST(ProfileCostKeys, QueueDepthZeroIsRefused) {
@@ -195,11 +196,11 @@ TEST(ProfileCostKeys, OverridesSetCostKeys) {
   auto profile =
       apply_overrides(*load_builtin_profile("ext4"),
                       {"page_cache.dirty_limit_bytes=8192", "cost.fsync_ns=7",
-                       "durability.namespace=synchronous", "page_cache.direct_io=false"});
+                       "durability.metadata=synchronous", "page_cache.direct_io=false"});
   ASSERT_TRUE(profile.has_value()) << profile.error();
   EXPECT_EQ(profile->dirty_limit_bytes, 8192u);
   EXPECT_EQ(profile->fsync_ns, 7u);
-  EXPECT_EQ(profile->namespace_durability, "synchronous");
+  EXPECT_EQ(profile->metadata_durability, "synchronous");
   EXPECT_FALSE(profile->direct_io);
 }
 
@@ -226,7 +227,7 @@ void expect_same_cost_keys(const Profile& a, const Profile& b, std::string_view 
   EXPECT_EQ(a.dirty_limit_bytes, b.dirty_limit_bytes) << name;
   EXPECT_EQ(a.flush_on_close, b.flush_on_close) << name;
   EXPECT_EQ(a.direct_io, b.direct_io) << name;
-  EXPECT_EQ(a.namespace_durability, b.namespace_durability) << name;
+  EXPECT_EQ(a.metadata_durability, b.metadata_durability) << name;
 }
 
 TEST(ProfileCostKeys, EveryBuiltinRoundTripsThroughToToml) {
@@ -262,7 +263,7 @@ TEST(ProfileCostKeys, NonDefaultValuesRoundTripThroughToToml) {
   original.dirty_limit_bytes = 16;
   original.flush_on_close = true;
   original.direct_io = false;
-  original.namespace_durability = "synchronous";
+  original.metadata_durability = "synchronous";
   auto again = parse_profile(original.to_toml(), "custom.toml");
   ASSERT_TRUE(again.has_value()) << again.error() << "\n" << original.to_toml();
   expect_same_cost_keys(original, *again, "custom");
@@ -273,14 +274,14 @@ TEST(ProfileCostKeys, BuiltinsUseTheirCalibratedValues) {
   EXPECT_EQ(nfs.logical_block_size, 1u);
   EXPECT_EQ(nfs.dirty_unit, 1u);
   EXPECT_TRUE(nfs.flush_on_close);
-  EXPECT_EQ(nfs.namespace_durability, "synchronous");
+  EXPECT_EQ(nfs.metadata_durability, "synchronous");
   EXPECT_GT(nfs.round_trip_ns, 0u);
   for (std::string_view name : {"ext4", "xfs", "btrfs", "ext4-hdd"}) {
     const Profile p = *load_builtin_profile(name);
     EXPECT_EQ(p.logical_block_size, 512u) << name;
     EXPECT_EQ(p.dirty_unit, 4096u) << name;
     EXPECT_FALSE(p.flush_on_close) << name;
-    EXPECT_EQ(p.namespace_durability, "journal") << name;
+    EXPECT_EQ(p.metadata_durability, name == "btrfs" ? "log_tree" : "journal") << name;
     EXPECT_GT(p.fsync_ns, 0u) << name;
   }
   const Profile ideal = *load_builtin_profile("ideal");

@@ -676,12 +676,22 @@ TEST(Profile, LaterOverrideOfAKeyWins) {
   EXPECT_EQ(profile->writeback_bytes, 8192u);
 }
 
-// A mistyped --set key is refused with the list of known keys.
+// A mistyped --set key is refused with the nearest known keys, in one short line.
 TEST(Profile, OverrideOfUnknownKeyIsNamed) {
   const std::string message = override_error(builtin("ext4"), {"allocation.nope=1"});
   expect_one_line(message);
   EXPECT_EQ(message.rfind("--set allocation.nope: unknown key", 0), 0u) << message;
-  EXPECT_NE(message.find("allocation.placement"), std::string::npos) << message;  // lists keys
+  EXPECT_NE(message.find("did you mean allocation."), std::string::npos) << message;
+  EXPECT_LT(message.size(), 200u) << message;
+
+  const std::string typo = override_error(builtin("ext4"), {"cost.fsync=1"});
+  EXPECT_NE(typo.find("did you mean cost.fsync_ns?"), std::string::npos) << typo;
+  // The key this one was renamed from: its section's keys.
+  const std::string renamed = override_error(builtin("ext4"), {"durability.namespace=journal"});
+  EXPECT_NE(renamed.find("did you mean durability.metadata?"), std::string::npos) << renamed;
+  const std::string nothing = override_error(builtin("ext4"), {"zzz=1"});
+  EXPECT_NE(nothing.find("`mimicfs profiles keys` lists every key"), std::string::npos) << nothing;
+  EXPECT_EQ(nothing.find("did you mean"), std::string::npos) << nothing;
 }
 
 // --set needs KEY=VALUE: a bare key, or an empty one, is refused.
