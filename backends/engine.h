@@ -32,6 +32,8 @@ class Engine {
   Volume& volume() { return volume_; }
   FaultInjector& faults() { return faults_.rules(); }
   CostLayer& cost() { return cost_; }
+  void power_off() { faults_.power_off(); }
+  void power_on() { faults_.power_on(); }
 
  private:
   Volume volume_;

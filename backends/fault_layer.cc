@@ -27,6 +27,10 @@ bool FaultLayer::faultable(Op op) {
 }
 
 Result<void> FaultLayer::enter(const Call& call, Work& work) {
+  if (powered_off_ && call.op != Op::kGetattr && call.op != Op::kStatfs &&
+      call.op != Op::kRelease) {
+    return fail(EIO);
+  }
   if (rules_.empty() || !faultable(call.op)) return {};
   std::string path = target().path(call.inode);
   if (!call.name.empty()) path = (path == "/" ? "" : path) + "/" + std::string(call.name);
@@ -39,6 +43,7 @@ Result<void> FaultLayer::enter(const Call& call, Work& work) {
 StatsSnapshot FaultLayer::snapshot() {
   StatsSnapshot s = Layer::snapshot();
   s.faults = rules_.to_json();
+  s.power = {{"on", powered()}, {"crashes", target().crashes()}};
   return s;
 }
 

@@ -8,6 +8,8 @@
 // never faulted: how often the kernel sends them depends on its caches.
 #pragma once
 
+#include <atomic>
+
 #include "backends/fault_injector.h"
 #include "backends/layer.h"
 
@@ -18,6 +20,13 @@ class FaultLayer final : public Layer {
   explicit FaultLayer(FileSystem& target) : Layer(target) {}
 
   FaultInjector& rules() { return rules_; }
+  // A volume held off after a power cut (`ctl crash hold`) answers every
+  // operation EIO, as a device that is gone, until powered on again (`ctl
+  // restart`); getattr, statfs and release still answer, so the mount stays
+  // walkable and descriptors can close.
+  void power_off() { powered_off_ = true; }
+  void power_on() { powered_off_ = false; }
+  bool powered() const { return !powered_off_; }
   // Adds the rules' state ("faults") to the target's snapshot.
   StatsSnapshot snapshot() override;
 
@@ -29,6 +38,7 @@ class FaultLayer final : public Layer {
 
  private:
   FaultInjector rules_;
+  std::atomic<bool> powered_off_{false};
 };
 
 }  // namespace mimicfs

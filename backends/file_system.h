@@ -189,6 +189,9 @@ class FileSystem {
   // dirty pages are dropped, and on a journal profile the entries created or
   // renamed since the last commit are undone. Open handles stay open.
   virtual CrashReport crash(Work& work) = 0;
+  // How many power cuts the volume has been through: a descriptor opened before
+  // the last one belongs to a world that ended (the adapter answers it EIO).
+  virtual uint64_t crashes() = 0;
 
   // --- Deferred work (work.h's DeferredTask): an operation that queues a task
   // reports it in Work::deferred; a layer above decides when it is done. Not

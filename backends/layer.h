@@ -67,6 +67,7 @@ class Layer : public FileSystem {
   Result<std::vector<std::string>> listxattr(uint64_t inode, Work& work) override;
   Result<void> removexattr(uint64_t inode, const std::string& name, Work& work) override;
   CrashReport crash(Work& work) override { return target_.crash(work); }
+  uint64_t crashes() override { return target_.crashes(); }
 
   bool complete_deferred(uint64_t id) override { return target_.complete_deferred(id); }
   size_t complete_all_deferred() override { return target_.complete_all_deferred(); }

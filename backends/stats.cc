@@ -113,6 +113,7 @@ nlohmann::json to_json(const StatsSnapshot& s) {
     };
   }
   j["faults"] = s.faults;
+  if (!s.power.empty()) j["power"] = s.power;
   return j;
 }
 

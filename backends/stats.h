@@ -110,6 +110,7 @@ struct StatsSnapshot {
   std::map<std::string, OperationStats> ops;        // only operations that happened
   std::map<std::string, FileStats> files;           // by path, "/" rooted; regular files only
   nlohmann::json faults = nlohmann::json::array();  // FaultInjector::to_json()
+  nlohmann::json power = nlohmann::json::object();  // FaultLayer: {"on", "crashes"}
 };
 
 nlohmann::json to_json(const StatsSnapshot& snapshot);

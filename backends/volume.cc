@@ -453,6 +453,7 @@ CrashReport Volume::crash(Work& work) {
     std::lock_guard node_lock(node->mutex);
     node->file->recover();
   }
+  crashes_.fetch_add(1);
   spdlog::warn("crash: {} files put back to their last sync, {} namespace entries put back",
                report.restored_files.size(), report.removed_entries.size());
   return report;

@@ -18,6 +18,7 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -88,6 +89,7 @@ class Volume final : public FileSystem {
   Result<std::vector<std::string>> listxattr(uint64_t inode, Work& work) override;
   Result<void> removexattr(uint64_t inode, const std::string& name, Work& work) override;
   CrashReport crash(Work& work) override;
+  uint64_t crashes() override { return crashes_.load(); }
 
   bool complete_deferred(uint64_t id) override { return deferred_.complete(id); }
   size_t complete_all_deferred() override { return deferred_.complete_all(); }
@@ -157,6 +159,7 @@ class Volume final : public FileSystem {
   DeviceSpace space_;
   HostDirtyPages dirty_pages_;
   DeferredWork deferred_;
+  std::atomic<uint64_t> crashes_{0};
   Namespace namespace_;  // last: destroyed first, while what its files use lives
 };
 

@@ -10,6 +10,8 @@ std::expected<ControlCommand, std::string> parse_control_command(std::string_vie
   while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.remove_suffix(1);
   if (text == "reset") return ResetCommand{};
   if (text == "crash") return CrashCommand{};
+  if (text == "crash hold") return CrashCommand{.hold = true};
+  if (text == "restart") return RestartCommand{};
   if (text == "settle") return SettleCommand{};
   if (text == "fault clear") return FaultClearCommand{};
   if (constexpr std::string_view kFaultAdd = "fault add "; text.starts_with(kFaultAdd)) {

@@ -3,7 +3,10 @@
 // which checks a command before sending it so the reason reaches the terminal.
 //
 //   reset            zero the operation counters and emulated times
-//   crash            a power cut: drop everything not synced
+//   crash            a power cut: drop everything not synced; the volume comes
+//                    back at once, and descriptors opened before get EIO
+//   crash hold       the same, and the volume stays off (every operation EIO)
+//   restart          power a held volume on again
 //   settle           finish deferred work now (background reclaim), as if waited for
 //   fault add RULE   add a fault rule (fault_injector.h)
 //   fault clear      remove every fault rule
@@ -20,7 +23,10 @@
 namespace mimicfs {
 
 struct ResetCommand {};
-struct CrashCommand {};
+struct CrashCommand {
+  bool hold = false;  // stay off until `restart`
+};
+struct RestartCommand {};
 struct SettleCommand {};
 struct FaultClearCommand {};
 struct FaultAddCommand {
@@ -30,11 +36,12 @@ struct LatencyCommand {
   LatencyMode mode;
 };
 
-using ControlCommand = std::variant<ResetCommand, CrashCommand, SettleCommand, FaultClearCommand,
-                                    FaultAddCommand, LatencyCommand>;
+using ControlCommand = std::variant<ResetCommand, CrashCommand, RestartCommand, SettleCommand,
+                                    FaultClearCommand, FaultAddCommand, LatencyCommand>;
 
 inline constexpr std::string_view kControlCommands =
-    "reset, crash, settle, fault add RULE, fault clear, latency virtual|real|real:SCALE";
+    "reset, crash, crash hold, restart, settle, fault add RULE, fault clear, latency "
+    "virtual|real|real:SCALE";
 
 // Parses one command (trailing newlines and spaces ignored). On error, one line
 // saying what is wrong: an unknown command, a malformed fault rule or latency mode.

@@ -71,9 +71,15 @@ Result<void> ControlFiles::execute(std::string_view text) {
   if (std::holds_alternative<ResetCommand>(*command)) {
     engine_.fs().reset_statistics();
     spdlog::info("ctl: counters reset");
-  } else if (std::holds_alternative<CrashCommand>(*command)) {
+  } else if (const auto* crash = std::get_if<CrashCommand>(&*command)) {
+    // Held off first, so that nothing reaches the crashed volume before `restart`.
+    if (crash->hold) engine_.power_off();
     const CrashReport report = engine_.fs().crash();
     if (on_crash_) on_crash_(report);
+    spdlog::warn("ctl: power cut{}", crash->hold ? "; the volume stays off until `restart`" : "");
+  } else if (std::holds_alternative<RestartCommand>(*command)) {
+    engine_.power_on();
+    spdlog::info("ctl: powered on");
   } else if (std::holds_alternative<SettleCommand>(*command)) {
     spdlog::info("ctl: {} deferred tasks completed", engine_.fs().complete_all_deferred());
   } else if (std::holds_alternative<FaultClearCommand>(*command)) {

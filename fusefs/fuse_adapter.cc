@@ -21,6 +21,12 @@ FuseAdapter& adapter(fuse_req_t req) { return *static_cast<FuseAdapter*>(fuse_re
 
 Handle* handle(fuse_file_info* fi) { return reinterpret_cast<Handle*>(fi->fh); }
 
+// A descriptor opened before the last power cut belongs to a world that ended:
+// as after a reboot, nothing done through it reaches the volume (EIO).
+bool stale(fuse_req_t req, fuse_file_info* fi) {
+  return fi != nullptr && fi->fh != 0 && handle(fi)->boot != adapter(req).fs().crashes();
+}
+
 // What a request whose callback threw is answered.
 enum class OnFailure {
   kError,  // the errno: ENOMEM for bad_alloc, EIO for anything else
@@ -171,9 +177,10 @@ void on_getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
 }
 
 void on_setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attributes, int to_set,
-                fuse_file_info*) {
+                fuse_file_info* fi) {
   serve(req, "setattr", ino, [&]() -> Reply {
     if (ControlFiles::owns(ino)) return ErrorReply{EPERM};
+    if (stale(req, fi)) return ErrorReply{EIO};  // ftruncate, fchmod through an old descriptor
     AttributeChanges changes;
     if (to_set & FUSE_SET_ATTR_MODE) changes.mode = attributes->st_mode;
     if (to_set & FUSE_SET_ATTR_UID) changes.uid = attributes->st_uid;
@@ -267,6 +274,7 @@ void on_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     auto& self = adapter(req);
     OpenReply reply{*fi, std::make_unique<Handle>(), nullptr, std::nullopt};
     reply.handle->flags = fi->flags;
+    reply.handle->boot = self.fs().crashes();  // before the open: a crash after it makes it stale
     if (ControlFiles::owns(ino)) {
       auto contents = self.control().open_contents(ino, fi->flags);
       if (!contents) return ErrorReply{contents.error().value};
@@ -291,6 +299,7 @@ void on_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
     // Allocated first: once the file exists and is open, nothing may fail before the reply.
     OpenReply reply{*fi, std::make_unique<Handle>(), nullptr, std::nullopt};
     reply.handle->flags = fi->flags;
+    reply.handle->boot = self.fs().crashes();
     // The new file is open: one handle, released by RELEASE like any other.
     auto created = self.fs().create(parent, name, mode, 0, owner_of(req), /*open_handle=*/true);
     if (!created) return ErrorReply{created.error().value};
@@ -320,6 +329,7 @@ void on_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, fuse_fil
       const size_t start = std::min<size_t>(offset, contents.size());
       return DataReply{contents.substr(start, std::min(size, contents.size() - start))};
     }
+    if (stale(req, fi)) return ErrorReply{EIO};
     if (buffer.size() < size) buffer.resize(size);
     auto result = adapter(req).fs().read(ino, offset, std::span(buffer.data(), size), fi->flags);
     if (!result) return ErrorReply{result.error().value};
@@ -337,6 +347,7 @@ void on_write(fuse_req_t req, fuse_ino_t ino, const char* data, size_t size, off
       return WriteReply{size};
     }
     if (ControlFiles::owns(ino)) return ErrorReply{EBADF};
+    if (stale(req, fi)) return ErrorReply{EIO};
     // fi->flags are the descriptor's now (fcntl may have changed O_DIRECT or O_APPEND).
     auto result = self.fs().write(
         ino, offset, std::span(reinterpret_cast<const std::byte*>(data), size), fi->flags);
@@ -348,14 +359,16 @@ void on_write(fuse_req_t req, fuse_ino_t ino, const char* data, size_t size, off
 void on_flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   serve(req, "flush", ino, [&]() -> Reply {
     if (ControlFiles::owns(ino)) return ErrorReply{0};
+    if (stale(req, fi)) return ErrorReply{EIO};
     const bool writer = (handle(fi)->flags & O_ACCMODE) != O_RDONLY;
     return status(adapter(req).fs().flush(ino, writer));
   });
 }
 
-void on_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info*) {
+void on_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info* fi) {
   serve(req, "fsync", ino, [&]() -> Reply {
     if (ControlFiles::owns(ino)) return ErrorReply{0};
+    if (stale(req, fi)) return ErrorReply{EIO};
     return status(adapter(req).fs().fsync(ino, datasync != 0));
   });
 }
@@ -363,10 +376,12 @@ void on_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info*) {
 void on_opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   serve(req, "opendir", ino, [&]() -> Reply {
     auto& self = adapter(req);
+    const uint64_t boot = self.fs().crashes();
     auto entries = ControlFiles::owns(ino) ? self.control().read_directory(ino)
                                            : self.fs().read_directory(ino);
     if (!entries) return ErrorReply{entries.error().value};
     OpenReply reply{*fi, std::make_unique<Handle>(), nullptr, std::nullopt};
+    reply.handle->boot = boot;
     reply.handle->entries = std::move(*entries);
     return reply;
   });
@@ -374,6 +389,7 @@ void on_opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
 
 void on_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, fuse_file_info* fi) {
   serve(req, "readdir", ino, [&]() -> Reply {
+    if (!ControlFiles::owns(ino) && stale(req, fi)) return ErrorReply{EIO};
     const auto& entries = handle(fi)->entries;
     std::string buffer(size, '\0');
     size_t used = 0;
@@ -397,9 +413,10 @@ void on_releasedir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
       req, "releasedir", ino, [] { return Reply{ErrorReply{0}}; }, OnFailure::kOk);
 }
 
-void on_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info*) {
+void on_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info* fi) {
   serve(req, "fsyncdir", ino, [&]() -> Reply {
     if (ControlFiles::owns(ino)) return ErrorReply{0};
+    if (stale(req, fi)) return ErrorReply{EIO};
     return status(adapter(req).fs().fsync(ino, datasync != 0));
   });
 }
@@ -462,17 +479,19 @@ void on_removexattr(fuse_req_t req, fuse_ino_t ino, const char* name) {
 }
 
 void on_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length,
-                  fuse_file_info*) {
+                  fuse_file_info* fi) {
   serve(req, "fallocate", ino, [&]() -> Reply {
     if (ControlFiles::owns(ino)) return ErrorReply{EOPNOTSUPP};
+    if (stale(req, fi)) return ErrorReply{EIO};
     if (offset < 0 || length <= 0) return ErrorReply{EINVAL};
     return status(adapter(req).fs().fallocate(ino, mode, offset, length));
   });
 }
 
-void on_lseek(fuse_req_t req, fuse_ino_t ino, off_t offset, int whence, fuse_file_info*) {
+void on_lseek(fuse_req_t req, fuse_ino_t ino, off_t offset, int whence, fuse_file_info* fi) {
   serve(req, "lseek", ino, [&]() -> Reply {
     if (ControlFiles::owns(ino)) return ErrorReply{EINVAL};
+    if (stale(req, fi)) return ErrorReply{EIO};
     if (offset < 0) return ErrorReply{ENXIO};
     auto result = adapter(req).fs().seek(ino, offset, whence);
     if (!result) return ErrorReply{result.error().value};

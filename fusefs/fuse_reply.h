@@ -28,6 +28,7 @@ namespace mimicfs {
 // open's reply to RELEASE (or RELEASEDIR).
 struct Handle {
   int flags = 0;
+  uint64_t boot = 0;                    // FileSystem::crashes() when it was opened
   std::string contents;                 // control files: what the reader sees, fixed at open
   std::vector<DirectoryEntry> entries;  // directories: the listing taken at opendir
 };
