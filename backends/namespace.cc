@@ -138,8 +138,8 @@ bool Namespace::commit(uint64_t inode, bool only_its_creation) {
   auto node = find_locked(inode);
   if (node) scope.directory = node->is_directory();
   // Its ancestors, up to the root (an unlinked inode has none).
-  for (uint64_t depth = 0; node && node->number != kRootInode && node->parent != 0 &&
-                           depth <= inodes_.size();
+  for (uint64_t depth = 0;
+       node && node->number != kRootInode && node->parent != 0 && depth <= inodes_.size();
        ++depth) {
     scope.ancestors.push_back(node->parent);
     node = find_locked(node->parent);

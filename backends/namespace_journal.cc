@@ -45,8 +45,9 @@ bool NamespaceJournal::commit(const SyncScope& scope) {
       }
     }
   }
-  const auto kept = std::remove_if(uncommitted_.begin(), uncommitted_.end(),
-                                   [&](const Change& change) { return logged.contains(change.inode); });
+  const auto kept =
+      std::remove_if(uncommitted_.begin(), uncommitted_.end(),
+                     [&](const Change& change) { return logged.contains(change.inode); });
   const bool any = kept != uncommitted_.end();
   uncommitted_.erase(kept, uncommitted_.end());
   return any;

@@ -152,7 +152,7 @@ class Volume final : public FileSystem {
   DeviceStats device_stats() const;
 
   const Profile profile_;
-  const uint64_t unit_;  // profile_.allocation_unit, in bytes
+  const uint64_t unit_;                // profile_.allocation_unit, in bytes
   const bool attributes_synchronous_;  // durability.metadata = "synchronous"
   const std::unique_ptr<DataStore> store_;
   const WallClock& clock_;

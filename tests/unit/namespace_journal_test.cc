@@ -71,7 +71,7 @@ TEST(NamespaceJournal, ALogTreeCommitsADirectorysEntriesAtItsSync) {
   NamespaceJournal journal(NamespaceJournal::Durability::kLogTree);
   journal.created(20, 1, "in-root");
   journal.created(40, 1, "dir");
-  journal.created(22, 40, "x");                 // in dir, then moved to the root
+  journal.created(22, 40, "x");  // in dir, then moved to the root
   journal.renamed(22, 1, "moved", 40, "x");
   journal.created(23, 40, "stays");
   EXPECT_FALSE(journal.commit({50, false, {1}})) << "an inode with nothing pending";

@@ -193,10 +193,9 @@ TEST(ProfileCostKeys, NegativeAndWronglyTypedCostsAreNamed) {
 }
 
 TEST(ProfileCostKeys, OverridesSetCostKeys) {
-  auto profile =
-      apply_overrides(*load_builtin_profile("ext4"),
-                      {"page_cache.dirty_limit_bytes=8192", "cost.fsync_ns=7",
-                       "durability.metadata=synchronous", "page_cache.direct_io=false"});
+  auto profile = apply_overrides(*load_builtin_profile("ext4"),
+                                 {"page_cache.dirty_limit_bytes=8192", "cost.fsync_ns=7",
+                                  "durability.metadata=synchronous", "page_cache.direct_io=false"});
   ASSERT_TRUE(profile.has_value()) << profile.error();
   EXPECT_EQ(profile->dirty_limit_bytes, 8192u);
   EXPECT_EQ(profile->fsync_ns, 7u);
