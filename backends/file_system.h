@@ -69,6 +69,7 @@ struct DirectoryEntry {
 struct CrashReport {
   std::vector<std::pair<uint64_t, std::string>> removed_entries;  // (directory, name)
   std::vector<uint64_t> restored_files;                           // inode numbers
+  std::vector<uint64_t> dropped_caches;  // every regular file: its cached pages went
 };
 
 struct FilesystemStats {
@@ -168,8 +169,8 @@ class FileSystem {
   [[nodiscard]] virtual Result<void> fallocate(uint64_t inode, int mode, uint64_t offset,
                                                uint64_t length, Work& work) = 0;
   // Delayed allocation of the file happens now; its dirty data is written back
-  // and, when anything of it was not durable, committed. On a journal profile any
-  // fsync (of a file or a directory) also makes every namespace change durable.
+  // and, when anything of it was not durable, committed, with the namespace
+  // changes the profile's durability.metadata commits with it (docs/time.md).
   [[nodiscard]] virtual Result<void> fsync(uint64_t inode, bool datasync, Work& work) = 0;
   // SEEK_DATA or SEEK_HOLE; ENXIO at or past EOF, as Linux.
   [[nodiscard]] virtual Result<uint64_t> seek(uint64_t inode, uint64_t offset, int whence,
@@ -186,8 +187,8 @@ class FileSystem {
                                                  Work& work) = 0;
 
   // --- Power cut. Every file goes back to its last sync (size and contents),
-  // dirty pages are dropped, and on a journal profile the entries created or
-  // renamed since the last commit are undone. Open handles stay open.
+  // dirty pages are dropped, and the entries created or renamed but not yet
+  // durable are undone. The report names every file whose cached pages went.
   virtual CrashReport crash(Work& work) = 0;
   // How many power cuts the volume has been through: a descriptor opened before
   // the last one belongs to a world that ended (the adapter answers it EIO).

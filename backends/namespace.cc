@@ -137,7 +137,7 @@ bool Namespace::commit(uint64_t inode, bool only_its_creation) {
   NamespaceJournal::SyncScope scope{inode, false, {}};
   auto node = find_locked(inode);
   if (node) scope.directory = node->is_directory();
-  // Its ancestors, up to the root (an unlinked inode has none).
+  // The ancestors of its first link's directory, up to the root.
   for (uint64_t depth = 0;
        node && node->number != kRootInode && node->parent != 0 && depth <= inodes_.size();
        ++depth) {
@@ -156,9 +156,9 @@ std::vector<std::pair<uint64_t, std::string>> Namespace::undo_uncommitted(Work& 
     auto entry = dir->entries.find(change.name);
     if (entry == dir->entries.end() || entry->second->number != change.inode) continue;
     const std::shared_ptr<Inode> inode = entry->second;
-    removed.emplace_back(dir->number, change.name);
     if (change.kind == NamespaceJournal::Change::Kind::kCreated) {
       if (inode->is_directory() && !inode->entries.empty()) continue;
+      removed.emplace_back(dir->number, change.name);
       dir->entries.erase(entry);
       if (inode->is_directory()) dir->nlink.fetch_sub(1);
       drop_link_locked(inode, work);
@@ -166,6 +166,7 @@ std::vector<std::pair<uint64_t, std::string>> Namespace::undo_uncommitted(Work& 
     }
     auto from = find_locked(change.from_parent);
     if (!from || !from->is_directory() || from->entries.contains(change.from_name)) continue;
+    removed.emplace_back(dir->number, change.name);
     dir->entries.erase(entry);
     from->entries.emplace(change.from_name, inode);
     if (inode->is_directory() && from != dir) {

@@ -38,6 +38,16 @@ bool NamespaceJournal::commit(const SyncScope& scope) {
   std::unordered_set<uint64_t> logged(scope.ancestors.begin(), scope.ancestors.end());
   logged.insert(scope.inode);
   if (scope.directory) {
+    // A rename out of the directory into another: btrfs marks the directory
+    // (btrfs_record_unlink_dir) and its fsync commits the whole transaction.
+    // Logging the moved inode alone could leave an undo that moves a directory
+    // below itself.
+    for (const Change& change : uncommitted_) {
+      if (change.kind == Change::Kind::kRenamed && change.from_parent == scope.inode &&
+          change.parent != scope.inode) {
+        return commit_all();
+      }
+    }
     for (const Change& change : uncommitted_) {
       if (change.parent == scope.inode ||
           (change.kind == Change::Kind::kRenamed && change.from_parent == scope.inode)) {

@@ -7,7 +7,9 @@
 //   log_tree     btrfs: fsync writes one inode's changes to the log tree. A
 //                file's fsync makes its own names durable and the creation of
 //                its ancestors; a directory's fsync also the changes of the
-//                entries in it. Other changes wait for their own sync.
+//                entries in it, or everything when an entry was renamed out
+//                of it into another directory (a full transaction commit).
+//                Other changes wait for their own sync.
 //   synchronous  NFS: the server commits each namespace operation before it
 //                replies; nothing is ever pending.
 // Not thread-safe: the Namespace's mutex guards it.

@@ -179,13 +179,13 @@ bool RegularFile::sync(uint64_t offset, uint64_t length, Work& work) {
   return commit;
 }
 
-void RegularFile::commit_attributes() {
+void RegularFile::commit_attributes(uint64_t allocated_end) {
   // After a client's writeback and commit nothing else is pending: the file is
   // durable as it is. An ALLOCATE sent with data unsynced leaves that data so.
   if (durability_.unsynced_bytes() == 0) {
     durability_.synced(size_);
   } else {
-    durability_.size_synced(size_);
+    durability_.size_synced(std::max(durability_.synced_size(), allocated_end));
   }
   space_.synced();
 }

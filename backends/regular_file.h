@@ -70,8 +70,10 @@ class RegularFile {
   // file). True when it committed.
   bool sync(uint64_t offset, uint64_t length, Work& work);
   // The size and allocation are durable now (an NFS server's synchronous
-  // SETATTR, ALLOCATE or DEALLOCATE); data written since the last sync is not.
-  void commit_attributes();
+  // SETATTR, ALLOCATE or DEALLOCATE); data written since the last sync is not,
+  // and the server's size is the synced one, or `allocated_end` (an ALLOCATE
+  // that extends the file) when larger: appends not written back never reached it.
+  void commit_attributes(uint64_t allocated_end);
   // A writer's close (FUSE FLUSH): NFS writes back and commits (close-to-open);
   // delayed blocks are allocated; the last handle also ends the inode
   // reservation and trims preallocation (FileSpace::close).

@@ -115,9 +115,9 @@ void Volume::before_attribute_change(Inode& node, Work& work) {
   if (attributes_synchronous_) node.file->sync(0, kMaxFileSize, work);
 }
 
-void Volume::after_attribute_change(Inode& node) {
+void Volume::after_attribute_change(Inode& node, uint64_t allocated_end) {
   // The server commits SETATTR, ALLOCATE and DEALLOCATE before it replies.
-  if (attributes_synchronous_) node.file->commit_attributes();
+  if (attributes_synchronous_) node.file->commit_attributes(allocated_end);
 }
 
 Result<Attributes> Volume::do_setattr(Inode& node, const AttributeChanges& changes) {
@@ -314,7 +314,8 @@ Result<void> Volume::do_fallocate(Inode& node, int mode, uint64_t offset, uint64
       !done) {
     return done;
   }
-  after_attribute_change(node);
+  const bool sets_size = kind == FallocateMode::kAllocate && !(mode & FALLOC_FL_KEEP_SIZE);
+  after_attribute_change(node, sets_size ? offset + length : 0);
   const timespec now = clock_.now();
   if (node.file->size() != size_before) node.mtime = now;
   node.ctime = now;
@@ -446,6 +447,7 @@ CrashReport Volume::crash(Work& work) {
   for (const auto& [number, node] : namespace_.inodes()) {
     if (!node->is_regular()) continue;
     std::lock_guard node_lock(node->mutex);
+    report.dropped_caches.push_back(number);
     if (node->file->power_cut()) report.restored_files.push_back(number);
   }
   for (const uint64_t number : report.restored_files) {

@@ -180,7 +180,7 @@ void on_setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attributes, int to_
                 fuse_file_info* fi) {
   serve(req, "setattr", ino, [&]() -> Reply {
     if (ControlFiles::owns(ino)) return ErrorReply{EPERM};
-    if (stale(req, fi)) return ErrorReply{EIO};  // ftruncate, fchmod through an old descriptor
+    if (stale(req, fi)) return ErrorReply{EIO};  // ftruncate through an old descriptor
     AttributeChanges changes;
     if (to_set & FUSE_SET_ATTR_MODE) changes.mode = attributes->st_mode;
     if (to_set & FUSE_SET_ATTR_UID) changes.uid = attributes->st_uid;
@@ -516,7 +516,9 @@ void FuseAdapter::invalidate(const CrashReport& report) {
       spdlog::warn("crash: cannot invalidate entry {} in {}: {}", name, parent, strerror(-error));
     }
   }
-  for (const uint64_t inode : report.restored_files) {
+  // Every file's pages, not only the restored ones': a read or a mapping through
+  // a descriptor from before the crash must reach the volume (and get EIO).
+  for (const uint64_t inode : report.dropped_caches) {
     const int error = fuse_lowlevel_notify_inval_inode(session, inode, 0, 0);
     if (error != 0 && error != -ENOENT) {
       spdlog::warn("crash: cannot invalidate inode {}: {}", inode, strerror(-error));

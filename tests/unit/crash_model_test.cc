@@ -208,9 +208,8 @@ TEST_P(CrashModel, FilesReadAsTheirDurableImageAfterEachCrash) {
         file.current.replace(offset, end - offset, zeros(end - offset));
       }
       if (synchronous) file.durable = file.current;  // as truncate (DEALLOCATE)
-    } else if (choice < 68 && profile.supports(FallocateMode::kKeepSize) &&
-               profile.supports(FallocateMode::kAllocate)) {
-      const bool keep_size = below(2) == 0;
+    } else if (choice < 68 && profile.supports(FallocateMode::kAllocate)) {
+      const bool keep_size = profile.supports(FallocateMode::kKeepSize) && below(2) == 0;
       const uint64_t offset = below(kSpan);
       const uint64_t length = 1 + below(128 * kKiB);
       if (!accept(
@@ -223,8 +222,11 @@ TEST_P(CrashModel, FilesReadAsTheirDurableImageAfterEachCrash) {
       if (!keep_size && offset + length > file.current.size()) {
         file.current.resize(offset + length, '\0');
       }
-      // NFS's ALLOCATE: the server commits the size; unsynced data stays unsynced.
-      if (synchronous) file.durable.resize(file.current.size(), '\0');
+      // NFS's ALLOCATE: the server commits the size it sets; unsynced data
+      // (appends included) stays unsynced.
+      if (synchronous && !keep_size && offset + length > file.durable.size()) {
+        file.durable.resize(offset + length, '\0');
+      }
     } else if (choice < 78) {  // fsync or fdatasync: the whole file
       ASSERT_TRUE(fs.volume.fsync(file.inode, below(2) == 0)) << when;
       file.durable = file.current;

@@ -71,14 +71,25 @@ TEST(NamespaceJournal, ALogTreeCommitsADirectorysEntriesAtItsSync) {
   NamespaceJournal journal(NamespaceJournal::Durability::kLogTree);
   journal.created(20, 1, "in-root");
   journal.created(40, 1, "dir");
-  journal.created(22, 40, "x");  // in dir, then moved to the root
-  journal.renamed(22, 1, "moved", 40, "x");
+  journal.created(22, 1, "x");  // in the root, then moved into dir
+  journal.renamed(22, 40, "moved-in", 1, "x");
   journal.created(23, 40, "stays");
+  journal.renamed(23, 40, "renamed", 40, "stays");
   EXPECT_FALSE(journal.commit({50, false, {1}})) << "an inode with nothing pending";
   EXPECT_TRUE(journal.commit({40, true, {1}}));
   const auto lost = journal.lose();
   ASSERT_EQ(lost.size(), 1u) << "what the root's fsync would take";
   EXPECT_EQ(lost[0].inode, 20u);
+}
+
+// A rename out of a directory into another: btrfs's fsync of that directory
+// commits the whole transaction (the moved inode's new ancestors may have moved too).
+TEST(NamespaceJournal, ALogTreeDirectoryFsyncAfterARenameOutOfItCommitsEverything) {
+  NamespaceJournal journal(NamespaceJournal::Durability::kLogTree);
+  journal.renamed(50, 1, "Y", 60, "Y");   // /O/Q/P/Y -> /Y
+  journal.renamed(70, 50, "Q", 80, "Q");  // /O/Q -> /Y/Q
+  EXPECT_TRUE(journal.commit({80, true, {1}}));
+  EXPECT_TRUE(journal.lose().empty());
 }
 
 TEST(NamespaceJournal, DurabilityComesFromTheProfile) {

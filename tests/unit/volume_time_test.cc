@@ -554,6 +554,11 @@ TEST(VolumeCrash, OnNfs42AllocateAndDeallocateAreDurableAtOnce) {
   ASSERT_TRUE(fs.write(f, 0, pattern(4 * kPage, 'a')).has_value());
   fs.fsync(f);
   ASSERT_TRUE(fs.write(f, 4 * kPage, pattern(kPage, 'u')).has_value());  // unsynced append
+  ASSERT_TRUE(fs.volume.fallocate(f, 0, 2 * kPage, kPage).has_value());  // inside: no size
+  fs.volume.crash();
+  EXPECT_EQ(fs.attributes(f).size, 4 * kPage) << "the append never reached the server";
+
+  ASSERT_TRUE(fs.write(f, 4 * kPage, pattern(kPage, 'u')).has_value());
   ASSERT_TRUE(fs.volume.fallocate(f, 0, 8 * kPage, 8 * kPage).has_value());
   EXPECT_EQ(fs.stats(f).unsynced_bytes, kPage);
   fs.volume.crash();
