@@ -6,7 +6,11 @@
 // are also reachable by name for what only they know (fault rules, the clock).
 #pragma once
 
+#include <spdlog/spdlog.h>
+
+#include <functional>
 #include <memory>
+#include <string>
 
 #include "backends/cost_layer.h"
 #include "backends/counting_layer.h"
@@ -24,7 +28,11 @@ class Engine {
       : volume_(std::move(profile), std::move(store), clock),
         faults_(volume_),
         cost_(faults_, latency),
-        counting_(cost_) {}
+        counting_(cost_) {
+    faults_.set_clock([this] { return cost_.emulated_ns(); });
+    faults_.set_crash_hook(
+        [this](bool hold, const std::string& cause) { crash(hold, cause, true); });
+  }
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
@@ -32,14 +40,31 @@ class Engine {
   Volume& volume() { return volume_; }
   FaultInjector& faults() { return faults_.rules(); }
   CostLayer& cost() { return cost_; }
-  void power_off() { faults_.power_off(); }
   void power_on() { faults_.power_on(); }
+
+  // What is told of each power cut: its report, and whether it happened inside
+  // an operation (a crash rule), where the kernel's caches may only be told later.
+  using CrashObserver = std::function<void(const CrashReport&, bool during_operation)>;
+  // Set once, before any operation (the FUSE adapter's cache invalidation).
+  void on_crash(CrashObserver observer) { crash_observer_ = std::move(observer); }
+
+  // A power cut of the whole stack: `ctl crash` (`cause` "ctl") or a crash rule.
+  // With `hold` the volume stays off (EIO) until power_on().
+  CrashReport crash(bool hold, const std::string& cause, bool during_operation = false) {
+    if (hold) faults_.power_off();  // first: nothing reaches the crashed volume before restart
+    CrashReport report = counting_.crash();
+    faults_.crashed(cause);
+    spdlog::warn("power cut: {}{}", cause, hold ? "; the volume stays off until `restart`" : "");
+    if (crash_observer_) crash_observer_(report, during_operation);
+    return report;
+  }
 
  private:
   Volume volume_;
   FaultLayer faults_;
   CostLayer cost_;
   CountingLayer counting_;
+  CrashObserver crash_observer_;
 };
 
 }  // namespace mimicfs

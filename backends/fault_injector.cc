@@ -24,6 +24,9 @@ struct FaultInjector::Rule {
   std::string path = "*";
   int error = 0;
   uint64_t latency_ns = 0;
+  Crash crash = Crash::kNone;
+  bool hold = false;     // restart=ctl: the volume stays off after the crash
+  uint64_t from_ns = 0;  // from=: only operations from this emulated time on
   Trigger trigger = Trigger::kAlways;
   // probability=P as an integer threshold on 53 random bits (P * 2^53), so the
   // outcome of a draw does not depend on the standard library's floating-point
@@ -59,8 +62,10 @@ struct FaultInjector::Rule {
 
 namespace {
 
-constexpr std::string_view kKeys[] = {"op",   "path", "error", "latency", "probability",
-                                      "seed", "nth",  "every", "count"};
+constexpr std::string_view kKeys[] = {"op",   "path",        "error", "latency", "crash", "restart",
+                                      "from", "probability", "seed",  "nth",     "every", "count"};
+constexpr std::string_view kKeyList =
+    "op, path, error, latency, crash, restart, from, probability, seed, nth, every, count";
 constexpr uint64_t kProbabilityOne = uint64_t{1} << 53;
 
 std::string_view trim(std::string_view s) {
@@ -139,11 +144,15 @@ std::expected<std::bitset<static_cast<size_t>(Op::kCount)>, std::string> parse_o
 }
 
 void log_firing(size_t number, std::string_view rule_text, Op op, std::string_view path, int error,
-                uint64_t latency_ns) noexcept {
+                uint64_t latency_ns, FaultInjector::Crash crash) noexcept {
   try {
-    spdlog::warn(
-        "fault: rule {} \"{}\" fired: {} {} -> {}", number, rule_text, op_name(op), path,
-        error != 0 ? errno_name(error) : fmt::format("latency {}", format_duration(latency_ns)));
+    const std::string what =
+        crash == FaultInjector::Crash::kBefore  ? std::string("power cut before it")
+        : crash == FaultInjector::Crash::kAfter ? std::string("power cut after it")
+        : error != 0                            ? errno_name(error)
+                     : fmt::format("latency {}", format_duration(latency_ns));
+    spdlog::warn("fault: rule {} \"{}\" fired: {} {} -> {}", number, rule_text, op_name(op), path,
+                 what);
   } catch (const std::bad_alloc&) {
     // The fault is injected and counted all the same.
   }
@@ -178,9 +187,7 @@ std::expected<FaultInjector::Rule, std::string> FaultInjector::Rule::parse(std::
     const std::string_view value = trim(item.substr(equals + 1));
     const size_t k = std::find(std::begin(kKeys), std::end(kKeys), key) - std::begin(kKeys);
     if (k == std::size(kKeys)) {
-      return bad(key,
-                 "unknown key (op, path, error, latency, probability, seed, nth, every, "
-                 "count)");
+      return bad(key, fmt::format("unknown key ({})", kKeyList));
     }
     if (seen.test(k)) return bad(key, "given twice");
     seen.set(k);
@@ -205,6 +212,23 @@ std::expected<FaultInjector::Rule, std::string> FaultInjector::Rule::parse(std::
       auto ns = parse_duration_ns(value);
       if (!ns) return bad(key, ns.error());
       rule.latency_ns = *ns;
+    } else if (key == "crash") {
+      if (value == "before") {
+        rule.crash = Crash::kBefore;
+      } else if (value == "after") {
+        rule.crash = Crash::kAfter;
+      } else {
+        return bad(key, fmt::format("\"{}\" is not before or after", value));
+      }
+    } else if (key == "restart") {
+      if (value != "now" && value != "ctl") {
+        return bad(key, fmt::format("\"{}\" is not now or ctl", value));
+      }
+      rule.hold = value == "ctl";
+    } else if (key == "from") {
+      auto ns = parse_duration_ns(value);
+      if (!ns) return bad(key, ns.error());
+      rule.from_ns = *ns;
     } else if (key == "probability") {
       // strtod, not from_chars: libc++ (scripts/check-locks.sh) has no double one.
       const std::string text(value);
@@ -239,10 +263,15 @@ std::expected<FaultInjector::Rule, std::string> FaultInjector::Rule::parse(std::
   const auto given = [&](std::string_view key) {
     return seen.test(std::find(std::begin(kKeys), std::end(kKeys), key) - std::begin(kKeys));
   };
-  if (given("error") == given("latency")) {
-    return bad("error", given("error") ? "given with latency=; a rule injects one or the other"
-                                       : "one of error= or latency= is required");
+  const int actions = given("error") + given("latency") + given("crash");
+  if (actions != 1) {
+    return bad(given("error") || actions == 0 ? "error" : "latency",
+               actions == 0 ? "one of error=, latency= or crash= is required"
+                            : "a rule injects one of error=, latency= and crash=");
   }
+  if (given("restart") && !given("crash")) return bad("restart", "needs crash=");
+  // A power cut happens once: a crash rule fires once unless count= says more.
+  if (given("crash") && !given("count")) rule.limit = 1;
   if (given("probability") + given("nth") + given("every") > 1) {
     return bad(given("probability") ? "probability" : "nth",
                "at most one of probability=, nth= and every= may be given");
@@ -275,7 +304,7 @@ void FaultInjector::clear() {
   empty_.store(true, std::memory_order_relaxed);
 }
 
-FaultInjector::Fault FaultInjector::check(Op op, std::string_view path) {
+FaultInjector::Fault FaultInjector::check(Op op, std::string_view path, uint64_t now_ns) {
   Fault fault;
   if (empty()) return fault;
   std::string path_z;  // fnmatch wants a C string
@@ -289,8 +318,14 @@ FaultInjector::Fault FaultInjector::check(Op op, std::string_view path) {
     Rule& rule = rules_[i];
     if (!rule.ops.test(static_cast<size_t>(op))) continue;
     if (rule.path != "*" && fnmatch(rule.path.c_str(), path_z.c_str(), 0) != 0) continue;
+    if (now_ns < rule.from_ns) continue;
     if (!rule.triggers()) continue;
-    if (rule.error != 0) {
+    if (rule.crash != Crash::kNone) {
+      if (fault.crash != Crash::kNone) continue;  // shadowed: one power cut at a time
+      fault.crash = rule.crash;
+      fault.hold = rule.hold;
+      fault.crash_rule = fmt::format("rule {} \"{}\": {} {}", i + 1, rule.text, op_name(op), path);
+    } else if (rule.error != 0) {
       if (fault.error != 0) continue;  // shadowed: the operation already fails
       fault.error = rule.error;
     } else {
@@ -300,7 +335,7 @@ FaultInjector::Fault FaultInjector::check(Op op, std::string_view path) {
     }
     ++rule.fired;
     // Logged under the lock so that the log's order is the order of firing.
-    log_firing(i + 1, rule.text, op, path, rule.error, rule.latency_ns);
+    log_firing(i + 1, rule.text, op, path, rule.error, rule.latency_ns, rule.crash);
   }
   return fault;
 }

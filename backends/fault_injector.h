@@ -1,4 +1,5 @@
-// FaultInjector: rules that make chosen operations fail with an errno or stall.
+// FaultInjector: rules that make chosen operations fail with an errno, stall, or
+// cut the power before or after them (crash points).
 //
 // A rule selects operations by name and path glob and says what to inject and
 // when, e.g. "op=fsync,path=/db/*,error=EIO,nth=3". The injector only decides:
@@ -26,10 +27,16 @@ namespace mimicfs {
 
 class FaultInjector {
  public:
-  // What to do to one operation: no fault when both are zero.
+  // A power cut a rule asks for, before the operation runs or after it.
+  enum class Crash : uint8_t { kNone, kBefore, kAfter };
+
+  // What to do to one operation: no fault when all are unset.
   struct Fault {
     int error = 0;            // positive errno to return instead of running it
     uint64_t latency_ns = 0;  // extra time the operation takes
+    Crash crash = Crash::kNone;
+    bool hold = false;       // the volume stays off after the crash (restart=ctl)
+    std::string crash_rule;  // which rule fired on which operation, for the log and stats
   };
 
   FaultInjector();
@@ -44,12 +51,18 @@ class FaultInjector {
   //                           against the path from the mount root (default *)
   //   error=ENAME             errno to return, as strerrorname_np spells it  } exactly
   //   latency=N(ns|us|ms|s)   extra latency                                   } one
+  //   crash=before|after      a power cut before the operation runs (it    }
+  //                           gets EIO) or after it completes              }
+  //   restart=now|ctl         crash= only: the volume comes back at once (default)
+  //                           or stays off until `ctl restart`
+  //   from=N(ns|us|ms|s)      only operations from this emulated time on
   //   probability=P           fire with probability 0 < P <= 1, drawn from
   //   seed=N                    a generator seeded with N (default 0)
   //   nth=N                   fire on the Nth matching occurrence only
   //   every=N                 fire on every Nth matching occurrence
   //   count=N                 fire at most N times
-  // At most one of probability, nth and every; with none, every match fires.
+  // At most one of probability, nth and every; with none, every match fires. A
+  // crash rule fires once unless count= is given.
   // On error returns `fault rule "TEXT": KEY: what is wrong` and adds nothing.
   std::expected<void, std::string> add(std::string_view rule_text);
 
@@ -62,7 +75,8 @@ class FaultInjector {
   // counts, it does not fire). The latencies of all firing rules add up. Each firing
   // is logged with spdlog::warn. A rule added while check() runs on another
   // thread may not apply to that call.
-  [[nodiscard]] Fault check(Op op, std::string_view path);
+  // `now_ns`: the emulated time, for from=.
+  [[nodiscard]] Fault check(Op op, std::string_view path, uint64_t now_ns = 0);
 
   // True when no rule is set.
   bool empty() const { return empty_.load(std::memory_order_relaxed); }

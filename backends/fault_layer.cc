@@ -34,16 +34,41 @@ Result<void> FaultLayer::enter(const Call& call, Work& work) {
   if (rules_.empty() || !faultable(call.op)) return {};
   std::string path = target().path(call.inode);
   if (!call.name.empty()) path = (path == "/" ? "" : path) + "/" + std::string(call.name);
-  const FaultInjector::Fault fault = rules_.check(call.op, path);
+  const FaultInjector::Fault fault = rules_.check(call.op, path, now_ns_ ? now_ns_() : 0);
   work.fault_latency_ns += fault.latency_ns;
+  if (fault.crash == FaultInjector::Crash::kBefore && crash_hook_) {
+    // The operation never runs: the power went first.
+    crash_hook_(fault.hold, fault.crash_rule + " (before it)");
+    return fail(EIO);
+  }
+  if (fault.crash == FaultInjector::Crash::kAfter) {
+    work.crash_after = true;
+    work.crash_hold = fault.hold;
+    work.crash_cause = fault.crash_rule + " (after it)";
+  }
   if (fault.error) return fail(fault.error);
   return {};
+}
+
+void FaultLayer::leave(const Call&, Work& work, int) {
+  // After the target returned: it holds none of its locks now.
+  if (work.crash_after && crash_hook_) {
+    work.crash_after = false;
+    crash_hook_(work.crash_hold, work.crash_cause);
+  }
+}
+
+void FaultLayer::crashed(const std::string& cause) {
+  std::lock_guard lock(cause_mutex_);
+  last_crash_ = cause;
 }
 
 StatsSnapshot FaultLayer::snapshot() {
   StatsSnapshot s = Layer::snapshot();
   s.faults = rules_.to_json();
   s.power = {{"on", powered()}, {"crashes", target().crashes()}};
+  std::lock_guard lock(cause_mutex_);
+  if (!last_crash_.empty()) s.power["last_crash"] = last_crash_;
   return s;
 }
 

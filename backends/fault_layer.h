@@ -4,11 +4,17 @@
 // running the operation; a latency rule adds to the operation's work
 // (Work::fault_latency_ns), which the cost layer above charges.
 //
+// A crash rule cuts the power through the hook the Engine sets: before the
+// operation (which then gets EIO) or after it completes.
+//
 // Lookups, getattr, readdir, readlink, lseek, statfs, xattrs and release are
 // never faulted: how often the kernel sends them depends on its caches.
 #pragma once
 
 #include <atomic>
+#include <functional>
+#include <mutex>
+#include <string>
 
 #include "backends/fault_injector.h"
 #include "backends/layer.h"
@@ -18,6 +24,14 @@ namespace mimicfs {
 class FaultLayer final : public Layer {
  public:
   explicit FaultLayer(FileSystem& target) : Layer(target) {}
+
+  // How a crash rule cuts the power (`hold`: stay off), and names what fired.
+  using CrashHook = std::function<void(bool hold, const std::string& cause)>;
+  // Set once, before any operation: the Engine's crash and its emulated clock.
+  void set_crash_hook(CrashHook hook) { crash_hook_ = std::move(hook); }
+  void set_clock(std::function<uint64_t()> now_ns) { now_ns_ = std::move(now_ns); }
+  // Records the cause of the latest power cut, for stats.json's `power`.
+  void crashed(const std::string& cause);
 
   FaultInjector& rules() { return rules_; }
   // A volume held off after a power cut (`ctl crash hold`) answers every
@@ -35,10 +49,15 @@ class FaultLayer final : public Layer {
 
  protected:
   Result<void> enter(const Call& call, Work& work) override;
+  void leave(const Call& call, Work& work, int error) override;
 
  private:
   FaultInjector rules_;
   std::atomic<bool> powered_off_{false};
+  CrashHook crash_hook_;
+  std::function<uint64_t()> now_ns_;
+  std::mutex cause_mutex_;
+  std::string last_crash_ GUARDED_BY(cause_mutex_);
 };
 
 }  // namespace mimicfs

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace mimicfs {
@@ -74,8 +75,12 @@ struct Work {
   // Work queued for later by this operation.
   std::vector<DeferredTask> deferred;
 
-  // Added by a FaultLayer: the latency of a fault rule that fired.
+  // Added by a FaultLayer: the latency of a fault rule that fired, and a crash
+  // rule's power cut due when the operation completes (crash=after).
   uint64_t fault_latency_ns = 0;
+  bool crash_after = false;
+  bool crash_hold = false;
+  std::string crash_cause;
   // Set by the CostLayer: what all of the above cost, in emulated nanoseconds.
   uint64_t emulated_ns = 0;
   // Inodes that ceased to exist during the operation: layers drop what they keep per inode.

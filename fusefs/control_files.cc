@@ -72,11 +72,7 @@ Result<void> ControlFiles::execute(std::string_view text) {
     engine_.fs().reset_statistics();
     spdlog::info("ctl: counters reset");
   } else if (const auto* crash = std::get_if<CrashCommand>(&*command)) {
-    // Held off first, so that nothing reaches the crashed volume before `restart`.
-    if (crash->hold) engine_.power_off();
-    const CrashReport report = engine_.fs().crash();
-    if (on_crash_) on_crash_(report);
-    spdlog::warn("ctl: power cut{}", crash->hold ? "; the volume stays off until `restart`" : "");
+    engine_.crash(crash->hold, "ctl");
   } else if (std::holds_alternative<RestartCommand>(*command)) {
     engine_.power_on();
     spdlog::info("ctl: powered on");

@@ -49,10 +49,6 @@ class ControlFiles {
   // Executes one command written to ctl. EINVAL, logged, and nothing changed for
   // an unknown command or a malformed argument.
   Result<void> execute(std::string_view command);
-  // Called after a crash with what it undid, so the kernel's caches can forget it.
-  void on_crash(std::function<void(const CrashReport&)> callback) {
-    on_crash_ = std::move(callback);
-  }
 
   // user.mimicfs.* on a regular file, or nullopt when `name` is not ours.
   std::optional<Result<std::string>> virtual_xattr(uint64_t inode, const std::string& name);
@@ -60,7 +56,6 @@ class ControlFiles {
  private:
   Attributes attributes(uint64_t inode) const;
   Engine& engine_;
-  std::function<void(const CrashReport&)> on_crash_;
 };
 
 }  // namespace mimicfs

@@ -503,13 +503,52 @@ void on_lseek(fuse_req_t req, fuse_ino_t ino, off_t offset, int whence, fuse_fil
 
 FuseAdapter::FuseAdapter(Engine& engine, AdapterOptions options)
     : engine_(engine), control_(engine), options_(options) {
-  control_.on_crash([this](const CrashReport& report) { invalidate(report); });
+  engine_.on_crash([this](const CrashReport& report, bool during_operation) {
+    if (during_operation) {
+      invalidate_later(report);
+    } else {
+      invalidate(report);  // the ctl write holds no lock on these files
+    }
+  });
+}
+
+FuseAdapter::~FuseAdapter() { detach(); }
+
+void FuseAdapter::detach() {
+  {
+    std::lock_guard lock(queue_mutex_);
+    stopping_ = true;
+    queue_.clear();
+  }
+  queue_changed_.notify_all();
+  if (worker_.joinable()) worker_.join();
+  session_.store(nullptr);
+}
+
+void FuseAdapter::invalidate_later(CrashReport report) {
+  std::lock_guard lock(queue_mutex_);
+  if (stopping_) return;
+  queue_.push_back(std::move(report));
+  if (!worker_.joinable()) {
+    worker_ = std::thread([this] {
+      std::unique_lock lock(queue_mutex_);
+      while (true) {
+        queue_changed_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+        if (stopping_) return;
+        CrashReport next = std::move(queue_.front());
+        queue_.pop_front();
+        lock.unlock();
+        invalidate(next);
+        lock.lock();
+      }
+    });
+  }
+  queue_changed_.notify_one();
 }
 
 void FuseAdapter::invalidate(const CrashReport& report) {
   fuse_session* session = session_.load();
   if (!session) return;
-  // Called from the ctl write, which holds no lock on these directories or files.
   for (const auto& [parent, name] : report.removed_entries) {
     const int error = fuse_lowlevel_notify_inval_entry(session, parent, name.c_str(), name.size());
     if (error != 0 && error != -ENOENT) {

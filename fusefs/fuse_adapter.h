@@ -6,6 +6,10 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
 
 #define FUSE_USE_VERSION 314
 #include <fuse_lowlevel.h>
@@ -25,9 +29,15 @@ struct AdapterOptions {
 class FuseAdapter {
  public:
   FuseAdapter(Engine& engine, AdapterOptions options);
+  ~FuseAdapter();
+  FuseAdapter(const FuseAdapter&) = delete;
+  FuseAdapter& operator=(const FuseAdapter&) = delete;
 
-  // The session serving this adapter, for cache invalidation after `ctl crash`.
+  // The session serving this adapter, for cache invalidation after a crash.
   void set_session(fuse_session* session) { session_.store(session); }
+  // The session's loop ended: pending invalidations are dropped, and the
+  // worker stops before the session goes.
+  void detach();
 
   // The callback table; pass `this` as userdata to fuse_session_new.
   static const fuse_lowlevel_ops& operations();
@@ -39,11 +49,21 @@ class FuseAdapter {
  private:
   // Tells the kernel to forget entries and file pages a crash undid.
   void invalidate(const CrashReport& report);
+  // The same for a crash inside an operation (a crash rule): the request may
+  // hold locks the kernel's invalidation needs until its reply is sent, so a
+  // worker does it after.
+  void invalidate_later(CrashReport report);
 
   Engine& engine_;
   ControlFiles control_;
   const AdapterOptions options_;
   std::atomic<fuse_session*> session_{nullptr};
+  std::mutex queue_mutex_;
+  std::condition_variable queue_changed_;
+  std::deque<CrashReport> queue_;  // guarded by queue_mutex_
+  bool stopping_ = false;          // guarded by queue_mutex_
+  // Started at the first crash inside an operation: after fuse_daemonize's fork.
+  std::thread worker_;
 };
 
 }  // namespace mimicfs

@@ -99,6 +99,7 @@ int mount_and_serve(const MountOptions& options) {
   fuse_loop_cfg_set_max_threads(config, 16);
   const int loop_status = fuse_session_loop_mt(session, config);
   fuse_loop_cfg_destroy(config);
+  adapter.detach();
 
   fuse_session_unmount(session);
   fuse_remove_signal_handlers(session);

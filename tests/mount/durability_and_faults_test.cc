@@ -244,6 +244,63 @@ TEST(Crash, AHeldVolumeAnswersEioUntilRestart) {
   EXPECT_FALSE(exists(vol.file("not-committed")));
 }
 
+// Crash points: a rule cuts the power at a chosen operation, from the command
+// line or ctl, and the operation's own fate follows before/after.
+TEST(CrashPoints, TheNthFsyncOfAPathCrashesAfterIt) {
+  MIMICFS_REQUIRE_MOUNTABLE();
+  MountedVolume vol("ext4", {"--fault", "op=fsync,path=/wal/*.log,nth=3,crash=after"});
+  ASSERT_TRUE(vol.mounted()) << vol.error();
+  ASSERT_EQ(mkdir(vol.file("wal").c_str(), 0755), 0);
+  const int fd = open(vol.file("wal/1.log").c_str(), O_CREAT | O_RDWR, 0644);
+  ASSERT_GE(fd, 0);
+  for (int i = 1; i <= 3; ++i) {
+    write_at(fd, "commit " + std::to_string(i) + ";", (i - 1) * 9);
+    ASSERT_EQ(fsync(fd), 0) << i;  // the third completes, then the power goes
+  }
+  EXPECT_EQ(pwrite(fd, "commit 4;", 9, 27), -1) << "the world it was opened in ended";
+  EXPECT_EQ(errno, EIO);
+  close(fd);
+  EXPECT_EQ(read_file(vol.file("wal/1.log")), "commit 1;commit 2;commit 3;");
+  const nlohmann::json power = vol.stats()["power"];
+  EXPECT_EQ(power["crashes"], 1);
+  EXPECT_NE(power["last_crash"].get<std::string>().find("fsync /wal/1.log (after it)"),
+            std::string::npos)
+      << power;
+}
+
+TEST(CrashPoints, ACrashBeforeAWriteLosesItAndTheVolumeCanStayOff) {
+  MIMICFS_REQUIRE_MOUNTABLE();
+  MountedVolume vol("xfs");
+  ASSERT_TRUE(vol.mounted()) << vol.error();
+  const int fd = open(vol.file("data").c_str(), O_CREAT | O_RDWR, 0644);
+  ASSERT_GE(fd, 0);
+  write_at(fd, "synced", 0);
+  ASSERT_EQ(fsync(fd), 0);
+  ASSERT_EQ(vol.ctl("fault add op=write,path=/data,crash=before,restart=ctl"), 0);
+  EXPECT_EQ(pwrite(fd, "never", 5, 0), -1);
+  EXPECT_EQ(errno, EIO);
+  close(fd);
+  EXPECT_EQ(vol.stats()["power"]["on"], false);
+  EXPECT_EQ(open(vol.file("data").c_str(), O_RDONLY), -1);
+  ASSERT_EQ(vol.ctl("restart"), 0);
+  EXPECT_EQ(read_file(vol.file("data")), "synced");
+}
+
+// A write crashed after it completes: the kernel's pages are dropped after the
+// reply (the request holds them locked until then), and nothing hangs.
+TEST(CrashPoints, ACrashAfterABufferedWriteDoesNotHang) {
+  MIMICFS_REQUIRE_MOUNTABLE();
+  MountedVolume vol("btrfs", {"--fault", "op=write,nth=2,crash=after"});
+  ASSERT_TRUE(vol.mounted()) << vol.error();
+  const int fd = open(vol.file("f").c_str(), O_CREAT | O_RDWR, 0644);
+  ASSERT_GE(fd, 0);
+  write_at(fd, std::string(4096, 'a'), 0);
+  ASSERT_EQ(fsync(fd), 0);
+  write_at(fd, std::string(4096, 'b'), 0);  // completes; the power goes after it
+  close(fd);
+  EXPECT_EQ(read_file(vol.file("f")), std::string(4096, 'a'));
+}
+
 // Background reclaim through a real mount: the unlinked file's space stays
 // allocated (stats.json's `deferred`) until the clock gets there or `ctl settle`.
 TEST(DeferredWork, SettleFinishesBackgroundReclaim) {

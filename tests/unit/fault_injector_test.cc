@@ -136,6 +136,13 @@ TEST(FaultInjector, MalformedRulesNameTheKey) {
            {"error=EIO,every=2,probability=0.5", "probability"},
            {"error=EIO,nth=3,every=2", "nth"},
            {"error=EIO,nth=3,nth=4", "nth"},
+           {"crash=now", "crash"},
+           {"crash=after,error=EIO", "error"},
+           {"crash=after,latency=1ms", "latency"},
+           {"restart=ctl,error=EIO", "restart"},
+           {"crash=after,restart=later", "restart"},
+           {"crash=after,from=5", "from"},
+           {"crash=after,from=0s", "from"},
        }) {
     FaultInjector faults;
     auto added = faults.add(c.rule);
@@ -290,6 +297,39 @@ TEST(FaultInjector, ProbabilityOneFiresEveryTime) {
 }
 
 // --- effects
+
+// A crash point: the power goes once, before or after the chosen operation.
+TEST(FaultInjector, ACrashRuleFiresOnceAtItsPoint) {
+  LogCapture quiet;
+  FaultInjector faults;
+  add_ok(faults, "op=fsync,path=/db/*.wal,nth=2,crash=after");
+  EXPECT_EQ(faults.check(Op::kFsync, "/db/1.wal").crash, FaultInjector::Crash::kNone);
+  EXPECT_EQ(faults.check(Op::kFsync, "/db/t.ibd").crash, FaultInjector::Crash::kNone);
+  const FaultInjector::Fault fault = faults.check(Op::kFsync, "/db/1.wal");
+  EXPECT_EQ(fault.crash, FaultInjector::Crash::kAfter);
+  EXPECT_FALSE(fault.hold);
+  EXPECT_EQ(fault.error, 0);
+  EXPECT_NE(fault.crash_rule.find("fsync /db/1.wal"), std::string::npos) << fault.crash_rule;
+
+  FaultInjector every;
+  add_ok(every, "op=write,crash=before,restart=ctl");
+  EXPECT_EQ(every.check(Op::kWrite, "/f").crash, FaultInjector::Crash::kBefore);
+  EXPECT_TRUE(every.check(Op::kWrite, "/f").crash == FaultInjector::Crash::kNone)
+      << "a power cut happens once";
+  FaultInjector twice;
+  add_ok(twice, "op=write,crash=before,count=2");
+  (void)twice.check(Op::kWrite, "/f");
+  EXPECT_EQ(twice.check(Op::kWrite, "/f").crash, FaultInjector::Crash::kBefore);
+}
+
+TEST(FaultInjector, FromWaitsForTheEmulatedClock) {
+  LogCapture quiet;
+  FaultInjector faults;
+  add_ok(faults, "op=write,from=2s,crash=before");
+  EXPECT_EQ(faults.check(Op::kWrite, "/f", 1'999'999'999).crash, FaultInjector::Crash::kNone);
+  EXPECT_EQ(faults.check(Op::kWrite, "/f", 2'000'000'000).crash, FaultInjector::Crash::kBefore);
+  EXPECT_EQ(faults.to_json()[0]["matched"], 1) << "before its time nothing is matched";
+}
 
 TEST(FaultInjector, LatencyUnits) {
   const std::pair<std::string_view, uint64_t> kLatencies[] = {

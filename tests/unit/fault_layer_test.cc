@@ -43,6 +43,45 @@ TEST(FaultLayer, ALatencyRuleAddsToTheWorkAndLetsTheOperationRun) {
   EXPECT_EQ(work.fault_latency_ns, 7'000'000u);
 }
 
+// A crash rule calls the hook: before the operation (which gets EIO and never
+// runs) or after it (which completes first).
+TEST(FaultLayer, ACrashRuleCutsThePowerBeforeOrAfterTheOperation) {
+  Stack s("ext4");
+  std::vector<std::string> causes;
+  s.layer.set_crash_hook([&](bool hold, const std::string& cause) {
+    EXPECT_FALSE(hold);
+    causes.push_back(cause);
+    s.volume.crash();
+  });
+  ASSERT_TRUE(s.layer.rules().add("op=create,path=/lost,crash=before").has_value());
+  ASSERT_TRUE(s.layer.rules().add("op=fsync,crash=after").has_value());
+  FileSystem& fs = s.layer;
+  EXPECT_EQ(error_of(fs.create(kRoot, "lost", S_IFREG | 0644, 0, Owner{})), Errno{EIO});
+  ASSERT_EQ(causes.size(), 1u);
+  EXPECT_NE(causes[0].find("create /lost"), std::string::npos) << causes[0];
+  EXPECT_EQ(error_of(s.volume.lookup(kRoot, "lost")), Errno{ENOENT}) << "it never ran";
+
+  const uint64_t f = fs.create(kRoot, "kept", S_IFREG | 0644, 0, Owner{})->inode;
+  ASSERT_TRUE(fs.write(f, 0, as_bytes("durable")).has_value());
+  EXPECT_TRUE(fs.fsync(f, false).has_value()) << "it completes, then the power goes";
+  ASSERT_EQ(causes.size(), 2u);
+  EXPECT_NE(causes[1].find("(after it)"), std::string::npos) << causes[1];
+  EXPECT_EQ(s.volume.getattr(f)->size, 7u) << "what the fsync made durable survives";
+}
+
+TEST(FaultLayer, AVolumeHeldOffAnswersEio) {
+  Stack s("ext4");
+  FileSystem& fs = s.layer;
+  const uint64_t f = fs.create(kRoot, "f", S_IFREG | 0644, 0, Owner{})->inode;
+  s.layer.power_off();
+  EXPECT_EQ(error_of(fs.write(f, 0, as_bytes("x"))), Errno{EIO});
+  EXPECT_EQ(error_of(fs.lookup(kRoot, "f")), Errno{EIO});
+  EXPECT_TRUE(fs.getattr(f).has_value());
+  EXPECT_TRUE(fs.statfs().has_value());
+  s.layer.power_on();
+  EXPECT_TRUE(fs.write(f, 0, as_bytes("x")).has_value());
+}
+
 TEST(FaultLayer, CacheDrivenOperationsAreNeverFaulted) {
   Stack s("ext4");
   ASSERT_TRUE(s.layer.rules().add("error=EIO").has_value());  // every operation
