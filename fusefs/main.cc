@@ -1,4 +1,4 @@
-// The `mimicfs` command line: mount, run, profiles, stats, report, ctl.
+// The `mimicfs` command line: mount, run, crashtest, profiles, stats, report, ctl.
 #include <fmt/format.h>
 #include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
@@ -11,6 +11,7 @@
 #include "backends/fault_injector.h"
 #include "backends/profile.h"
 #include "backends/profile_schema.h"
+#include "fusefs/crashtest_command.h"
 #include "fusefs/exit_status.h"
 #include "fusefs/mount.h"
 #include "fusefs/report_command.h"
@@ -110,19 +111,55 @@ int run(int argc, char** argv) {
   // run
   CLI::App* run_app = app.add_subcommand(
       "run", "Mount a temporary volume, run a command on it (MIMICFS_MOUNT), unmount");
-  std::string run_profile_name, run_profile_file, run_stats_out;
-  std::vector<std::string> run_overrides, run_args;
-  auto* run_profile_opt =
-      run_app->add_option("--profile", run_profile_name, "Built-in profile (default nfs)");
-  run_app->add_option("--profile-file", run_profile_file, "Profile TOML file")
-      ->excludes(run_profile_opt);
-  run_app->add_option("--set", run_overrides, "Override a profile key, KEY=VALUE (repeatable)")
-      ->allow_extra_args(false);
+  // --profile, --profile-file and --set, as `run` and `crashtest` take them.
+  struct ProfileChoice {
+    std::string name, file;
+    std::vector<std::string> overrides;
+  };
+  auto add_profile_options = [](CLI::App* command, ProfileChoice& choice) {
+    auto* name = command->add_option("--profile", choice.name, "Built-in profile (default nfs)");
+    command->add_option("--profile-file", choice.file, "Profile TOML file")->excludes(name);
+    command->add_option("--set", choice.overrides, "Override a profile key, KEY=VALUE (repeatable)")
+        ->allow_extra_args(false);
+  };
+  ProfileChoice run_profile;
+  std::string run_stats_out;
+  std::vector<std::string> run_args;
+  add_profile_options(run_app, run_profile);
   run_app->add_option("--stats-out", run_stats_out, "Write the final stats.json here");
   std::string run_latency_text = "virtual";
   std::vector<std::string> run_fault_rules;
   add_time_options(run_app, run_latency_text, run_fault_rules);
   run_app->add_option("COMMAND", run_args, "The command and its arguments, after --")->required();
+
+  // crashtest
+  CLI::App* crashtest_app = app.add_subcommand(
+      "crashtest", "Cut the power at many points of a workload, check the volume after each");
+  CrashTestOptions crash_options;
+  ProfileChoice crash_profile;
+  unsigned crash_timeout_seconds = 120;
+  add_profile_options(crashtest_app, crash_profile);
+  crashtest_app->add_option("--setup", crash_options.setup,
+                            "Shell command run on each fresh volume first, never crashed");
+  crashtest_app->add_option("--workload", crash_options.workload, "Shell command to crash")
+      ->required();
+  crashtest_app
+      ->add_option("--check", crash_options.check,
+                   "Shell command run after the restart: exit 0 when all is well")
+      ->required();
+  crashtest_app->add_option("--points", crash_options.points, "Crash points (default 20)");
+  crashtest_app->add_option("--seed", crash_options.seed, "Seed of the points (default 1)");
+  crashtest_app->add_option("--op", crash_options.ops,
+                            "Operations points are chosen among, as a fault rule's op= "
+                            "(default *)");
+  crashtest_app->add_option("--path", crash_options.path,
+                            "... and their path glob, as a fault rule's path= (default *)");
+  crashtest_app
+      ->add_option("--when", crash_options.when, "before, after or both (default: drawn per point)")
+      ->check(CLI::IsMember({"before", "after", "both"}));
+  crashtest_app->add_option("--timeout", crash_timeout_seconds,
+                            "Seconds each command may run (default 120)");
+  crashtest_app->add_option("--json", crash_options.json_out, "Write the results here as JSON");
 
   // profiles
   CLI::App* profiles = app.add_subcommand("profiles", "List the built-in profiles, or show one");
@@ -156,7 +193,8 @@ int run(int argc, char** argv) {
   ctl->add_option("MOUNT", ctl_mount, "The mountpoint")->required();
   ctl->add_option(
          "COMMAND", ctl_words,
-         "reset | crash | settle | fault add RULE | fault clear | latency virtual|real|real:SCALE")
+         "reset | crash [hold] | restart | settle | fault add RULE | fault clear | latency "
+         "virtual|real|real:SCALE")
       ->required();
 
   try {
@@ -180,13 +218,20 @@ int run(int argc, char** argv) {
     return mount_and_serve(options);
   }
   if (*run_app) {
-    auto profile = chosen_profile(run_profile_name, run_profile_file, run_overrides);
+    auto profile = chosen_profile(run_profile.name, run_profile.file, run_profile.overrides);
     if (!profile) return usage_error(profile.error());
     auto latency = LatencyMode::parse(run_latency_text);
     if (!latency) return usage_error(latency.error());
     if (auto why = check_fault_rules(run_fault_rules); !why.empty()) return usage_error(why);
     return run_with_mount(
         RunOptions{std::move(*profile), run_args, run_stats_out, *latency, run_fault_rules});
+  }
+  if (*crashtest_app) {
+    auto profile = chosen_profile(crash_profile.name, crash_profile.file, crash_profile.overrides);
+    if (!profile) return usage_error(profile.error());
+    crash_options.profile = std::move(*profile);
+    crash_options.timeout = std::chrono::seconds(crash_timeout_seconds);
+    return run_crash_test(crash_options);
   }
   if (*profiles) {
     if (*show) {

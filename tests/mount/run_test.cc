@@ -111,5 +111,45 @@ TEST_F(Run, SigtermIsPassedOnAndTheMountRemoved) {
   EXPECT_EQ(WEXITSTATUS(status), 128 + SIGTERM);
 }
 
+// `mimicfs crashtest`: a file written without fsync is lost at some point and
+// the check says so (exit 1); with fsync every point passes (exit 0). Only
+// what a workload acknowledged (MIMICFS_CRASHTEST_DIR) must survive.
+TEST_F(Run, CrashtestFindsAnUnsyncedFileAndPassesASyncedOne) {
+  const std::string check =
+      "! test -s \"$MIMICFS_CRASHTEST_DIR/acked\" || grep -q data \"$MIMICFS_MOUNT/f\"";
+  const CommandResult broken = run_command(
+      {mimicfs_binary(), "crashtest", "--profile", "ext4", "--points", "6", "--workload",
+       "echo data > \"$MIMICFS_MOUNT/f\" && echo 1 >> \"$MIMICFS_CRASHTEST_DIR/acked\"", "--check",
+       check});
+  EXPECT_EQ(broken.exit_status, 1) << broken.out << broken.err;
+  EXPECT_NE(broken.out.find("CHECK FAILED"), std::string::npos) << broken.out;
+  // It keeps the failed points' logs and says where: this test removes them.
+  if (const size_t at = broken.out.find("/tmp/mimicfs-crashtest."); at != std::string::npos) {
+    std::filesystem::remove_all(broken.out.substr(at, broken.out.find('/', at + 5) - at));
+  }
+  const CommandResult synced = run_command(
+      {mimicfs_binary(), "crashtest", "--profile", "ext4", "--points", "6", "--workload",
+       "printf data | dd of=\"$MIMICFS_MOUNT/f\" conv=fsync status=none && "
+       "echo 1 >> \"$MIMICFS_CRASHTEST_DIR/acked\"",
+       "--check", check});
+  EXPECT_EQ(synced.exit_status, 0) << synced.out << synced.err;
+  EXPECT_NE(synced.out.find("0 failed"), std::string::npos) << synced.out;
+}
+
+TEST_F(Run, CrashtestBadInputIsAUsageError) {
+  const CommandResult no_check = run_command({mimicfs_binary(), "crashtest", "--workload", "true"});
+  EXPECT_EQ(no_check.exit_status, 2) << no_check.err;
+  const CommandResult bad_op = run_command(
+      {mimicfs_binary(), "crashtest", "--op", "wrte", "--workload", "true", "--check", "true"});
+  EXPECT_EQ(bad_op.exit_status, 2) << bad_op.err;
+  EXPECT_NE(bad_op.err.find("unknown operation \"wrte\""), std::string::npos) << bad_op.err;
+  EXPECT_EQ(std::count(bad_op.err.begin(), bad_op.err.end(), '\n'), 1) << bad_op.err;
+  const CommandResult failing =
+      run_command({mimicfs_binary(), "crashtest", "--workload", "true", "--check", "false"});
+  EXPECT_EQ(failing.exit_status, 1) << failing.err;
+  EXPECT_NE(failing.err.find("the checker fails without a crash"), std::string::npos)
+      << failing.err;
+}
+
 }  // namespace
 }  // namespace mimicfs::testing

@@ -1,0 +1,258 @@
+#include "fusefs/crashtest_command.h"
+
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
+#include <vector>
+
+#include "backends/fault_injector.h"
+#include "fusefs/child_process.h"
+#include "fusefs/exit_status.h"
+#include "fusefs/mount.h"
+#include "fusefs/temporary_mount.h"
+
+namespace mimicfs {
+namespace {
+
+struct Point {
+  uint64_t nth = 0;
+  std::string when;  // before or after
+};
+
+struct Outcome {
+  Point point;
+  bool reached = false;   // the crash fired
+  std::string operation;  // what it fired on
+  int workload_status = 0;
+  int check_status = 0;
+  bool check_timed_out = false;
+  std::string log;  // the commands' output
+};
+
+int usage(const std::string& message) {
+  fmt::print(stderr, "mimicfs crashtest: {}\n", message);
+  return kExitUsage;
+}
+
+// The last `lines` lines of a file, indented, for a failure report.
+std::string tail_of(const std::string& path, size_t lines) {
+  std::ifstream in(path);
+  std::vector<std::string> all;
+  for (std::string line; std::getline(in, line);) all.push_back(line);
+  std::string out;
+  for (size_t i = all.size() > lines ? all.size() - lines : 0; i < all.size(); ++i) {
+    out += "    | " + all[i] + "\n";
+  }
+  return out;
+}
+
+// One volume's life: setup, (rule,) workload, (restart,) check. The workload
+// and checker's output go to `log`.
+struct Run {
+  bool mounted = false;
+  std::string error;  // set when it could not mount or run
+  nlohmann::json stats;
+  int workload_status = 0;
+  bool workload_timed_out = false;
+  int check_status = 0;
+  bool check_timed_out = false;
+};
+
+Run run_once(const CrashTestOptions& options, const std::string& rule, const std::string& scratch,
+             const std::string& log) {
+  Run run;
+  std::error_code ec;
+  std::filesystem::remove_all(scratch, ec);
+  std::filesystem::create_directories(scratch, ec);
+  auto mount = TemporaryMount::mount(options.profile, LatencyMode{}, {});
+  if (!mount) {
+    run.error = mount.error();
+    return run;
+  }
+  run.mounted = true;
+  setenv("MIMICFS_MOUNT", (*mount)->dir().c_str(), 1);
+  setenv("MIMICFS_CRASHTEST_DIR", scratch.c_str(), 1);
+  const SpawnOptions spawn{options.timeout, log};
+  auto shell = [&](const std::string& command) {
+    return spawn_and_wait({"/bin/sh", "-c", command}, spawn);
+  };
+  if (!options.setup.empty()) {
+    const auto setup = shell(options.setup);
+    if (!setup || setup->status != 0) {
+      run.error = fmt::format("the setup failed (status {})", setup ? setup->status : 127);
+    }
+  }
+  if (run.error.empty() && (*mount)->ctl("fault add " + rule) != 0) {
+    run.error = "the volume refused the rule " + rule;
+  }
+  if (run.error.empty()) {
+    const auto workload = shell(options.workload);
+    run.workload_status = workload ? workload->status : 127;
+    run.workload_timed_out = workload && workload->timed_out;
+    // The rule's counts and the crash, before the checker adds its own operations.
+    try {
+      run.stats = nlohmann::json::parse((*mount)->stats());
+    } catch (const nlohmann::json::exception&) {
+      run.error = "stats.json could not be read";
+    }
+    (void)(*mount)->ctl("restart");
+    (void)(*mount)->ctl("fault clear");
+    const auto check = shell(options.check);
+    run.check_status = check ? check->status : 127;
+    run.check_timed_out = check && check->timed_out;
+  }
+  unsetenv("MIMICFS_MOUNT");
+  unsetenv("MIMICFS_CRASHTEST_DIR");
+  return run;
+}
+
+std::vector<Point> choose_points(uint64_t total, const CrashTestOptions& options) {
+  std::mt19937_64 random(options.seed);
+  std::vector<Point> points;
+  const uint64_t count = std::min<uint64_t>(options.points, total);
+  for (uint64_t i = 0; i < count; ++i) {
+    const uint64_t first = 1 + i * total / count;
+    const uint64_t last = (i + 1) * total / count;  // inclusive
+    Point point;
+    point.nth = std::uniform_int_distribution<uint64_t>(first, std::max(first, last))(random);
+    point.when = options.when != "both" ? options.when : (random() & 1) ? "after" : "before";
+    points.push_back(point);
+  }
+  return points;
+}
+
+std::string rule_for(const CrashTestOptions& options, const Point& point) {
+  return fmt::format("op={},path={},nth={},crash={},restart=ctl", options.ops, options.path,
+                     point.nth, point.when);
+}
+
+}  // namespace
+
+int run_crash_test(const CrashTestOptions& options) {
+  if (options.workload.empty()) return usage("--workload is required");
+  if (options.check.empty()) return usage("--check is required");
+  if (options.points == 0) return usage("--points must be at least 1");
+  if (options.when != "before" && options.when != "after" && options.when != "both") {
+    return usage(fmt::format("--when {}: not before, after or both", options.when));
+  }
+  // The point rule must parse: --op and --path are the rule's own syntax.
+  const std::string counting = fmt::format("op={},path={},latency=1ns", options.ops, options.path);
+  FaultInjector parser;
+  if (auto added = parser.add(counting); !added) return usage(added.error());
+  if (auto why = check_fuse_device(); !why.empty()) return usage(why);
+
+  SignalForwarding forwarding;
+  char scratch_template[] = "/tmp/mimicfs-crashtest.XXXXXX";
+  if (!mkdtemp(scratch_template)) return usage("cannot create a scratch directory");
+  const std::string work = scratch_template;
+  const std::string scratch = work + "/durable";
+  const auto started = std::chrono::steady_clock::now();
+
+  // The dry run: how many operations can be points, and the checker passes without a crash.
+  const std::string dry_log = work + "/dry-run.log";
+  Run dry = run_once(options, counting, scratch, dry_log);
+  if (!dry.error.empty() || dry.workload_status != 0 || dry.check_status != 0) {
+    const std::string why =
+        !dry.error.empty() ? dry.error
+        : dry.workload_status != 0
+            ? fmt::format("the workload fails without a crash (status {})", dry.workload_status)
+            : fmt::format("the checker fails without a crash (status {})", dry.check_status);
+    fmt::print(stderr, "mimicfs crashtest: {}; its output:\n{}", why, tail_of(dry_log, 10));
+    std::error_code ec;
+    std::filesystem::remove_all(work, ec);
+    return SignalForwarding::received() != 0 ? 128 + SignalForwarding::received() : kExitFailure;
+  }
+  uint64_t total = 0;
+  for (const auto& rule : dry.stats["faults"]) total += rule["matched"].get<uint64_t>();
+  if (total == 0) {
+    fmt::print(stderr, "mimicfs crashtest: the workload made no operation matching op={} path={}\n",
+               options.ops, options.path);
+    std::error_code ec;
+    std::filesystem::remove_all(work, ec);
+    return kExitFailure;
+  }
+  const std::vector<Point> points = choose_points(total, options);
+  fmt::print("crashtest: {} on {}: {} matching operations, {} points, seed {}\n", options.workload,
+             options.profile.name, total, points.size(), options.seed);
+
+  std::vector<Outcome> outcomes;
+  unsigned failed = 0, unreached = 0;
+  for (size_t i = 0; i < points.size() && SignalForwarding::received() == 0; ++i) {
+    const std::string log = fmt::format("{}/point-{}.log", work, i + 1);
+    const std::string rule = rule_for(options, points[i]);
+    Run run = run_once(options, rule, scratch, log);
+    Outcome outcome{points[i]};
+    outcome.log = log;
+    if (!run.error.empty()) {
+      fmt::print("point {:>3}/{}  {:>8} {:<6} error: {}\n", i + 1, points.size(), points[i].nth,
+                 points[i].when, run.error);
+      ++failed;
+      outcomes.push_back(outcome);
+      continue;
+    }
+    outcome.reached = run.stats["power"].value("crashes", 0) > 0;
+    outcome.operation = run.stats["power"].value("last_crash", "");
+    outcome.workload_status = run.workload_status;
+    outcome.check_status = run.check_status;
+    outcome.check_timed_out = run.check_timed_out;
+    // What the crash fired on, without the rule's text.
+    std::string operation = outcome.operation;
+    if (const size_t colon = operation.rfind("\": "); colon != std::string::npos) {
+      operation = operation.substr(colon + 3);
+    }
+    operation = operation.substr(0, operation.rfind(" ("));  // the when column says it
+    const bool ok = outcome.check_status == 0;
+    fmt::print("point {:>3}/{}  {:>8} {:<6} {:<40} {}\n", i + 1, points.size(), points[i].nth,
+               points[i].when, outcome.reached ? operation : "(not reached)",
+               ok ? "check ok"
+                  : fmt::format("CHECK FAILED (status {}{})", outcome.check_status,
+                                outcome.check_timed_out ? ", timed out" : ""));
+    if (!outcome.reached) ++unreached;
+    if (!ok) {
+      ++failed;
+      fmt::print(
+          "  reproduce: the setup, then `mimicfs ctl MOUNT fault add '{}'`, the "
+          "workload, `ctl restart`, the check (profile {})\n  output ({}):\n{}",
+          rule, options.profile.name, log, tail_of(log, 8));
+    }
+    outcomes.push_back(outcome);
+  }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  fmt::print("crashtest: {} points, {} failed, {} not reached, {:.1f} s\n", outcomes.size(), failed,
+             unreached, seconds);
+
+  if (!options.json_out.empty()) {
+    nlohmann::json results = nlohmann::json::array();
+    for (const Outcome& o : outcomes) {
+      results.push_back({{"nth", o.point.nth},
+                         {"when", o.point.when},
+                         {"rule", rule_for(options, o.point)},
+                         {"reached", o.reached},
+                         {"operation", o.operation},
+                         {"workload_status", o.workload_status},
+                         {"check_status", o.check_status}});
+    }
+    std::ofstream(options.json_out) << nlohmann::json{{"profile", options.profile.name},
+                                                      {"seed", options.seed},
+                                                      {"operations", total},
+                                                      {"failed", failed},
+                                                      {"not_reached", unreached},
+                                                      {"seconds", seconds},
+                                                      {"points", results}}
+                                           .dump(2)
+                                    << "\n";
+  }
+  // The logs stay when a check failed, for the report above.
+  std::error_code ec;
+  if (failed == 0) std::filesystem::remove_all(work, ec);
+  if (SignalForwarding::received() != 0) return 128 + SignalForwarding::received();
+  return failed == 0 ? kExitOk : kExitFailure;
+}
+
+}  // namespace mimicfs

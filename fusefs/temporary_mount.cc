@@ -1,0 +1,97 @@
+#include "fusefs/temporary_mount.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "fusefs/child_process.h"
+#include "fusefs/exit_status.h"
+
+namespace mimicfs {
+namespace {
+
+// Unmounts, lazily when something left it busy, so the directory is never left mounted.
+void unmount(const std::string& dir) {
+  for (int attempt = 0; attempt < 20; ++attempt) {
+    const auto done = spawn_and_wait({"fusermount3", "-u", "-q", dir});
+    if (done && done->status == 0) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  fmt::print(stderr, "mimicfs: {} is busy; unmounting it lazily\n", dir);
+  (void)spawn_and_wait({"fusermount3", "-u", "-z", "-q", dir});
+}
+
+void remove_quietly(const std::string& path) {
+  std::error_code ec;
+  std::filesystem::remove(path, ec);
+}
+
+}  // namespace
+
+std::expected<std::unique_ptr<TemporaryMount>, std::string> TemporaryMount::mount(
+    const Profile& profile, const LatencyMode& latency, const std::vector<std::string>& faults) {
+  char dir_template[] = "/tmp/mimicfs-run.XXXXXX";
+  if (!mkdtemp(dir_template)) {
+    return std::unexpected(
+        fmt::format("cannot create a mount directory: {}", std::strerror(errno)));
+  }
+  const std::string dir = dir_template;
+  // The effective profile, --set overrides included, for the mount to load.
+  const std::string profile_file = dir + ".toml";
+  std::ofstream(profile_file) << profile.to_toml();
+  std::vector<std::string> command = {self_path(),  "mount",     "--profile-file",
+                                      profile_file, dir,         "--log-file",
+                                      dir + ".log", "--latency", latency.to_string()};
+  for (const std::string& rule : faults) {
+    command.push_back("--fault");
+    command.push_back(rule);
+  }
+  const auto mounted = spawn_and_wait(command);
+  remove_quietly(profile_file);
+  const bool ok = mounted && mounted->status == kExitOk;
+  if (ok && SignalForwarding::received() == 0)
+    return std::unique_ptr<TemporaryMount>(new TemporaryMount(dir));
+  // A mount interrupted half-way may be in place: take it down before leaving.
+  if (ok) unmount(dir);
+  (void)spawn_and_wait({"fusermount3", "-u", "-q", dir});
+  std::ifstream log(dir + ".log");
+  std::string last, line;
+  while (std::getline(log, line)) last = line;
+  remove_quietly(dir + ".log");
+  remove_quietly(dir);
+  if (SignalForwarding::received() != 0) return std::unexpected("interrupted");
+  return std::unexpected(fmt::format("could not mount {}{}", dir, last.empty() ? "" : ": " + last));
+}
+
+TemporaryMount::~TemporaryMount() {
+  unmount(dir_);
+  remove_quietly(dir_);
+  remove_quietly(dir_ + ".log");
+}
+
+std::string TemporaryMount::stats() const {
+  std::ifstream in(dir_ + "/.mimicfs/stats.json");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return in.good() || in.eof() ? text.str() : std::string();
+}
+
+int TemporaryMount::ctl(std::string_view command) const {
+  const int fd = open((dir_ + "/.mimicfs/ctl").c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return errno;
+  const ssize_t written = write(fd, command.data(), command.size());
+  const int error = written == static_cast<ssize_t>(command.size()) ? 0 : errno;
+  close(fd);
+  return error;
+}
+
+}  // namespace mimicfs

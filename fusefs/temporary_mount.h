@@ -1,0 +1,40 @@
+// TemporaryMount: a volume mounted on a new directory under /tmp by a
+// background `mimicfs mount` of this binary, for `run` and `crashtest`. The
+// destructor unmounts it (lazily when something left it busy) and removes the
+// directory and the mount's log.
+#pragma once
+
+#include <expected>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "backends/emulated_clock.h"
+#include "backends/profile.h"
+
+namespace mimicfs {
+
+class TemporaryMount {
+ public:
+  // Mounts `profile` with the latency mode and fault rules. On failure one line
+  // saying why (with the mount log's last line), and nothing is left mounted;
+  // an interruption by a signal says so (SignalForwarding::received()).
+  static std::expected<std::unique_ptr<TemporaryMount>, std::string> mount(
+      const Profile& profile, const LatencyMode& latency, const std::vector<std::string>& faults);
+  ~TemporaryMount();
+  TemporaryMount(const TemporaryMount&) = delete;
+  TemporaryMount& operator=(const TemporaryMount&) = delete;
+
+  const std::string& dir() const { return dir_; }
+  // .mimicfs/stats.json, as text ("" when it cannot be read).
+  std::string stats() const;
+  // Writes one command to .mimicfs/ctl: 0, or the errno of the write.
+  int ctl(std::string_view command) const;
+
+ private:
+  explicit TemporaryMount(std::string dir) : dir_(std::move(dir)) {}
+  std::string dir_;
+};
+
+}  // namespace mimicfs
