@@ -193,6 +193,13 @@ class FileSystem {
   // How many power cuts the volume has been through: a descriptor opened before
   // the last one belongs to a world that ended (the adapter answers it EIO).
   virtual uint64_t crashes() = 0;
+  // Everything written is durable now, every namespace change committed, as
+  // sync(1) makes it on the real filesystem (FUSE passes no syncfs on; `ctl sync`).
+  virtual void sync_all(Work& work) = 0;
+  void sync_all() {
+    Work work;
+    sync_all(work);
+  }
 
   // --- Deferred work (work.h's DeferredTask): an operation that queues a task
   // reports it in Work::deferred; a layer above decides when it is done. Not

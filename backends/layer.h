@@ -68,6 +68,7 @@ class Layer : public FileSystem {
   Result<void> removexattr(uint64_t inode, const std::string& name, Work& work) override;
   CrashReport crash(Work& work) override { return target_.crash(work); }
   uint64_t crashes() override { return target_.crashes(); }
+  void sync_all(Work& work) override { target_.sync_all(work); }
 
   bool complete_deferred(uint64_t id) override { return target_.complete_deferred(id); }
   size_t complete_all_deferred() override { return target_.complete_all_deferred(); }
@@ -105,6 +106,7 @@ class Layer : public FileSystem {
   using FileSystem::setxattr;
   using FileSystem::statfs;
   using FileSystem::symlink;
+  using FileSystem::sync_all;
   using FileSystem::unlink;
   using FileSystem::write;
 

@@ -147,6 +147,11 @@ bool Namespace::commit(uint64_t inode, bool only_its_creation) {
   return journal_.commit(scope);
 }
 
+void Namespace::commit_all() {
+  std::lock_guard lock(mutex_);
+  journal_.commit_all();
+}
+
 std::vector<std::pair<uint64_t, std::string>> Namespace::undo_uncommitted(Work& work) {
   std::vector<std::pair<uint64_t, std::string>> removed;
   const std::vector<NamespaceJournal::Change> lost = journal_.lose();

@@ -433,6 +433,21 @@ Result<void> Volume::removexattr(uint64_t inode, const std::string& name, Work&)
 
 std::string Volume::path(uint64_t inode) { return namespace_.path(inode); }
 
+void Volume::sync_all(Work& work) {
+  std::vector<std::shared_ptr<Inode>> files;
+  {
+    std::lock_guard lock(namespace_.mutex());
+    for (const auto& [number, node] : namespace_.inodes()) {
+      if (node->is_regular()) files.push_back(node);
+    }
+  }
+  for (const std::shared_ptr<Inode>& node : files) {
+    std::lock_guard lock(node->mutex);
+    node->file->sync(0, kMaxFileSize, work);
+  }
+  namespace_.commit_all();
+}
+
 CrashReport Volume::crash(Work& work) {
   CrashReport report;
   std::lock_guard lock(namespace_.mutex());

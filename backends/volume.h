@@ -90,6 +90,7 @@ class Volume final : public FileSystem {
   Result<void> removexattr(uint64_t inode, const std::string& name, Work& work) override;
   CrashReport crash(Work& work) override;
   uint64_t crashes() override { return crashes_.load(); }
+  void sync_all(Work& work) override;
 
   bool complete_deferred(uint64_t id) override { return deferred_.complete(id); }
   size_t complete_all_deferred() override { return deferred_.complete_all(); }
@@ -125,6 +126,7 @@ class Volume final : public FileSystem {
   using FileSystem::setxattr;
   using FileSystem::statfs;
   using FileSystem::symlink;
+  using FileSystem::sync_all;
   using FileSystem::unlink;
   using FileSystem::write;
 

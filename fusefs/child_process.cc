@@ -37,7 +37,7 @@ std::optional<ChildExit> spawn_and_wait(const std::vector<std::string>& args,
   posix_spawn_file_actions_init(&actions);
   if (!options.output_file.empty()) {
     posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, options.output_file.c_str(),
-                                     O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+                                     O_WRONLY | O_CREAT | O_APPEND, 0644);
     posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
   }
   posix_spawnattr_t attributes;

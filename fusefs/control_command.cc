@@ -12,6 +12,7 @@ std::expected<ControlCommand, std::string> parse_control_command(std::string_vie
   if (text == "crash") return CrashCommand{};
   if (text == "crash hold") return CrashCommand{.hold = true};
   if (text == "restart") return RestartCommand{};
+  if (text == "sync") return SyncCommand{};
   if (text == "settle") return SettleCommand{};
   if (text == "fault clear") return FaultClearCommand{};
   if (constexpr std::string_view kFaultAdd = "fault add "; text.starts_with(kFaultAdd)) {

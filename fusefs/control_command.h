@@ -7,6 +7,7 @@
 //                    back at once, and descriptors opened before get EIO
 //   crash hold       the same, and the volume stays off (every operation EIO)
 //   restart          power a held volume on again
+//   sync             make everything durable now, as sync(1) on the real filesystem
 //   settle           finish deferred work now (background reclaim), as if waited for
 //   fault add RULE   add a fault rule (fault_injector.h)
 //   fault clear      remove every fault rule
@@ -27,6 +28,7 @@ struct CrashCommand {
   bool hold = false;  // stay off until `restart`
 };
 struct RestartCommand {};
+struct SyncCommand {};
 struct SettleCommand {};
 struct FaultClearCommand {};
 struct FaultAddCommand {
@@ -36,11 +38,12 @@ struct LatencyCommand {
   LatencyMode mode;
 };
 
-using ControlCommand = std::variant<ResetCommand, CrashCommand, RestartCommand, SettleCommand,
-                                    FaultClearCommand, FaultAddCommand, LatencyCommand>;
+using ControlCommand =
+    std::variant<ResetCommand, CrashCommand, RestartCommand, SyncCommand, SettleCommand,
+                 FaultClearCommand, FaultAddCommand, LatencyCommand>;
 
 inline constexpr std::string_view kControlCommands =
-    "reset, crash, crash hold, restart, settle, fault add RULE, fault clear, latency "
+    "reset, crash, crash hold, restart, sync, settle, fault add RULE, fault clear, latency "
     "virtual|real|real:SCALE";
 
 // Parses one command (trailing newlines and spaces ignored). On error, one line

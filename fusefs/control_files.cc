@@ -73,6 +73,9 @@ Result<void> ControlFiles::execute(std::string_view text) {
     spdlog::info("ctl: counters reset");
   } else if (const auto* crash = std::get_if<CrashCommand>(&*command)) {
     engine_.crash(crash->hold, "ctl");
+  } else if (std::holds_alternative<SyncCommand>(*command)) {
+    engine_.fs().sync_all();
+    spdlog::info("ctl: everything is durable");
   } else if (std::holds_alternative<RestartCommand>(*command)) {
     engine_.power_on();
     spdlog::info("ctl: powered on");

@@ -87,6 +87,8 @@ Run run_once(const CrashTestOptions& options, const std::string& rule, const std
       run.error = fmt::format("the setup failed (status {})", setup ? setup->status : 127);
     }
   }
+  // What the setup made is durable before any crash, as after sync(1).
+  if (run.error.empty() && (*mount)->ctl("sync") != 0) run.error = "the volume refused sync";
   if (run.error.empty() && (*mount)->ctl("fault add " + rule) != 0) {
     run.error = "the volume refused the rule " + rule;
   }
@@ -150,6 +152,10 @@ int run_crash_test(const CrashTestOptions& options) {
   char scratch_template[] = "/tmp/mimicfs-crashtest.XXXXXX";
   if (!mkdtemp(scratch_template)) return usage("cannot create a scratch directory");
   const std::string work = scratch_template;
+  // A database server may run as another user (postgres) and keep its socket there.
+  std::filesystem::permissions(work, std::filesystem::perms::owner_all |
+                                         std::filesystem::perms::group_exec |
+                                         std::filesystem::perms::others_exec);
   const std::string scratch = work + "/durable";
   const auto started = std::chrono::steady_clock::now();
 

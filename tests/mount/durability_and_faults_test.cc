@@ -244,6 +244,26 @@ TEST(Crash, AHeldVolumeAnswersEioUntilRestart) {
   EXPECT_FALSE(exists(vol.file("not-committed")));
 }
 
+// `ctl sync`: everything written becomes durable, as sync(1) makes it on the
+// real filesystem (FUSE passes no syncfs on).
+TEST(Crash, CtlSyncMakesEverythingDurable) {
+  MIMICFS_REQUIRE_MOUNTABLE();
+  for (const char* profile : {"ext4", "btrfs", "nfs"}) {
+    SCOPED_TRACE(profile);
+    MountedVolume vol(profile);
+    ASSERT_TRUE(vol.mounted()) << vol.error();
+    ASSERT_EQ(mkdir(vol.file("d").c_str(), 0755), 0);
+    const int fd = open(vol.file("d/f").c_str(), O_CREAT | O_RDWR, 0644);
+    ASSERT_GE(fd, 0);
+    write_at(fd, "written, never fsynced", 0);
+    ASSERT_EQ(vol.ctl("sync"), 0);
+    EXPECT_EQ(vol.file_stats("d/f")["unsynced_bytes"], 0);
+    ASSERT_EQ(vol.ctl("crash"), 0);
+    close(fd);
+    EXPECT_EQ(read_file(vol.file("d/f")), "written, never fsynced");
+  }
+}
+
 // Crash points: a rule cuts the power at a chosen operation, from the command
 // line or ctl, and the operation's own fate follows before/after.
 TEST(CrashPoints, TheNthFsyncOfAPathCrashesAfterIt) {
