@@ -6,6 +6,7 @@
 // are also reachable by name for what only they know (fault rules, the clock).
 #pragma once
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <functional>
@@ -16,6 +17,7 @@
 #include "backends/counting_layer.h"
 #include "backends/data_store.h"
 #include "backends/fault_layer.h"
+#include "backends/power_cut.h"
 #include "backends/volume.h"
 #include "backends/wall_clock.h"
 
@@ -30,8 +32,7 @@ class Engine {
         cost_(faults_, latency),
         counting_(cost_) {
     faults_.set_clock([this] { return cost_.emulated_ns(); });
-    faults_.set_crash_hook(
-        [this](bool hold, const std::string& cause) { crash(hold, cause, true); });
+    faults_.set_crash_hook([this](const PowerCut& cut) { crash(cut, true); });
   }
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -41,6 +42,7 @@ class Engine {
   FaultInjector& faults() { return faults_.rules(); }
   CostLayer& cost() { return cost_; }
   void power_on() { faults_.power_on(); }
+  bool powered() const { return faults_.powered(); }
 
   // What is told of each power cut: its report, and whether it happened inside
   // an operation (a crash rule), where the kernel's caches may only be told later.
@@ -48,13 +50,19 @@ class Engine {
   // Set once, before any operation (the FUSE adapter's cache invalidation).
   void on_crash(CrashObserver observer) { crash_observer_ = std::move(observer); }
 
-  // A power cut of the whole stack: `ctl crash` (`cause` "ctl") or a crash rule.
-  // With `hold` the volume stays off (EIO) until power_on().
-  CrashReport crash(bool hold, const std::string& cause, bool during_operation = false) {
-    if (hold) faults_.power_off();  // first: nothing reaches the crashed volume before restart
+  // A power cut of the whole stack: `ctl crash` (cause "ctl") or a crash rule.
+  // With `hold` the volume stays off (EIO) until power_on(); with `writeback`
+  // part of the unsynced overwrites persist first (torn and reordered writes).
+  CrashReport crash(const PowerCut& cut, bool during_operation = false) {
+    if (cut.hold) faults_.power_off();  // first: nothing reaches the crashed volume before restart
+    const uint64_t written_back =
+        cut.writeback > 0 ? counting_.write_back_at_random(cut.writeback, cut.seed) : 0;
     CrashReport report = counting_.crash();
-    faults_.crashed(cause);
-    spdlog::warn("power cut: {}{}", cause, hold ? "; the volume stays off until `restart`" : "");
+    faults_.crashed(cut.cause);
+    spdlog::warn(
+        "power cut: {}{}{}", cut.cause,
+        cut.writeback > 0 ? fmt::format("; {} bytes written back first", written_back) : "",
+        cut.hold ? "; the volume stays off until `restart`" : "");
     if (crash_observer_) crash_observer_(report, during_operation);
     return report;
   }

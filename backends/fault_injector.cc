@@ -26,6 +26,7 @@ struct FaultInjector::Rule {
   uint64_t latency_ns = 0;
   Crash crash = Crash::kNone;
   bool hold = false;     // restart=ctl: the volume stays off after the crash
+  double writeback = 0;  // writeback=: the fraction of unsynced overwrites that persist
   uint64_t from_ns = 0;  // from=: only operations from this emulated time on
   Trigger trigger = Trigger::kAlways;
   // probability=P as an integer threshold on 53 random bits (P * 2^53), so the
@@ -62,10 +63,12 @@ struct FaultInjector::Rule {
 
 namespace {
 
-constexpr std::string_view kKeys[] = {"op",   "path",        "error", "latency", "crash", "restart",
-                                      "from", "probability", "seed",  "nth",     "every", "count"};
+constexpr std::string_view kKeys[] = {"op",      "path",      "error", "latency",     "crash",
+                                      "restart", "writeback", "from",  "probability", "seed",
+                                      "nth",     "every",     "count"};
 constexpr std::string_view kKeyList =
-    "op, path, error, latency, crash, restart, from, probability, seed, nth, every, count";
+    "op, path, error, latency, crash, restart, writeback, from, probability, seed, nth, every, "
+    "count";
 constexpr uint64_t kProbabilityOne = uint64_t{1} << 53;
 
 std::string_view trim(std::string_view s) {
@@ -114,6 +117,21 @@ std::expected<uint64_t, std::string> parse_duration_ns(std::string_view s) {
     return *value * u.ns;
   }
   return std::unexpected(fmt::format("unknown unit \"{}\" (ns, us, ms or s)", unit));
+}
+
+// A number in (0, 1]. strtod, not from_chars: libc++ (scripts/check-locks.sh)
+// has no double one.
+std::expected<double, std::string> parse_fraction(std::string_view value) {
+  const std::string text(value);
+  char* end = nullptr;
+  const double p = text.empty() || std::isspace(static_cast<unsigned char>(text[0]))
+                       ? 0
+                       : std::strtod(text.c_str(), &end);
+  if (end != text.c_str() + text.size()) {
+    return std::unexpected(fmt::format("\"{}\" is not a number", value));
+  }
+  if (!(p > 0 && p <= 1)) return std::unexpected(fmt::format("{} is not in (0, 1]", value));
+  return p;
 }
 
 // The largest unit that states `ns` exactly, as the rule would spell it.
@@ -229,19 +247,15 @@ std::expected<FaultInjector::Rule, std::string> FaultInjector::Rule::parse(std::
       auto ns = parse_duration_ns(value);
       if (!ns) return bad(key, ns.error());
       rule.from_ns = *ns;
+    } else if (key == "writeback") {
+      auto fraction = parse_fraction(value);
+      if (!fraction) return bad(key, fraction.error());
+      rule.writeback = *fraction;
     } else if (key == "probability") {
-      // strtod, not from_chars: libc++ (scripts/check-locks.sh) has no double one.
-      const std::string text(value);
-      char* end = nullptr;
-      const double p = text.empty() || std::isspace(static_cast<unsigned char>(text[0]))
-                           ? 0
-                           : std::strtod(text.c_str(), &end);
-      if (end != text.c_str() + text.size()) {
-        return bad(key, fmt::format("\"{}\" is not a number", value));
-      }
-      if (!(p > 0 && p <= 1)) return bad(key, fmt::format("{} is not in (0, 1]", value));
+      auto p = parse_fraction(value);
+      if (!p) return bad(key, p.error());
       rule.trigger = Trigger::kProbability;
-      rule.threshold = static_cast<uint64_t>(p * static_cast<double>(kProbabilityOne));
+      rule.threshold = static_cast<uint64_t>(*p * static_cast<double>(kProbabilityOne));
     } else if (key == "seed") {
       const std::optional<uint64_t> seed = parse_uint(value);
       if (!seed) return bad(key, fmt::format("\"{}\" is not a non-negative integer", value));
@@ -270,13 +284,16 @@ std::expected<FaultInjector::Rule, std::string> FaultInjector::Rule::parse(std::
                             : "a rule injects one of error=, latency= and crash=");
   }
   if (given("restart") && !given("crash")) return bad("restart", "needs crash=");
+  if (given("writeback") && !given("crash")) return bad("writeback", "needs crash=");
   // A power cut happens once: a crash rule fires once unless count= says more.
   if (given("crash") && !given("count")) rule.limit = 1;
   if (given("probability") + given("nth") + given("every") > 1) {
     return bad(given("probability") ? "probability" : "nth",
                "at most one of probability=, nth= and every= may be given");
   }
-  if (given("seed") && !given("probability")) return bad("seed", "needs probability=");
+  if (given("seed") && !given("probability") && !given("writeback")) {
+    return bad("seed", "needs probability= or writeback=");
+  }
   rule.rng.seed(rule.seed);
   return rule;
 }
@@ -323,8 +340,12 @@ FaultInjector::Fault FaultInjector::check(Op op, std::string_view path, uint64_t
     if (rule.crash != Crash::kNone) {
       if (fault.crash != Crash::kNone) continue;  // shadowed: one power cut at a time
       fault.crash = rule.crash;
-      fault.hold = rule.hold;
-      fault.crash_rule = fmt::format("rule {} \"{}\": {} {}", i + 1, rule.text, op_name(op), path);
+      fault.power_cut.hold = rule.hold;
+      fault.power_cut.writeback = rule.writeback;
+      fault.power_cut.seed = rule.seed;
+      fault.power_cut.cause =
+          fmt::format("rule {} \"{}\": {} {} ({} it)", i + 1, rule.text, op_name(op), path,
+                      rule.crash == Crash::kBefore ? "before" : "after");
     } else if (rule.error != 0) {
       if (fault.error != 0) continue;  // shadowed: the operation already fails
       fault.error = rule.error;

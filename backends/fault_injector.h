@@ -20,6 +20,7 @@
 #include <string_view>
 #include <vector>
 
+#include "backends/power_cut.h"
 #include "backends/stats.h"
 #include "backends/thread_annotations.h"
 
@@ -35,8 +36,7 @@ class FaultInjector {
     int error = 0;            // positive errno to return instead of running it
     uint64_t latency_ns = 0;  // extra time the operation takes
     Crash crash = Crash::kNone;
-    bool hold = false;       // the volume stays off after the crash (restart=ctl)
-    std::string crash_rule;  // which rule fired on which operation, for the log and stats
+    PowerCut power_cut;  // with crash: how, and the rule and operation (its cause)
   };
 
   FaultInjector();
@@ -56,6 +56,10 @@ class FaultInjector {
   //   restart=now|ctl         crash= only: the volume comes back at once (default)
   //                           or stays off until `ctl restart`
   //   from=N(ns|us|ms|s)      only operations from this emulated time on
+  //   writeback=P             crash= only: each unit (device.atomic_write_bytes) of
+  //                           data overwritten in place since its sync is durable
+  //                           with probability P (seed= seeds it): pages persist
+  //                           out of order and may tear
   //   probability=P           fire with probability 0 < P <= 1, drawn from
   //   seed=N                    a generator seeded with N (default 0)
   //   nth=N                   fire on the Nth matching occurrence only

@@ -38,13 +38,12 @@ Result<void> FaultLayer::enter(const Call& call, Work& work) {
   work.fault_latency_ns += fault.latency_ns;
   if (fault.crash == FaultInjector::Crash::kBefore && crash_hook_) {
     // The operation never runs: the power went first.
-    crash_hook_(fault.hold, fault.crash_rule + " (before it)");
+    crash_hook_(fault.power_cut);
     return fail(EIO);
   }
   if (fault.crash == FaultInjector::Crash::kAfter) {
     work.crash_after = true;
-    work.crash_hold = fault.hold;
-    work.crash_cause = fault.crash_rule + " (after it)";
+    work.power_cut = fault.power_cut;
   }
   if (fault.error) return fail(fault.error);
   return {};
@@ -54,7 +53,8 @@ void FaultLayer::leave(const Call&, Work& work, int) {
   // After the target returned: it holds none of its locks now.
   if (work.crash_after && crash_hook_) {
     work.crash_after = false;
-    crash_hook_(work.crash_hold, work.crash_cause);
+    crash_hook_(work.power_cut);
+    work.deferred.clear();  // the crash completed every task the operation queued
   }
 }
 

@@ -25,8 +25,8 @@ class FaultLayer final : public Layer {
  public:
   explicit FaultLayer(FileSystem& target) : Layer(target) {}
 
-  // How a crash rule cuts the power (`hold`: stay off), and names what fired.
-  using CrashHook = std::function<void(bool hold, const std::string& cause)>;
+  // How a crash rule cuts the power.
+  using CrashHook = std::function<void(const PowerCut&)>;
   // Set once, before any operation: the Engine's crash and its emulated clock.
   void set_crash_hook(CrashHook hook) { crash_hook_ = std::move(hook); }
   void set_clock(std::function<uint64_t()> now_ns) { now_ns_ = std::move(now_ns); }

@@ -78,8 +78,12 @@ class FileSpace {
   // blocks [first, first+count) only (O_DSYNC).
   void synced();
   void range_synced(uint64_t first, uint64_t count);
-  // True when some block's mapping changed since the last sync.
+  // True when some block's mapping changed since the last sync (of blocks
+  // [first, first+count) only, with a range).
   bool changed_since_sync() const { return !changed_.empty(); }
+  bool changed_since_sync(uint64_t first, uint64_t count) const {
+    return !changed_.overlapping(first, count).empty();
+  }
   // A power cut, in two steps so that no file takes back blocks another file
   // has not given up yet (a volume calls the first on every file, then the
   // second): lose_unsynced() drops delayed blocks and the inode reservation

@@ -193,6 +193,10 @@ class FileSystem {
   // How many power cuts the volume has been through: a descriptor opened before
   // the last one belongs to a world that ended (the adapter answers it EIO).
   virtual uint64_t crashes() = 0;
+  // Just before a power cut: the device or the flusher wrote back part of the
+  // data written since each file's sync (RegularFile::persist_some; none on a
+  // copy-on-write profile, which never overwrites in place). Returns the bytes.
+  virtual uint64_t write_back_at_random(double fraction, uint64_t seed) = 0;
   // Everything written is durable now, every namespace change committed, as
   // sync(1) makes it on the real filesystem (FUSE passes no syncfs on; `ctl sync`).
   virtual void sync_all(Work& work) = 0;

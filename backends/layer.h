@@ -68,6 +68,9 @@ class Layer : public FileSystem {
   Result<void> removexattr(uint64_t inode, const std::string& name, Work& work) override;
   CrashReport crash(Work& work) override { return target_.crash(work); }
   uint64_t crashes() override { return target_.crashes(); }
+  uint64_t write_back_at_random(double fraction, uint64_t seed) override {
+    return target_.write_back_at_random(fraction, seed);
+  }
   void sync_all(Work& work) override { target_.sync_all(work); }
 
   bool complete_deferred(uint64_t id) override { return target_.complete_deferred(id); }

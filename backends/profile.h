@@ -33,6 +33,7 @@ struct Profile {
   uint64_t max_extent_bytes = 0;            // bytes; the longest extent record, 0: no limit
   uint64_t max_unwritten_extent_bytes = 0;  // bytes; the longest unwritten one, 0: as written
   uint64_t logical_block_size = 512;        // bytes; O_DIRECT offsets and lengths align to it
+  uint64_t atomic_write_bytes = 4096;       // bytes the device writes whole at a power cut
 
   // [statfs]: the geometry statfs(2) reports.
   uint64_t statfs_block_size = 4096;     // f_bsize; glibc's posix_fallocate steps by it (max 4096)

@@ -97,6 +97,11 @@ const std::vector<ProfileKey>& profile_keys() {
        "O_DIRECT offsets and lengths must be multiples of it, else EINVAL (the kernel does not "
        "check for FUSE); at most the unit. nfs: 1, the NFS client has no constraint",
        false, 1, kMiB, true},
+      {"device.atomic_write_bytes", &Profile::atomic_write_bytes, "bytes",
+       "what the device writes whole when the power goes: a crash rule's writeback= persists "
+       "unsynced data in these units, so a page larger than it can tear (a 512-byte-sector "
+       "disk: 512; an SSD: 4096)",
+       false, 1, kMiB, true},
       {"statfs.block_size", &Profile::statfs_block_size, "bytes",
        "`f_bsize` (glibc's posix_fallocate fallback steps by min(f_bsize, 4096)) and "
        "`st_blksize`",

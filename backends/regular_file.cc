@@ -251,6 +251,36 @@ void RegularFile::recover() {
   durability_.synced(size_);
 }
 
+uint64_t RegularFile::persist_some(double fraction, uint64_t unit, std::mt19937_64& random) {
+  std::uniform_real_distribution<double> draw(0.0, 1.0);
+  const uint64_t synced_size = durability_.synced_size();
+  std::vector<std::pair<uint64_t, uint64_t>> pieces;
+  for (const auto& [offset, length] : durability_.unsynced_ranges()) {
+    const uint64_t end = std::min(offset + length, synced_size);
+    for (uint64_t piece = offset / unit * unit; piece < end; piece += unit) {
+      const uint64_t from = std::max(piece, offset);
+      const uint64_t to = std::min(piece + unit, end);
+      const uint64_t first = from / unit_;
+      const uint64_t count = div_up(to, unit_) - first;
+      // A draw for every piece, so the same seed gives the same pieces whatever is skipped.
+      const bool persisted = draw(random) < fraction;
+      if (persisted && space_.has_data(first, count) && !space_.changed_since_sync(first, count)) {
+        pieces.emplace_back(from, to - from);
+      }
+    }
+  }
+  uint64_t bytes = 0;
+  for (const auto& [from, length] : pieces) {
+    durability_.range_synced(from, length, synced_size, [&](uint64_t at, uint64_t count) {
+      std::string now(count, '\0');
+      contents_->read(at, std::as_writable_bytes(std::span(now.data(), count)));
+      return std::optional<std::string>(std::move(now));
+    });
+    bytes += length;
+  }
+  return bytes;
+}
+
 FileStats RegularFile::stats() const {
   FileStats f;
   f.size = size_;

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <random>
 #include <span>
 #include <vector>
 
@@ -95,6 +96,14 @@ class RegularFile {
   bool power_cut();
   void recover();
   bool unsynced() const { return durability_.unsynced() || space_.changed_since_sync(); }
+  // Before a power cut, the device or the flusher wrote back part of the data
+  // written since the last sync: each `unit`-byte piece of it that overwrote
+  // durable data in place (below the synced size, in a block mapped as at the
+  // sync) is durable with probability `fraction`, drawn from `random`. Pages
+  // persist out of order, and a page larger than the unit may persist in part
+  // (torn). Appends and allocations are not: their metadata was not committed.
+  // Returns the bytes made durable.
+  uint64_t persist_some(double fraction, uint64_t unit, std::mt19937_64& random);
 
   // The size, allocation, dirty and unsynced figures (FileStats::inode unset).
   FileStats stats() const;

@@ -13,6 +13,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <random>
 
 namespace mimicfs {
 namespace {
@@ -432,6 +433,26 @@ Result<void> Volume::removexattr(uint64_t inode, const std::string& name, Work&)
 // Emulated time, durability and faults
 
 std::string Volume::path(uint64_t inode) { return namespace_.path(inode); }
+
+uint64_t Volume::write_back_at_random(double fraction, uint64_t seed) {
+  // Copy-on-write writes new data elsewhere and commits the switch: a crash
+  // gives the old extent or the new one, never a page in part.
+  if (profile_.copy_on_write) return 0;
+  std::map<uint64_t, std::shared_ptr<Inode>> files;  // by number: the same draws every run
+  {
+    std::lock_guard lock(namespace_.mutex());
+    for (const auto& [number, node] : namespace_.inodes()) {
+      if (node->is_regular()) files.emplace(number, node);
+    }
+  }
+  std::mt19937_64 random(seed);
+  uint64_t bytes = 0;
+  for (const auto& [number, node] : files) {
+    std::lock_guard lock(node->mutex);
+    bytes += node->file->persist_some(fraction, profile_.atomic_write_bytes, random);
+  }
+  return bytes;
+}
 
 void Volume::sync_all(Work& work) {
   std::vector<std::shared_ptr<Inode>> files;

@@ -90,6 +90,7 @@ class Volume final : public FileSystem {
   Result<void> removexattr(uint64_t inode, const std::string& name, Work& work) override;
   CrashReport crash(Work& work) override;
   uint64_t crashes() override { return crashes_.load(); }
+  uint64_t write_back_at_random(double fraction, uint64_t seed) override;
   void sync_all(Work& work) override;
 
   bool complete_deferred(uint64_t id) override { return deferred_.complete(id); }

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "backends/power_cut.h"
+
 namespace mimicfs {
 
 // The device requests one operation makes, in one direction.
@@ -79,8 +81,7 @@ struct Work {
   // rule's power cut due when the operation completes (crash=after).
   uint64_t fault_latency_ns = 0;
   bool crash_after = false;
-  bool crash_hold = false;
-  std::string crash_cause;
+  PowerCut power_cut;
   // Set by the CostLayer: what all of the above cost, in emulated nanoseconds.
   uint64_t emulated_ns = 0;
   // Inodes that ceased to exist during the operation: layers drop what they keep per inode.

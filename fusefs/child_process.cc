@@ -16,14 +16,14 @@ extern char** environ;
 namespace mimicfs {
 namespace {
 
-std::atomic<pid_t> g_child{0};
+std::atomic<pid_t> g_child{0};  // negative: a process group
 std::atomic<int> g_signal{0};
 constexpr int kForwarded[] = {SIGINT, SIGTERM, SIGHUP};
 struct sigaction g_previous[std::size(kForwarded)];
 
 void forward_signal(int signal) {
   g_signal = signal;
-  if (const pid_t pid = g_child.load(); pid > 0) kill(pid, signal);
+  if (const pid_t pid = g_child.load(); pid != 0) kill(pid, signal);
 }
 
 }  // namespace
@@ -55,7 +55,8 @@ std::optional<ChildExit> spawn_and_wait(const std::vector<std::string>& args,
     errno = error;
     return std::nullopt;
   }
-  g_child = pid;
+  // A child in its own group gets the signal with everything it started.
+  g_child = options.timeout.count() > 0 ? -pid : pid;
   ChildExit exit;
   const auto deadline = std::chrono::steady_clock::now() + options.timeout;
   int status = 0;

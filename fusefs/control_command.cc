@@ -6,11 +6,43 @@
 
 namespace mimicfs {
 
+namespace {
+
+// "crash" options: hold, writeback=P, seed=S, in any order. The rule parser
+// checks the numbers, as it does for a crash rule's same keys.
+std::expected<ControlCommand, std::string> parse_crash(std::string_view options) {
+  CrashCommand crash;
+  crash.cut.cause = "ctl";
+  std::string rule = "crash=after";
+  while (!options.empty()) {
+    const size_t start = options.find_first_not_of(' ');
+    if (start == std::string_view::npos) break;
+    options.remove_prefix(start);
+    const std::string_view word = options.substr(0, options.find(' '));
+    options.remove_prefix(word.size());
+    if (word == "hold") {
+      crash.cut.hold = true;
+    } else if (word.starts_with("writeback=") || word.starts_with("seed=")) {
+      rule += "," + std::string(word);
+    } else {
+      return std::unexpected(
+          fmt::format("crash: unknown option \"{}\" (hold, writeback=P, seed=S)", word));
+    }
+  }
+  FaultInjector check;
+  if (auto added = check.add(rule); !added) return std::unexpected(added.error());
+  const FaultInjector::Fault fault = check.check(Op::kWrite, "/");
+  crash.cut.writeback = fault.power_cut.writeback;
+  crash.cut.seed = fault.power_cut.seed;
+  return crash;
+}
+
+}  // namespace
+
 std::expected<ControlCommand, std::string> parse_control_command(std::string_view text) {
   while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.remove_suffix(1);
   if (text == "reset") return ResetCommand{};
-  if (text == "crash") return CrashCommand{};
-  if (text == "crash hold") return CrashCommand{.hold = true};
+  if (text == "crash" || text.starts_with("crash ")) return parse_crash(text.substr(5));
   if (text == "restart") return RestartCommand{};
   if (text == "sync") return SyncCommand{};
   if (text == "settle") return SettleCommand{};

@@ -6,6 +6,8 @@
 //   crash            a power cut: drop everything not synced; the volume comes
 //                    back at once, and descriptors opened before get EIO
 //   crash hold       the same, and the volume stays off (every operation EIO)
+//   crash [hold] writeback=P [seed=S]
+//                    part of the unsynced in-place overwrites persist first
 //   restart          power a held volume on again
 //   sync             make everything durable now, as sync(1) on the real filesystem
 //   settle           finish deferred work now (background reclaim), as if waited for
@@ -20,12 +22,13 @@
 #include <variant>
 
 #include "backends/emulated_clock.h"
+#include "backends/power_cut.h"
 
 namespace mimicfs {
 
 struct ResetCommand {};
 struct CrashCommand {
-  bool hold = false;  // stay off until `restart`
+  PowerCut cut;  // hold, writeback=P, seed=S
 };
 struct RestartCommand {};
 struct SyncCommand {};
@@ -43,7 +46,8 @@ using ControlCommand =
                  FaultClearCommand, FaultAddCommand, LatencyCommand>;
 
 inline constexpr std::string_view kControlCommands =
-    "reset, crash, crash hold, restart, sync, settle, fault add RULE, fault clear, latency "
+    "reset, crash [hold] [writeback=P] [seed=S], restart, sync, settle, fault add RULE, fault "
+    "clear, latency "
     "virtual|real|real:SCALE";
 
 // Parses one command (trailing newlines and spaces ignored). On error, one line

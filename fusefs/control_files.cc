@@ -72,8 +72,9 @@ Result<void> ControlFiles::execute(std::string_view text) {
     engine_.fs().reset_statistics();
     spdlog::info("ctl: counters reset");
   } else if (const auto* crash = std::get_if<CrashCommand>(&*command)) {
-    engine_.crash(crash->hold, "ctl");
+    engine_.crash(crash->cut);
   } else if (std::holds_alternative<SyncCommand>(*command)) {
+    if (!engine_.powered()) return fail(EIO);  // held off: nothing reaches the volume
     engine_.fs().sync_all();
     spdlog::info("ctl: everything is durable");
   } else if (std::holds_alternative<RestartCommand>(*command)) {

@@ -264,6 +264,24 @@ TEST(Crash, CtlSyncMakesEverythingDurable) {
   }
 }
 
+// `crash writeback=1`: every unsynced in-place overwrite reached the device.
+TEST(Crash, WritebackBeforeTheCrashPersistsOverwrites) {
+  MIMICFS_REQUIRE_MOUNTABLE();
+  MountedVolume vol("ext4");
+  ASSERT_TRUE(vol.mounted()) << vol.error();
+  const int fd = open(vol.file("f").c_str(), O_CREAT | O_RDWR, 0644);
+  ASSERT_GE(fd, 0);
+  write_at(fd, std::string(8192, 'o'), 0);
+  ASSERT_EQ(fsync(fd), 0);
+  write_at(fd, std::string(8192, 'n'), 0);
+  write_at(fd, "appended", 8192);
+  ASSERT_EQ(vol.ctl("crash writeback=1 seed=3"), 0);
+  close(fd);
+  EXPECT_EQ(read_file(vol.file("f")), std::string(8192, 'n'));
+  EXPECT_EQ(vol.ctl("crash writeback=3"), EINVAL);
+  EXPECT_EQ(vol.ctl("crash sideways"), EINVAL);
+}
+
 // Crash points: a rule cuts the power at a chosen operation, from the command
 // line or ctl, and the operation's own fate follows before/after.
 TEST(CrashPoints, TheNthFsyncOfAPathCrashesAfterIt) {

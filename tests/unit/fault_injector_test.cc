@@ -143,6 +143,9 @@ TEST(FaultInjector, MalformedRulesNameTheKey) {
            {"crash=after,restart=later", "restart"},
            {"crash=after,from=5", "from"},
            {"crash=after,from=0s", "from"},
+           {"error=EIO,writeback=0.5", "writeback"},
+           {"crash=after,writeback=0", "writeback"},
+           {"crash=after,writeback=2", "writeback"},
        }) {
     FaultInjector faults;
     auto added = faults.add(c.rule);
@@ -307,9 +310,10 @@ TEST(FaultInjector, ACrashRuleFiresOnceAtItsPoint) {
   EXPECT_EQ(faults.check(Op::kFsync, "/db/t.ibd").crash, FaultInjector::Crash::kNone);
   const FaultInjector::Fault fault = faults.check(Op::kFsync, "/db/1.wal");
   EXPECT_EQ(fault.crash, FaultInjector::Crash::kAfter);
-  EXPECT_FALSE(fault.hold);
+  EXPECT_FALSE(fault.power_cut.hold);
   EXPECT_EQ(fault.error, 0);
-  EXPECT_NE(fault.crash_rule.find("fsync /db/1.wal"), std::string::npos) << fault.crash_rule;
+  EXPECT_NE(fault.power_cut.cause.find("fsync /db/1.wal (after it)"), std::string::npos)
+      << fault.power_cut.cause;
 
   FaultInjector every;
   add_ok(every, "op=write,crash=before,restart=ctl");
@@ -320,6 +324,16 @@ TEST(FaultInjector, ACrashRuleFiresOnceAtItsPoint) {
   add_ok(twice, "op=write,crash=before,count=2");
   (void)twice.check(Op::kWrite, "/f");
   EXPECT_EQ(twice.check(Op::kWrite, "/f").crash, FaultInjector::Crash::kBefore);
+}
+
+TEST(FaultInjector, ACrashRuleCarriesItsWriteback) {
+  LogCapture quiet;
+  FaultInjector faults;
+  add_ok(faults, "op=fsync,crash=before,writeback=0.25,seed=9,restart=ctl");
+  const FaultInjector::Fault fault = faults.check(Op::kFsync, "/f");
+  EXPECT_EQ(fault.power_cut.writeback, 0.25);
+  EXPECT_EQ(fault.power_cut.seed, 9u);
+  EXPECT_TRUE(fault.power_cut.hold);
 }
 
 TEST(FaultInjector, FromWaitsForTheEmulatedClock) {

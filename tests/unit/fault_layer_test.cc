@@ -48,9 +48,9 @@ TEST(FaultLayer, ALatencyRuleAddsToTheWorkAndLetsTheOperationRun) {
 TEST(FaultLayer, ACrashRuleCutsThePowerBeforeOrAfterTheOperation) {
   Stack s("ext4");
   std::vector<std::string> causes;
-  s.layer.set_crash_hook([&](bool hold, const std::string& cause) {
-    EXPECT_FALSE(hold);
-    causes.push_back(cause);
+  s.layer.set_crash_hook([&](const PowerCut& cut) {
+    EXPECT_FALSE(cut.hold);
+    causes.push_back(cut.cause);
     s.volume.crash();
   });
   ASSERT_TRUE(s.layer.rules().add("op=create,path=/lost,crash=before").has_value());

@@ -573,6 +573,50 @@ TEST(VolumeCrash, OnNfs42AllocateAndDeallocateAreDurableAtOnce) {
   EXPECT_EQ(fs.volume.seek(f, 0, SEEK_HOLE), 2 * kPage) << "the punched block is durable";
 }
 
+// Torn and reordered writes: before the power cut part of the unsynced in-place
+// overwrites reached the device, in atomic units; appends never do, and a
+// copy-on-write volume never tears.
+TEST(VolumeCrash, PartOfTheUnsyncedOverwritesPersistInAtomicUnits) {
+  Fs fs("ext4-hdd");
+  ASSERT_EQ(fs.volume.profile().atomic_write_bytes, 512u);
+  const uint64_t f = fs.create_open("t.ibd");
+  ASSERT_TRUE(fs.write(f, 0, pattern(4 * kPage, 'o')).has_value());
+  fs.fsync(f);
+  ASSERT_TRUE(fs.write(f, 0, pattern(4 * kPage, 'n')).has_value());      // an overwrite
+  ASSERT_TRUE(fs.write(f, 4 * kPage, pattern(kPage, 'a')).has_value());  // an append
+  const uint64_t persisted = fs.volume.write_back_at_random(0.5, 7);
+  EXPECT_GT(persisted, 0u);
+  EXPECT_LT(persisted, 4 * kPage);
+  EXPECT_EQ(persisted % 512, 0u);
+  fs.volume.crash();
+  const std::string after = fs.read(f, 0, 5 * kPage);
+  ASSERT_EQ(after.size(), 4 * kPage) << "the append's size was never committed";
+  uint64_t new_bytes = 0;
+  for (uint64_t sector = 0; sector < 4 * kPage; sector += 512) {
+    const std::string piece = after.substr(sector, 512);
+    const bool is_new = piece == pattern(4 * kPage, 'n').substr(sector, 512);
+    EXPECT_TRUE(is_new || piece == pattern(4 * kPage, 'o').substr(sector, 512))
+        << "sector " << sector << " is neither the old nor the new data";
+    if (is_new) new_bytes += 512;
+  }
+  EXPECT_EQ(new_bytes, persisted);
+
+  Fs same("ext4-hdd");
+  const uint64_t g = same.create_open("t.ibd");
+  ASSERT_TRUE(same.write(g, 0, pattern(4 * kPage, 'o')).has_value());
+  same.fsync(g);
+  ASSERT_TRUE(same.write(g, 0, pattern(4 * kPage, 'n')).has_value());
+  ASSERT_TRUE(same.write(g, 4 * kPage, pattern(kPage, 'a')).has_value());
+  EXPECT_EQ(same.volume.write_back_at_random(0.5, 7), persisted) << "the seed decides";
+
+  Fs cow("btrfs");
+  const uint64_t h = cow.create_open("t.ibd");
+  ASSERT_TRUE(cow.write(h, 0, pattern(4 * kPage, 'o')).has_value());
+  cow.fsync(h);
+  ASSERT_TRUE(cow.write(h, 0, pattern(4 * kPage, 'n')).has_value());
+  EXPECT_EQ(cow.volume.write_back_at_random(1.0, 7), 0u) << "copy-on-write never tears";
+}
+
 TEST(VolumeCrash, FileCreatedSinceTheLastCommitDisappearsOnAJournal) {
   Fs fs("ext4");
   ASSERT_EQ(fs.volume.profile().metadata_durability, "journal");
