@@ -53,6 +53,10 @@ struct Inode {
   std::map<std::string, std::shared_ptr<Inode>> entries;  // directories only
   uint64_t parent = 0;  // the directory of its last entry (0: none yet)
   std::string name;     // that entry's name, for fault rules' paths
+  // Removals of its entries not yet durable (NamespaceJournal): a crash may put
+  // them back, so its storage stays until they are (atomic: Volume reads it
+  // under the inode's mutex alone).
+  std::atomic<uint32_t> pending_removals{0};
 
   // What stat(2) says: st_blocks counts delayed blocks, as on ext4 and xfs
   // (they are promised to the file); `unit` is the allocation unit in bytes.

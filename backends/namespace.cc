@@ -131,7 +131,7 @@ uint64_t Namespace::inode_count() {
   return inodes_.size();
 }
 
-bool Namespace::commit(uint64_t inode, bool only_its_creation) {
+bool Namespace::commit(uint64_t inode, bool only_its_creation, Work& work) {
   std::lock_guard lock(mutex_);
   if (only_its_creation && !journal_.creates(inode)) return false;
   NamespaceJournal::SyncScope scope{inode, false, {}};
@@ -144,18 +144,52 @@ bool Namespace::commit(uint64_t inode, bool only_its_creation) {
     scope.ancestors.push_back(node->parent);
     node = find_locked(node->parent);
   }
-  return journal_.commit(scope);
+  return settle_committed_locked(journal_.commit(scope), work);
 }
 
-void Namespace::commit_all() {
+void Namespace::commit_all(Work& work) {
   std::lock_guard lock(mutex_);
-  journal_.commit_all();
+  settle_committed_locked(journal_.commit_all(), work);
+}
+
+bool Namespace::settle_committed_locked(const std::vector<NamespaceJournal::Change>& committed,
+                                        Work& work) {
+  for (const NamespaceJournal::Change& change : committed) {
+    if (change.kind == NamespaceJournal::Change::Kind::kRemoved)
+      settle_removal_locked(change.inode, work);
+  }
+  return !committed.empty();
+}
+
+void Namespace::note_removal_locked(const std::shared_ptr<Inode>& child, uint64_t parent,
+                                    const std::string& name) {
+  if (!journal_.removed(child->number, parent, name)) return;
+  child->pending_removals.fetch_add(1);
+  removed_.emplace(child->number, child);
+}
+
+void Namespace::settle_removal_locked(uint64_t inode, Work& work) {
+  auto it = removed_.find(inode);
+  if (it == removed_.end()) return;
+  const std::shared_ptr<Inode> node = it->second;
+  if (node->pending_removals.fetch_sub(1) != 1) return;
+  removed_.erase(it);
+  // Its last entry's removal is durable now: what it held may go.
+  if (node->nlink == 0) {
+    std::lock_guard lock(node->mutex);
+    hooks_.removal_settled(node, work);
+  }
 }
 
 std::vector<std::pair<uint64_t, std::string>> Namespace::undo_uncommitted(Work& work) {
   std::vector<std::pair<uint64_t, std::string>> removed;
   const std::vector<NamespaceJournal::Change> lost = journal_.lose();
   for (const NamespaceJournal::Change& change : lost) {
+    if (change.kind == NamespaceJournal::Change::Kind::kRemoved) {
+      if (restore_entry_locked(change)) removed.emplace_back(change.parent, change.name);
+      settle_removal_locked(change.inode, work);
+      continue;
+    }
     auto dir = find_locked(change.parent);
     if (!dir || !dir->is_directory()) continue;
     auto entry = dir->entries.find(change.name);
@@ -182,6 +216,29 @@ std::vector<std::pair<uint64_t, std::string>> Namespace::undo_uncommitted(Work& 
     inode->name = change.from_name;
   }
   return removed;
+}
+
+bool Namespace::restore_entry_locked(const NamespaceJournal::Change& change) {
+  auto kept = removed_.find(change.inode);
+  auto dir = find_locked(change.parent);
+  // Not when its name is someone else's now, or its directory is gone (an
+  // rmdir or a rename over it left it no link, though a reference may keep it).
+  if (kept == removed_.end() || !dir || !dir->is_directory() || dir->nlink == 0 ||
+      dir->entries.contains(change.name)) {
+    return false;
+  }
+  const std::shared_ptr<Inode>& inode = kept->second;
+  dir->entries.emplace(change.name, inode);
+  if (inode->is_directory()) {
+    inode->nlink = 2;
+    dir->nlink.fetch_add(1);
+  } else {
+    inode->nlink.fetch_add(1);
+  }
+  inode->parent = dir->number;
+  inode->name = change.name;
+  inodes_.emplace(inode->number, inode);  // back in the table if it had left
+  return true;
 }
 
 Result<Attributes> Namespace::lookup(uint64_t parent, const std::string& name) {
@@ -253,6 +310,7 @@ Result<void> Namespace::unlink(uint64_t parent, const std::string& name, Work& w
   }
   work.file = child->number;
   ++work.unlinks;
+  note_removal_locked(child, (*dir)->number, name);
   drop_link_locked(child, work);
   return {};
 }
@@ -275,6 +333,7 @@ Result<void> Namespace::rmdir(uint64_t parent, const std::string& name, Work& wo
     (*dir)->mtime = (*dir)->ctime = clock_.now();
   }
   ++work.unlinks;
+  note_removal_locked(child, (*dir)->number, name);
   drop_link_locked(child, work);
   return {};
 }
@@ -345,13 +404,13 @@ Result<void> Namespace::rename(uint64_t parent, const std::string& name, uint64_
     (*to_dir)->entries.erase(target_it);
     if (target->is_directory()) (*to_dir)->nlink.fetch_sub(1);
     ++work.unlinks;
+    note_removal_locked(target, (*to_dir)->number, new_name);
     drop_link_locked(target, work);
   }
   (*from_dir)->entries.erase(name);
   (*to_dir)->entries.emplace(new_name, source);
   move_directory(source, **from_dir, **to_dir);
-  if (!target)
-    journal_.renamed(source->number, (*to_dir)->number, new_name, (*from_dir)->number, name);
+  journal_.renamed(source->number, (*to_dir)->number, new_name, (*from_dir)->number, name);
   source->parent = (*to_dir)->number;
   source->name = new_name;
   touch(**from_dir);

@@ -39,6 +39,9 @@ class Namespace {
     std::function<void(const std::shared_ptr<Inode>&, Work&)> last_link;
     // An inode left the table: no link, no reference (its mutex held).
     std::function<void(const std::shared_ptr<Inode>&, Work&)> destroyed;
+    // The removal of an inode's last entry is durable (a commit, or a crash
+    // that could not put it back): its storage may go (its mutex held).
+    std::function<void(const std::shared_ptr<Inode>&, Work&)> removal_settled;
   };
 
   // `group_count`: allocation groups new directories are spread over.
@@ -69,11 +72,11 @@ class Namespace {
   // (NamespaceJournal); with `only_its_creation` (fdatasync of a file with
   // nothing of its own to commit) only when the inode's creation is pending.
   // True when the commit made anything durable.
-  bool commit(uint64_t inode, bool only_its_creation) EXCLUDES(mutex_);
+  bool commit(uint64_t inode, bool only_its_creation, Work& work) EXCLUDES(mutex_);
   // Every pending change is durable now (sync(1)).
-  void commit_all() EXCLUDES(mutex_);
+  void commit_all(Work& work) EXCLUDES(mutex_);
   // A crash: the changes since the last commit are undone, newest first.
-  // Returns the entries it removed, (directory, name).
+  // Returns the entries it changed (removed, moved, put back), (directory, name).
   std::vector<std::pair<uint64_t, std::string>> undo_uncommitted(Work& work) REQUIRES(mutex_);
   // Every inode, for a crash that walks them all.
   const std::unordered_map<uint64_t, std::shared_ptr<Inode>>& inodes() const REQUIRES(mutex_) {
@@ -96,6 +99,17 @@ class Namespace {
   // The inode goes into work.destroyed_inodes.
   void destroy_locked(const std::shared_ptr<Inode>& inode, Work& work) REQUIRES(mutex_);
   std::string path_locked(uint64_t inode) REQUIRES(mutex_);
+  // A removal of `child`'s entry `name` in `parent` the journal keeps: the
+  // inode stays (removed_) until it is durable.
+  void note_removal_locked(const std::shared_ptr<Inode>& child, uint64_t parent,
+                           const std::string& name) REQUIRES(mutex_);
+  // One of `inode`'s pending removals is settled (committed, or undone by a
+  // crash); at the last, Hooks::removal_settled when it has no link left.
+  void settle_removal_locked(uint64_t inode, Work& work) REQUIRES(mutex_);
+  bool settle_committed_locked(const std::vector<NamespaceJournal::Change>& committed, Work& work)
+      REQUIRES(mutex_);
+  // A crash: the removed entry comes back when its name and directory allow.
+  bool restore_entry_locked(const NamespaceJournal::Change& change) REQUIRES(mutex_);
 
   const Profile& profile_;
   const uint64_t group_count_;
@@ -107,6 +121,8 @@ class Namespace {
   uint64_t next_inode_ GUARDED_BY(mutex_) = FileSystem::kFirstFileInode;
   uint64_t next_directory_group_ GUARDED_BY(mutex_) = 1;
   NamespaceJournal journal_ GUARDED_BY(mutex_);
+  // Inodes with removals the journal has not committed: kept for a crash to put back.
+  std::unordered_map<uint64_t, std::shared_ptr<Inode>> removed_ GUARDED_BY(mutex_);
 };
 
 }  // namespace mimicfs

@@ -22,13 +22,19 @@ void NamespaceJournal::renamed(uint64_t inode, uint64_t parent, const std::strin
   uncommitted_.push_back({Change::Kind::kRenamed, inode, parent, name, from_parent, from_name});
 }
 
+bool NamespaceJournal::removed(uint64_t inode, uint64_t parent, const std::string& name) {
+  if (durability_ == Durability::kSynchronous) return false;
+  uncommitted_.push_back({Change::Kind::kRemoved, inode, parent, name, 0, {}});
+  return true;
+}
+
 bool NamespaceJournal::creates(uint64_t inode) const {
   return std::any_of(uncommitted_.begin(), uncommitted_.end(), [&](const Change& change) {
     return change.kind == Change::Kind::kCreated && change.inode == inode;
   });
 }
 
-bool NamespaceJournal::commit(const SyncScope& scope) {
+std::vector<NamespaceJournal::Change> NamespaceJournal::commit(const SyncScope& scope) {
   if (durability_ != Durability::kLogTree) return commit_all();
   // The inodes whose every change is logged: the synced one, its ancestors (a
   // new directory on the path must exist for the name to be reachable, as
@@ -55,18 +61,30 @@ bool NamespaceJournal::commit(const SyncScope& scope) {
       }
     }
   }
-  const auto kept =
-      std::remove_if(uncommitted_.begin(), uncommitted_.end(),
-                     [&](const Change& change) { return logged.contains(change.inode); });
-  const bool any = kept != uncommitted_.end();
-  uncommitted_.erase(kept, uncommitted_.end());
-  return any;
+  // A logged name replaces the entry removed there (btrfs replays the new
+  // name over it): that removal is logged too.
+  for (const Change& change : uncommitted_) {
+    if (change.kind != Change::Kind::kRemoved) continue;
+    for (const Change& other : uncommitted_) {
+      if (other.kind != Change::Kind::kRemoved && logged.contains(other.inode) &&
+          other.parent == change.parent && other.name == change.name) {
+        logged.insert(change.inode);
+        break;
+      }
+    }
+  }
+  std::vector<Change> committed, kept;
+  for (Change& change : uncommitted_) {
+    (logged.contains(change.inode) ? committed : kept).push_back(std::move(change));
+  }
+  uncommitted_ = std::move(kept);
+  return committed;
 }
 
-bool NamespaceJournal::commit_all() {
-  const bool any = !uncommitted_.empty();
+std::vector<NamespaceJournal::Change> NamespaceJournal::commit_all() {
+  std::vector<Change> committed = std::move(uncommitted_);
   uncommitted_.clear();
-  return any;
+  return committed;
 }
 
 std::vector<NamespaceJournal::Change> NamespaceJournal::lose() {

@@ -1,6 +1,6 @@
-// NamespaceJournal: the namespace changes (entries created, linked, renamed)
-// that a power cut would undo, and what a sync makes durable, by the profile's
-// durability.metadata:
+// NamespaceJournal: the namespace changes (entries created, linked, renamed,
+// removed by unlink, rmdir or a rename over them) that a power cut would undo, and what a sync
+// makes durable, by the profile's durability.metadata:
 //   journal      ext4, xfs: one journal for the volume. Its commit (any fsync of
 //                a file or directory that commits, an O_SYNC/O_DSYNC write)
 //                makes every change durable.
@@ -28,7 +28,7 @@ class NamespaceJournal {
   enum class Durability : uint8_t { kJournal, kLogTree, kSynchronous };
 
   struct Change {
-    enum class Kind : uint8_t { kCreated, kRenamed } kind;
+    enum class Kind : uint8_t { kCreated, kRenamed, kRemoved } kind;
     uint64_t inode = 0;
     uint64_t parent = 0;  // where the entry is now
     std::string name;
@@ -49,16 +49,20 @@ class NamespaceJournal {
 
   // Entry `name` in `parent` now names `inode` (create, mkdir, symlink, mknod, link).
   void created(uint64_t inode, uint64_t parent, const std::string& name);
-  // Entry `from_name` in `from_parent` moved to `name` in `parent`, replacing nothing.
+  // Entry `from_name` in `from_parent` moved to `name` in `parent` (an entry it
+  // replaced there is removed() first).
   void renamed(uint64_t inode, uint64_t parent, const std::string& name, uint64_t from_parent,
                const std::string& from_name);
+  // Entry `name` in `parent`, which named `inode`, is gone (unlink, rmdir, a
+  // rename over it). True when recorded (not on a synchronous server).
+  bool removed(uint64_t inode, uint64_t parent, const std::string& name);
   // True when the creation of an entry for `inode` is not durable yet.
   bool creates(uint64_t inode) const;
   // A sync of `scope.inode`: the changes the profile's model makes durable with
-  // it (every change, on a journal). True when there were any (the commit had work).
-  bool commit(const SyncScope& scope);
-  // Every change is durable now; true when there were any.
-  bool commit_all();
+  // it (every change, on a journal), oldest first; none: the commit had no work.
+  std::vector<Change> commit(const SyncScope& scope);
+  // Every change is durable now; returns them, oldest first.
+  std::vector<Change> commit_all();
   // A power cut: the changes not durable, newest first; the journal is empty after.
   std::vector<Change> lose();
 

@@ -207,6 +207,11 @@ void RegularFile::release() {
   space_.release();
 }
 
+void RegularFile::give_up_blocks() {
+  drop_cache(0, kMaxFileSize);
+  space_.truncate(0, /*emptied=*/true);
+}
+
 void RegularFile::drop_contents() {
   drop_cache(0, kMaxFileSize);
   durability_.synced(0);

@@ -83,6 +83,11 @@ class RegularFile {
   void close(Work& work);
   // Every block, byte and cached page goes back: the file is gone.
   void release();
+  // Its cached pages go, dirty ones included (the inode is evicted).
+  void drop_page_cache() { drop_cache(0, kMaxFileSize); }
+  // Its blocks and cached pages go back, its contents and the state at its last
+  // sync stay: an unlink a crash may undo (recover() takes the blocks back).
+  void give_up_blocks();
   // Its contents, cached pages and durability state go (the size becomes 0);
   // its blocks stay until release(): a file whose blocks a background task frees.
   void drop_contents();

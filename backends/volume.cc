@@ -44,11 +44,17 @@ Volume::Volume(Profile profile, std::unique_ptr<DataStore> store, const WallCloc
                                     assert_held(file->mutex);
                                     last_link_locked(file, work);
                                   },
-                                  [](const std::shared_ptr<Inode>& inode, Work&) {
+                                  [this](const std::shared_ptr<Inode>& inode, Work&) {
                                     assert_held(inode->mutex);
                                     // Unless a deferred task frees them, the blocks go now.
                                     if (inode->file && !inode->reclaim_queued)
-                                      inode->file->release();
+                                      release_storage_locked(*inode);
+                                  },
+                                  [this](const std::shared_ptr<Inode>& inode, Work& work) {
+                                    assert_held(inode->mutex);
+                                    // The rest of it: what give_up_blocks() kept.
+                                    if (inode->file && inode->open_handles == 0)
+                                      free_storage_locked(inode, work);
                                   }}) {}
 
 Volume::~Volume() = default;
@@ -68,21 +74,39 @@ void Volume::last_link_locked(const std::shared_ptr<Inode>& file, Work& work) {
   if (file->open_handles == 0) free_storage_locked(file, work);
 }
 
+void Volume::release_storage_locked(Inode& inode) {
+  // Linked again since (a crash put an entry back): nothing of it goes.
+  if (inode.nlink > 0) return;
+  // A removal a crash may still undo: the blocks go back to the device (ext4
+  // and xfs report them free at once), the contents and the state at the last
+  // sync stay until the removal is durable (Hooks::removal_settled).
+  if (inode.pending_removals > 0) {
+    inode.file->give_up_blocks();
+  } else {
+    inode.file->release();
+  }
+}
+
 void Volume::free_storage_locked(const std::shared_ptr<Inode>& inode, Work& work) {
   if (!profile_.background_reclaim) {
-    inode->file->release();
+    release_storage_locked(*inode);
     return;
   }
   // The page cache and contents go with the inode; the blocks wait for the task.
-  inode->file->drop_contents();
+  // (A removal a crash may undo keeps the contents: the pages go alone.)
+  if (inode->pending_removals == 0) {
+    inode->file->drop_contents();
+  } else {
+    inode->file->drop_page_cache();
+  }
   if (inode->reclaim_queued) return;
   inode->reclaim_queued = true;
   const FileSpace& space = inode->file->space();
   const DeferredTask task{0, DeferredTask::Kind::kReclaim, inode->number,
                           space.extents().extent_count(), space.blocks() * unit_};
-  work.deferred.push_back(deferred_.defer(task, [inode] {
+  work.deferred.push_back(deferred_.defer(task, [this, inode] {
     std::lock_guard lock(inode->mutex);
-    inode->file->release();
+    release_storage_locked(*inode);
     inode->reclaim_queued = false;  // anything written since goes with the inode
   }));
 }
@@ -285,7 +309,7 @@ Result<size_t> Volume::write(uint64_t inode, uint64_t offset, std::span<const st
   }
   if (flags & O_DSYNC) {
     // Its commit is fsync's: on a journal every namespace change goes with it.
-    namespace_.commit(node.number, /*only_its_creation=*/false);
+    namespace_.commit(node.number, /*only_its_creation=*/false, work);
   }
   return data.size();
 }
@@ -355,7 +379,7 @@ Result<void> Volume::fsync(uint64_t inode, bool datasync, Work& work) {
   // finds no transaction of its own to commit, unless the file's creation is
   // still pending (a new inode's creation is part of its data).
   const bool journal =
-      namespace_.commit(node->number, datasync && node->is_regular() && !committed);
+      namespace_.commit(node->number, datasync && node->is_regular() && !committed, work);
   if (journal && !committed) ++work.commits;
   return {};
 }
@@ -464,9 +488,11 @@ void Volume::sync_all(Work& work) {
   }
   for (const std::shared_ptr<Inode>& node : files) {
     std::lock_guard lock(node->mutex);
+    // A removed file a crash may still bring back keeps its last sync.
+    if (node->nlink == 0 && node->pending_removals > 0) continue;
     node->file->sync(0, kMaxFileSize, work);
   }
-  namespace_.commit_all();
+  namespace_.commit_all(work);
 }
 
 CrashReport Volume::crash(Work& work) {

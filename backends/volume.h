@@ -137,6 +137,7 @@ class Volume final : public FileSystem {
   void last_link_locked(const std::shared_ptr<Inode>& file, Work& work) REQUIRES(file->mutex);
   // Frees a gone file's storage: now, or (background_reclaim) by a deferred
   // task added to `work`. Requires inode->mutex.
+  void release_storage_locked(Inode& inode) REQUIRES(inode.mutex);
   void free_storage_locked(const std::shared_ptr<Inode>& inode, Work& work) REQUIRES(inode->mutex);
   // The regular file a read or write of [offset, offset+length) goes to, checked
   // (EISDIR, EINVAL; O_DIRECT alignment).

@@ -7,7 +7,13 @@ ledger. After a COMMIT returns, its number is recorded outside the volume
 database passes integrity_check, the balances still sum to the opening total,
 the ledger has no gap, and every acknowledged transaction is in it.
 
-    sqlite_bank.py setup|work|check --journal wal|delete [--transactions N]
+    sqlite_bank.py setup|work|check --journal wal|delete [--synchronous full|extra]
+                   [--transactions N]
+
+In DELETE mode a transaction commits by deleting its rollback journal; with
+synchronous=FULL the deletion is not fsynced (the directory is not), so a power
+cut right after COMMIT can bring the journal back and roll the acknowledged
+transaction back. synchronous=EXTRA fsyncs the directory too (SQLite's docs).
 """
 import argparse
 import os
@@ -18,10 +24,10 @@ ACCOUNTS = 10
 OPENING = 100
 
 
-def connect(journal):
+def connect(args):
     db = sqlite3.connect(os.path.join(os.environ["MIMICFS_MOUNT"], "bank.db"), isolation_level=None)
-    db.execute(f"pragma journal_mode={journal}")
-    db.execute("pragma synchronous=full")
+    db.execute(f"pragma journal_mode={args.journal}")
+    db.execute(f"pragma synchronous={args.synchronous}")
     return db
 
 
@@ -30,7 +36,7 @@ def acked_path():
 
 
 def setup(args):
-    db = connect(args.journal)
+    db = connect(args)
     db.execute("begin")
     db.execute("create table accounts(id integer primary key, balance integer not null)")
     db.execute("create table ledger(id integer primary key, source int, target int, amount int)")
@@ -40,7 +46,7 @@ def setup(args):
 
 
 def work(args):
-    db = connect(args.journal)
+    db = connect(args)
     with open(acked_path(), "a") as acked:
         for t in range(1, args.transactions + 1):
             source, target, amount = t % ACCOUNTS, (t * 7 + 3) % ACCOUNTS, t % 13 + 1
@@ -59,7 +65,7 @@ def check(args):
             acked = max((int(line) for line in f if line.strip()), default=0)
     except FileNotFoundError:
         acked = 0
-    db = connect(args.journal)
+    db = connect(args)
     problems = []
     integrity = db.execute("pragma integrity_check").fetchone()[0]
     if integrity != "ok":
@@ -82,6 +88,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("step", choices=["setup", "work", "check"])
     parser.add_argument("--journal", choices=["wal", "delete"], default="wal")
+    parser.add_argument("--synchronous", choices=["full", "extra"], default="full")
     parser.add_argument("--transactions", type=int, default=40)
     args = parser.parse_args()
     if args.step == "setup":

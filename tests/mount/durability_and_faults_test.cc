@@ -547,6 +547,45 @@ TEST(Durability, ADirectoryFsyncCommitsItsEntriesAndOnAJournalEverything) {
   }
 }
 
+// An unlink, and a rename over a file, are undone by a crash until committed:
+// on a journal by any commit, on btrfs by the directory's fsync; on NFS never.
+TEST(Durability, AnUnsyncedUnlinkAndReplaceAreUndone) {
+  MIMICFS_REQUIRE_MOUNTABLE();
+  for (const DurabilityCase& c : kDurabilityCases) {
+    SCOPED_TRACE(c.profile);
+    MountedVolume vol(c.profile);
+    ASSERT_TRUE(vol.mounted()) << vol.error();
+    create_file(vol.file("gone"), "unlinked");
+    create_file(vol.file("state"), "version 1");
+    create_file(vol.file("state.tmp"), "version 2");
+    sync_path(vol.path());
+    sync_path(vol.file("gone"));
+    sync_path(vol.file("state"));
+    sync_path(vol.file("state.tmp"));
+    ASSERT_EQ(unlink(vol.file("gone").c_str()), 0);
+    ASSERT_EQ(rename(vol.file("state.tmp").c_str(), vol.file("state").c_str()), 0);
+    ASSERT_EQ(vol.ctl("crash"), 0);
+    if (c.synchronous) {
+      EXPECT_FALSE(exists(vol.file("gone")));
+      EXPECT_EQ(read_file(vol.file("state")), "version 2");
+    } else {
+      EXPECT_EQ(read_file(vol.file("gone")), "unlinked");
+      EXPECT_EQ(read_file(vol.file("state")), "version 1");
+      EXPECT_EQ(read_file(vol.file("state.tmp")), "version 2");
+    }
+    // The directory's fsync makes both durable everywhere.
+    ASSERT_EQ(unlink(vol.file("gone").c_str()) == 0, !c.synchronous);
+    if (!c.synchronous) {
+      ASSERT_EQ(rename(vol.file("state.tmp").c_str(), vol.file("state").c_str()), 0);
+    }
+    sync_path(vol.path());
+    ASSERT_EQ(vol.ctl("crash"), 0);
+    EXPECT_FALSE(exists(vol.file("gone")));
+    EXPECT_EQ(read_file(vol.file("state")), "version 2");
+    EXPECT_FALSE(exists(vol.file("state.tmp")));
+  }
+}
+
 // A size change: durable at the file's sync on a local filesystem; on NFS the
 // client writes the file back and commits it, and the server's SETATTR is stable.
 TEST(Durability, ATruncateIsDurableAtOnceOnNfsOnly) {

@@ -9,8 +9,8 @@ TEST(NamespaceJournal, AJournalKeepsChangesUntilACommit) {
   NamespaceJournal journal(NamespaceJournal::Durability::kJournal);
   journal.created(20, 1, "a");
   journal.renamed(20, 1, "b", 1, "a");
-  EXPECT_TRUE(journal.commit_all());
-  EXPECT_FALSE(journal.commit_all()) << "nothing left for a second commit";
+  EXPECT_FALSE(journal.commit_all().empty());
+  EXPECT_TRUE(journal.commit_all().empty()) << "nothing left for a second commit";
   EXPECT_TRUE(journal.lose().empty());
 }
 
@@ -40,7 +40,7 @@ TEST(NamespaceJournal, ASynchronousServerCommitsEachChangeAtOnce) {
   NamespaceJournal journal(NamespaceJournal::Durability::kSynchronous);
   journal.created(20, 1, "a");
   journal.renamed(20, 1, "b", 1, "a");
-  EXPECT_FALSE(journal.commit_all());
+  EXPECT_TRUE(journal.commit_all().empty());
   EXPECT_TRUE(journal.lose().empty());
 }
 
@@ -48,7 +48,7 @@ TEST(NamespaceJournal, AJournalCommitsEverythingWithAnyInodesSync) {
   NamespaceJournal journal(NamespaceJournal::Durability::kJournal);
   journal.created(20, 1, "a");
   journal.created(21, 1, "b");
-  EXPECT_TRUE(journal.commit({20, false, {1}}));
+  EXPECT_FALSE(journal.commit({20, false, {1}}).empty());
   EXPECT_FALSE(journal.creates(21));
 }
 
@@ -59,7 +59,7 @@ TEST(NamespaceJournal, ALogTreeCommitsTheSyncedInodeAndItsAncestors) {
   journal.created(20, 30, "a");
   journal.renamed(20, 30, "b", 30, "a");
   journal.created(21, 1, "other");
-  EXPECT_TRUE(journal.commit({20, false, {30, 1}}));
+  EXPECT_FALSE(journal.commit({20, false, {30, 1}}).empty());
   EXPECT_FALSE(journal.creates(20));
   EXPECT_FALSE(journal.creates(30)) << "its new directory is logged with it";
   const auto lost = journal.lose();
@@ -75,8 +75,8 @@ TEST(NamespaceJournal, ALogTreeCommitsADirectorysEntriesAtItsSync) {
   journal.renamed(22, 40, "moved-in", 1, "x");
   journal.created(23, 40, "stays");
   journal.renamed(23, 40, "renamed", 40, "stays");
-  EXPECT_FALSE(journal.commit({50, false, {1}})) << "an inode with nothing pending";
-  EXPECT_TRUE(journal.commit({40, true, {1}}));
+  EXPECT_TRUE(journal.commit({50, false, {1}}).empty()) << "an inode with nothing pending";
+  EXPECT_FALSE(journal.commit({40, true, {1}}).empty());
   const auto lost = journal.lose();
   ASSERT_EQ(lost.size(), 1u) << "what the root's fsync would take";
   EXPECT_EQ(lost[0].inode, 20u);
@@ -88,7 +88,7 @@ TEST(NamespaceJournal, ALogTreeDirectoryFsyncAfterARenameOutOfItCommitsEverythin
   NamespaceJournal journal(NamespaceJournal::Durability::kLogTree);
   journal.renamed(50, 1, "Y", 60, "Y");   // /O/Q/P/Y -> /Y
   journal.renamed(70, 50, "Q", 80, "Q");  // /O/Q -> /Y/Q
-  EXPECT_TRUE(journal.commit({80, true, {1}}));
+  EXPECT_FALSE(journal.commit({80, true, {1}}).empty());
   EXPECT_TRUE(journal.lose().empty());
 }
 

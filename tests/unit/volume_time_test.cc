@@ -617,6 +617,131 @@ TEST(VolumeCrash, PartOfTheUnsyncedOverwritesPersistInAtomicUnits) {
   EXPECT_EQ(cow.volume.write_back_at_random(1.0, 7), 0u) << "copy-on-write never tears";
 }
 
+// An unlink not yet committed is undone by a crash: the file comes back with
+// its synced contents. Its blocks were free meanwhile (another file may have
+// taken them: it gets new ones); a commit makes the unlink durable.
+TEST(VolumeCrash, AnUncommittedUnlinkIsUndone) {
+  for (std::string_view profile : {"ext4", "xfs", "btrfs"}) {
+    SCOPED_TRACE(profile);
+    Fs fs(profile);
+    const uint64_t f = fs.create_open("t.ibd");
+    ASSERT_TRUE(fs.write(f, 0, pattern(64 * kKiB, 's')).has_value());
+    fs.fsync(f);
+    fs.flush(f);
+    fs.volume.release(f);
+    const uint64_t synced_device = fs.device_allocated();
+    ASSERT_TRUE(fs.volume.unlink(kRoot, "t.ibd").has_value());
+    EXPECT_LT(fs.device_allocated(), synced_device) << "its blocks are free at once";
+    const uint64_t other = fs.create_open("other");  // may take them
+    ASSERT_TRUE(fs.write(other, 0, pattern(64 * kKiB, 'o')).has_value());
+    fs.fsync(other);  // commits the journal on ext4 and xfs, not on btrfs
+    if (profile == "btrfs") {
+      const CrashReport report = fs.volume.crash();
+      EXPECT_TRUE(exists(fs, "t.ibd"));
+      EXPECT_EQ(fs.read(fs.inode_of("t.ibd"), 0, 64 * kKiB + 1), pattern(64 * kKiB, 's'));
+      EXPECT_EQ(fs.read(other, 0, 64 * kKiB), pattern(64 * kKiB, 'o'));
+      EXPECT_FALSE(report.removed_entries.empty()) << "the kernel must forget the negative entry";
+    } else {
+      fs.volume.crash();
+      EXPECT_FALSE(exists(fs, "t.ibd")) << "the other file's fsync committed the unlink";
+    }
+  }
+  Fs ext4("ext4");
+  const uint64_t g = ext4.create_open("g");
+  ASSERT_TRUE(ext4.write(g, 0, pattern(8 * kKiB, 'g')).has_value());
+  ext4.fsync(g);
+  ASSERT_TRUE(ext4.volume.unlink(kRoot, "g").has_value());
+  ext4.volume.crash();
+  ASSERT_TRUE(exists(ext4, "g"));
+  EXPECT_EQ(ext4.read(g, 0, 8 * kKiB + 1), pattern(8 * kKiB, 'g'));
+  EXPECT_EQ(ext4.attributes(g).nlink, 1u);
+}
+
+// Undone removals in their corners: a file with two links removed twice (with
+// background reclaim, whose task must not free what the crash brought back),
+// and a file whose directory was removed too (it cannot come back there; its
+// storage goes, nothing leaks).
+TEST(VolumeCrash, UndoneRemovalsKeepTheDeviceExact) {
+  Fs xfs(with("xfs", {"allocation.background_reclaim=true"}));
+  const uint64_t a = xfs.create_open("a");
+  ASSERT_TRUE(xfs.write(a, 0, pattern(64 * kKiB, 'a')).has_value());
+  xfs.fsync(a);
+  xfs.flush(a);
+  xfs.volume.release(a);
+  const uint64_t synced_device = xfs.device_allocated();
+  ASSERT_TRUE(xfs.volume.link(a, kRoot, "c").has_value());
+  ASSERT_TRUE(xfs.volume.unlink(kRoot, "a").has_value());
+  ASSERT_TRUE(xfs.volume.unlink(kRoot, "c").has_value());
+  xfs.volume.crash();
+  ASSERT_TRUE(exists(xfs, "a"));
+  EXPECT_FALSE(exists(xfs, "c"));
+  EXPECT_EQ(xfs.read(a, 0, 64 * kKiB + 1), pattern(64 * kKiB, 'a'));
+  EXPECT_EQ(xfs.device_allocated(), synced_device);
+
+  Fs btrfs("btrfs");
+  const uint64_t before = btrfs.device_allocated();
+  const uint64_t d = btrfs.mkdir("D");
+  const uint64_t f = btrfs.create_open("f", d);
+  ASSERT_TRUE(btrfs.write(f, 0, pattern(16 * kKiB, 'f')).has_value());
+  btrfs.fsync(f);
+  btrfs.flush(f);
+  btrfs.volume.release(f);
+  ASSERT_TRUE(btrfs.volume.lookup(kRoot, "D").has_value());  // a reference keeps D's inode
+  ASSERT_TRUE(btrfs.volume.unlink(d, "f").has_value());
+  ASSERT_TRUE(btrfs.volume.rmdir(kRoot, "D").has_value());
+  btrfs.fsync(kRoot);  // commits D's removal; f's stays pending
+  btrfs.volume.crash();
+  EXPECT_FALSE(exists(btrfs, "D"));
+  EXPECT_EQ(btrfs.device_allocated(), before) << "f's storage went with it";
+}
+
+// The atomic-replace pattern without the directory fsync: write a temporary,
+// fsync it, rename it over the target. A crash before a commit undoes the
+// rename and brings the old target back.
+TEST(VolumeCrash, AnUncommittedRenameOverAFileIsUndone) {
+  Fs fs("ext4");
+  const uint64_t old_file = fs.create_open("state");
+  ASSERT_TRUE(fs.write(old_file, 0, "version 1").has_value());
+  fs.fsync(old_file);
+  const uint64_t new_file = fs.create_open("state.tmp");
+  ASSERT_TRUE(fs.write(new_file, 0, "version 2").has_value());
+  fs.fsync(new_file);  // commits state.tmp's creation
+  ASSERT_TRUE(fs.volume.rename(kRoot, "state.tmp", kRoot, "state", 0).has_value());
+  fs.volume.crash();
+  EXPECT_EQ(fs.read(fs.inode_of("state"), 0, 100), "version 1");
+  EXPECT_EQ(fs.read(fs.inode_of("state.tmp"), 0, 100), "version 2");
+
+  ASSERT_TRUE(fs.volume.rename(kRoot, "state.tmp", kRoot, "state", 0).has_value());
+  fs.fsync(kRoot);  // the directory fsync the pattern needs
+  fs.volume.crash();
+  EXPECT_EQ(fs.read(fs.inode_of("state"), 0, 100), "version 2");
+  EXPECT_FALSE(exists(fs, "state.tmp"));
+}
+
+// btrfs: the renamed file's fsync logs its new name, which replaces the old
+// target for good; NFS: an unlink is the server's at once.
+TEST(VolumeCrash, RemovalsCommittedByTheirOwnRules) {
+  Fs btrfs("btrfs");
+  const uint64_t a = btrfs.create_open("a");
+  ASSERT_TRUE(btrfs.write(a, 0, "new").has_value());
+  const uint64_t b = btrfs.create_open("b");
+  ASSERT_TRUE(btrfs.write(b, 0, "old").has_value());
+  btrfs.fsync(b);
+  ASSERT_TRUE(btrfs.volume.rename(kRoot, "a", kRoot, "b", 0).has_value());
+  btrfs.fsync(a);
+  btrfs.volume.crash();
+  EXPECT_EQ(btrfs.read(btrfs.inode_of("b"), 0, 10), "new");
+  EXPECT_FALSE(exists(btrfs, "a"));
+
+  Fs nfs("nfs");
+  const uint64_t f = nfs.create_open("f");
+  ASSERT_TRUE(nfs.write(f, 0, "data").has_value());
+  nfs.fsync(f);
+  ASSERT_TRUE(nfs.volume.unlink(kRoot, "f").has_value());
+  nfs.volume.crash();
+  EXPECT_FALSE(exists(nfs, "f"));
+}
+
 TEST(VolumeCrash, FileCreatedSinceTheLastCommitDisappearsOnAJournal) {
   Fs fs("ext4");
   ASSERT_EQ(fs.volume.profile().metadata_durability, "journal");
