@@ -43,18 +43,27 @@ class Engine {
   CostLayer& cost() { return cost_; }
   void power_on() { faults_.power_on(); }
   bool powered() const { return faults_.powered(); }
+  // Set once, before any operation: true once the daemon stops, when the
+  // operations waiting on a frozen volume give up (FaultLayer::power_off).
+  void stop_waiting_when(std::function<bool()> stopping) {
+    faults_.stop_waiting_when(std::move(stopping));
+  }
 
-  // What is told of each power cut: its report, and whether it happened inside
-  // an operation (a crash rule), where the kernel's caches may only be told later.
-  using CrashObserver = std::function<void(const CrashReport&, bool during_operation)>;
+  // What is told of each power cut: its report, and whether the kernel's caches
+  // may only be told later, from another thread: the cut happened inside an
+  // operation (a crash rule), or operations wait on the frozen volume, holding
+  // page locks the kernel's invalidation needs.
+  using CrashObserver = std::function<void(const CrashReport&, bool later)>;
   // Set once, before any operation (the FUSE adapter's cache invalidation).
   void on_crash(CrashObserver observer) { crash_observer_ = std::move(observer); }
 
   // A power cut of the whole stack: `ctl crash` (cause "ctl") or a crash rule.
-  // With `hold` the volume stays off (EIO) until power_on(); with `writeback`
+  // With `hold` the volume stays off (EIO) until power_on(), with `freeze` its
+  // operations wait for it (FaultLayer::power_off); with `writeback`
   // part of the unsynced overwrites persist first (torn and reordered writes).
   CrashReport crash(const PowerCut& cut, bool during_operation = false) {
-    if (cut.hold) faults_.power_off();  // first: nothing reaches the crashed volume before restart
+    // First: nothing reaches the crashed volume before the restart.
+    if (cut.hold || cut.freeze) faults_.power_off(cut.freeze);
     const uint64_t written_back =
         cut.writeback > 0 ? counting_.write_back_at_random(cut.writeback, cut.seed) : 0;
     CrashReport report = counting_.crash();
@@ -62,8 +71,10 @@ class Engine {
     spdlog::warn(
         "power cut: {}{}{}", cut.cause,
         cut.writeback > 0 ? fmt::format("; {} bytes written back first", written_back) : "",
-        cut.hold ? "; the volume stays off until `restart`" : "");
-    if (crash_observer_) crash_observer_(report, during_operation);
+        cut.freeze ? "; the volume stays off, its operations waiting, until `restart`"
+        : cut.hold ? "; the volume stays off until `restart`"
+                   : "");
+    if (crash_observer_) crash_observer_(report, during_operation || cut.freeze);
     return report;
   }
 

@@ -26,6 +26,7 @@ struct FaultInjector::Rule {
   uint64_t latency_ns = 0;
   Crash crash = Crash::kNone;
   bool hold = false;     // restart=ctl: the volume stays off after the crash
+  bool freeze = false;   // restart=freeze: and its operations wait for the restart
   double writeback = 0;  // writeback=: the fraction of unsynced overwrites that persist
   uint64_t from_ns = 0;  // from=: only operations from this emulated time on
   Trigger trigger = Trigger::kAlways;
@@ -239,10 +240,11 @@ std::expected<FaultInjector::Rule, std::string> FaultInjector::Rule::parse(std::
         return bad(key, fmt::format("\"{}\" is not before or after", value));
       }
     } else if (key == "restart") {
-      if (value != "now" && value != "ctl") {
-        return bad(key, fmt::format("\"{}\" is not now or ctl", value));
+      if (value != "now" && value != "ctl" && value != "freeze") {
+        return bad(key, fmt::format("\"{}\" is not now, ctl or freeze", value));
       }
-      rule.hold = value == "ctl";
+      rule.hold = value != "now";
+      rule.freeze = value == "freeze";
     } else if (key == "from") {
       auto ns = parse_duration_ns(value);
       if (!ns) return bad(key, ns.error());
@@ -301,6 +303,17 @@ std::expected<FaultInjector::Rule, std::string> FaultInjector::Rule::parse(std::
 FaultInjector::FaultInjector() = default;
 FaultInjector::~FaultInjector() = default;
 
+std::expected<PowerCut, std::string> FaultInjector::power_cut_of(std::string_view rule_text) {
+  auto rule = Rule::parse(rule_text);
+  if (!rule) return std::unexpected(rule.error());
+  PowerCut cut;
+  cut.hold = rule->hold;
+  cut.freeze = rule->freeze;
+  cut.writeback = rule->writeback;
+  cut.seed = rule->seed;
+  return cut;
+}
+
 std::expected<void, std::string> FaultInjector::add(std::string_view rule_text) {
   // Parsing allocates, and no exception may leave the public API.
   try {
@@ -341,6 +354,7 @@ FaultInjector::Fault FaultInjector::check(Op op, std::string_view path, uint64_t
       if (fault.crash != Crash::kNone) continue;  // shadowed: one power cut at a time
       fault.crash = rule.crash;
       fault.power_cut.hold = rule.hold;
+      fault.power_cut.freeze = rule.freeze;
       fault.power_cut.writeback = rule.writeback;
       fault.power_cut.seed = rule.seed;
       fault.power_cut.cause =

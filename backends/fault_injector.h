@@ -70,6 +70,10 @@ class FaultInjector {
   // On error returns `fault rule "TEXT": KEY: what is wrong` and adds nothing.
   std::expected<void, std::string> add(std::string_view rule_text);
 
+  // The power cut a crash rule would make (`ctl crash`'s options are a crash
+  // rule's keys), or the parser's error; nothing fires, nothing is logged.
+  static std::expected<PowerCut, std::string> power_cut_of(std::string_view rule_text);
+
   // Forgets every rule and its counters.
   void clear();
 

@@ -1,5 +1,7 @@
 #include "backends/fault_layer.h"
 
+#include <chrono>
+
 namespace mimicfs {
 
 bool FaultLayer::faultable(Op op) {
@@ -26,9 +28,37 @@ bool FaultLayer::faultable(Op op) {
   }
 }
 
+void FaultLayer::power_off(bool freeze) {
+  std::lock_guard lock(power_mutex_);
+  frozen_ = freeze;
+  powered_off_ = true;
+}
+
+void FaultLayer::power_on() {
+  std::lock_guard lock(power_mutex_);
+  powered_off_ = false;
+  frozen_ = false;
+  powered_on_.notify_all();
+}
+
+bool FaultLayer::wait_for_power(const Call& call) {
+  if (call.op == Op::kFlush) return false;
+  std::unique_lock lock(power_mutex_);  // a unique_lock for the condition variable:
+  assert_held(power_mutex_);            // the analysis sees lock_guard's only
+  if (!frozen_ || frozen_operations_ >= kMaxFrozenOperations) return false;
+  ++frozen_operations_;
+  while (powered_off_ && !(stopping_ && stopping_())) {
+    powered_on_.wait_for(lock, std::chrono::milliseconds(100));
+  }
+  --frozen_operations_;
+  return true;
+}
+
 Result<void> FaultLayer::enter(const Call& call, Work& work) {
   if (powered_off_ && call.op != Op::kGetattr && call.op != Op::kStatfs &&
       call.op != Op::kRelease) {
+    // Sent to the volume before the restart: it answers from a world that ended.
+    (void)wait_for_power(call);
     return fail(EIO);
   }
   if (rules_.empty() || !faultable(call.op)) return {};
@@ -39,6 +69,7 @@ Result<void> FaultLayer::enter(const Call& call, Work& work) {
   if (fault.crash == FaultInjector::Crash::kBefore && crash_hook_) {
     // The operation never runs: the power went first.
     crash_hook_(fault.power_cut);
+    if (fault.power_cut.freeze) (void)wait_for_power(call);
     return fail(EIO);
   }
   if (fault.crash == FaultInjector::Crash::kAfter) {
@@ -67,6 +98,10 @@ StatsSnapshot FaultLayer::snapshot() {
   StatsSnapshot s = Layer::snapshot();
   s.faults = rules_.to_json();
   s.power = {{"on", powered()}, {"crashes", target().crashes()}};
+  {
+    std::lock_guard lock(power_mutex_);
+    if (frozen_) s.power["frozen_operations"] = frozen_operations_;
+  }
   std::lock_guard lock(cause_mutex_);
   if (!last_crash_.empty()) s.power["last_crash"] = last_crash_;
   return s;

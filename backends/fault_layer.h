@@ -12,6 +12,7 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <functional>
 #include <mutex>
 #include <string>
@@ -38,9 +39,21 @@ class FaultLayer final : public Layer {
   // operation EIO, as a device that is gone, until powered on again (`ctl
   // restart`); getattr, statfs and release still answer, so the mount stays
   // walkable and descriptors can close.
-  void power_off() { powered_off_ = true; }
-  void power_on() { powered_off_ = false; }
+  //
+  // A frozen one (`ctl crash freeze`) makes the operations wait instead, until
+  // the restart answers them EIO: the programs that sent them learn nothing of
+  // the cut, as on a machine whose power went, while a runner ends them
+  // (`mimicfs crashtest`). A close's flush still gets EIO at once (a dying
+  // process closes its files and the kernel cannot interrupt it), and past
+  // kMaxFrozenOperations waiters the rest get EIO, so the daemon keeps threads
+  // for ctl and stats.json.
+  void power_off(bool freeze);
+  // Set once, before any operation: true once the daemon stops (the waiters
+  // give up, or the session could never end).
+  void stop_waiting_when(std::function<bool()> stopping) { stopping_ = std::move(stopping); }
+  void power_on();
   bool powered() const { return !powered_off_; }
+  static constexpr int kMaxFrozenOperations = 8;
   // Adds the rules' state ("faults") to the target's snapshot.
   StatsSnapshot snapshot() override;
 
@@ -53,7 +66,15 @@ class FaultLayer final : public Layer {
 
  private:
   FaultInjector rules_;
+  // Waits for power_on() when the volume is frozen; false when it may not wait.
+  bool wait_for_power(const Call& call);
+
   std::atomic<bool> powered_off_{false};
+  std::mutex power_mutex_;
+  std::condition_variable powered_on_;
+  std::function<bool()> stopping_;
+  bool frozen_ GUARDED_BY(power_mutex_) = false;
+  int frozen_operations_ GUARDED_BY(power_mutex_) = 0;
   CrashHook crash_hook_;
   std::function<uint64_t()> now_ns_;
   std::mutex cause_mutex_;

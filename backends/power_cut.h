@@ -8,6 +8,7 @@ namespace mimicfs {
 
 struct PowerCut {
   bool hold = false;     // the volume stays off until `ctl restart`
+  bool freeze = false;   // held, and operations wait for the restart instead of EIO
   double writeback = 0;  // the fraction of unsynced in-place overwrites written back first
   uint64_t seed = 0;     // of that draw
   std::string cause;     // "ctl", or the rule and the operation it fired on

@@ -43,7 +43,9 @@ std::optional<ChildExit> spawn_and_wait(const std::vector<std::string>& args,
   posix_spawnattr_t attributes;
   posix_spawnattr_init(&attributes);
   // Its own process group, so that a timeout ends whatever it started too.
-  if (options.timeout.count() > 0) {
+  const bool timed = options.timeout.count() > 0;
+  const bool polled = timed || options.watch;
+  if (polled) {
     posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP);
     posix_spawnattr_setpgroup(&attributes, 0);
   }
@@ -56,22 +58,23 @@ std::optional<ChildExit> spawn_and_wait(const std::vector<std::string>& args,
     return std::nullopt;
   }
   // A child in its own group gets the signal with everything it started.
-  g_child = options.timeout.count() > 0 ? -pid : pid;
+  g_child = polled ? -pid : pid;
   ChildExit exit;
   const auto deadline = std::chrono::steady_clock::now() + options.timeout;
   int status = 0;
   pid_t waited = 0;
   while (true) {
-    waited = waitpid(pid, &status, options.timeout.count() > 0 ? WNOHANG : 0);
+    waited = waitpid(pid, &status, polled ? WNOHANG : 0);
     if (waited < 0 && errno == EINTR) continue;
     if (waited != 0) break;
-    if (std::chrono::steady_clock::now() >= deadline) {
+    if (timed && std::chrono::steady_clock::now() >= deadline) {
       exit.timed_out = true;
       kill(-pid, SIGKILL);
       while ((waited = waitpid(pid, &status, 0)) < 0 && errno == EINTR) {
       }
       break;
     }
+    if (options.watch) options.watch(pid);
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   g_child = 0;

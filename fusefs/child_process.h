@@ -3,7 +3,10 @@
 // command line receives meanwhile.
 #pragma once
 
+#include <sys/types.h>
+
 #include <chrono>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -15,6 +18,9 @@ struct SpawnOptions {
   std::chrono::seconds timeout{0};
   // Standard output and error go to this file (appended) instead of ours.
   std::string output_file;
+  // Called about every 20 ms while the child runs (in a process group of its
+  // own then, as with a timeout), with its group (`mimicfs crashtest` ends the world there at a power cut).
+  std::function<void(pid_t group)> watch;
 };
 
 struct ChildExit {

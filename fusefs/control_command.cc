@@ -8,7 +8,7 @@ namespace mimicfs {
 
 namespace {
 
-// "crash" options: hold, writeback=P, seed=S, in any order. The rule parser
+// "crash" options: hold or freeze, writeback=P, seed=S, in any order. The rule parser
 // checks the numbers, as it does for a crash rule's same keys.
 std::expected<ControlCommand, std::string> parse_crash(std::string_view options) {
   CrashCommand crash;
@@ -20,20 +20,20 @@ std::expected<ControlCommand, std::string> parse_crash(std::string_view options)
     options.remove_prefix(start);
     const std::string_view word = options.substr(0, options.find(' '));
     options.remove_prefix(word.size());
-    if (word == "hold") {
+    if (word == "hold" || word == "freeze") {
       crash.cut.hold = true;
+      crash.cut.freeze = crash.cut.freeze || word == "freeze";
     } else if (word.starts_with("writeback=") || word.starts_with("seed=")) {
       rule += "," + std::string(word);
     } else {
       return std::unexpected(
-          fmt::format("crash: unknown option \"{}\" (hold, writeback=P, seed=S)", word));
+          fmt::format("crash: unknown option \"{}\" (hold, freeze, writeback=P, seed=S)", word));
     }
   }
-  FaultInjector check;
-  if (auto added = check.add(rule); !added) return std::unexpected(added.error());
-  const FaultInjector::Fault fault = check.check(Op::kWrite, "/");
-  crash.cut.writeback = fault.power_cut.writeback;
-  crash.cut.seed = fault.power_cut.seed;
+  auto cut = FaultInjector::power_cut_of(rule);
+  if (!cut) return std::unexpected(cut.error());
+  crash.cut.writeback = cut->writeback;
+  crash.cut.seed = cut->seed;
   return crash;
 }
 

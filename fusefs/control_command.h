@@ -6,7 +6,7 @@
 //   crash            a power cut: drop everything not synced; the volume comes
 //                    back at once, and descriptors opened before get EIO
 //   crash hold       the same, and the volume stays off (every operation EIO)
-//   crash [hold] writeback=P [seed=S]
+//   crash [hold|freeze] writeback=P [seed=S]
 //                    part of the unsynced in-place overwrites persist first
 //   restart          power a held volume on again
 //   sync             make everything durable now, as sync(1) on the real filesystem
@@ -46,7 +46,7 @@ using ControlCommand =
                  FaultClearCommand, FaultAddCommand, LatencyCommand>;
 
 inline constexpr std::string_view kControlCommands =
-    "reset, crash [hold] [writeback=P] [seed=S], restart, sync, settle, fault add RULE, fault "
+    "reset, crash [hold|freeze] [writeback=P] [seed=S], restart, sync, settle, fault add RULE, fault "
     "clear, latency "
     "virtual|real|real:SCALE";
 

@@ -79,6 +79,7 @@ Result<void> ControlFiles::execute(std::string_view text) {
     spdlog::info("ctl: everything is durable");
   } else if (std::holds_alternative<RestartCommand>(*command)) {
     engine_.power_on();
+    if (after_restart_) after_restart_();
     spdlog::info("ctl: powered on");
   } else if (std::holds_alternative<SettleCommand>(*command)) {
     spdlog::info("ctl: {} deferred tasks completed", engine_.fs().complete_all_deferred());

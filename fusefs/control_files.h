@@ -50,12 +50,17 @@ class ControlFiles {
   // an unknown command or a malformed argument.
   Result<void> execute(std::string_view command);
 
+  // Set once, before any operation: called after `restart` powers the volume
+  // on, before the ctl write is answered (the adapter's pending invalidations).
+  void after_restart(std::function<void()> hook) { after_restart_ = std::move(hook); }
+
   // user.mimicfs.* on a regular file, or nullopt when `name` is not ours.
   std::optional<Result<std::string>> virtual_xattr(uint64_t inode, const std::string& name);
 
  private:
   Attributes attributes(uint64_t inode) const;
   Engine& engine_;
+  std::function<void()> after_restart_;
 };
 
 }  // namespace mimicfs

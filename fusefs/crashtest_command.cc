@@ -1,11 +1,17 @@
 #include "fusefs/crashtest_command.h"
 
 #include <fmt/format.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <vector>
@@ -14,6 +20,7 @@
 #include "fusefs/child_process.h"
 #include "fusefs/exit_status.h"
 #include "fusefs/mount.h"
+#include "fusefs/mount_users.h"
 #include "fusefs/temporary_mount.h"
 
 namespace mimicfs {
@@ -51,6 +58,24 @@ std::string tail_of(const std::string& path, size_t lines) {
   }
   return out;
 }
+
+// Reaps what the workload left that ended (this process is their subreaper):
+// a zombie still answers kill(pid, 0), as a server's lock file check asks.
+void reap_orphans() {
+  while (waitpid(-1, nullptr, WNOHANG) > 0) {
+  }
+}
+
+// stats.json, or nullopt when it cannot be read.
+std::optional<nlohmann::json> read_stats(const TemporaryMount& mount) {
+  try {
+    return nlohmann::json::parse(mount.stats());
+  } catch (const nlohmann::json::exception&) {
+    return std::nullopt;
+  }
+}
+
+bool power_cut(const nlohmann::json& stats) { return stats["power"].value("crashes", 0) > 0; }
 
 // One volume's life: setup, (rule,) workload, (restart,) check. The workload
 // and checker's output go to `log`.
@@ -94,22 +119,57 @@ Run run_once(const CrashTestOptions& options, const std::string& rule, const std
     run.error = "the volume refused the rule " + rule;
   }
   if (run.error.empty()) {
-    const auto workload = shell(options.workload);
+    // The power cut ends the world: the workload, and every process using the
+    // mount (a server it started in a session of its own), are killed while
+    // their operations wait on the frozen volume, so none acts on the cut.
+    bool ended = false;
+    auto end_the_world = [&](pid_t group) {
+      ended = true;
+      if (group > 0) kill(-group, SIGKILL);
+      // Scanned again until no new one shows: a process forked between a scan
+      // and the kill of its parent (a server's new backend) is found by the next.
+      std::vector<pid_t> killed;
+      for (int round = 0; round < 10; ++round) {
+        std::vector<pid_t> found;
+        for (const pid_t pid : processes_using((*mount)->dir())) {
+          if (std::find(killed.begin(), killed.end(), pid) == killed.end()) found.push_back(pid);
+        }
+        if (found.empty()) break;
+        kill_all(found);
+        killed.insert(killed.end(), found.begin(), found.end());
+      }
+      // An operation already past its check when the power went may have landed
+      // on the crashed volume (docs/time.md): a second cut drops what it left.
+      (void)(*mount)->ctl("crash freeze");
+      (void)(*mount)->ctl("restart");  // the waiting operations get EIO; their processes die
+      if (!wait_until_gone(killed, std::chrono::seconds(30))) {
+        run.error = "a process using the mount outlived the power cut by 30 s";
+      }
+    };
+    SpawnOptions watched = spawn;
+    // The rule's counts and the crash, read before the second cut and the
+    // checker's own operations.
+    watched.watch = [&](pid_t group) {
+      if (ended) return;
+      if (auto stats = read_stats(**mount); stats && power_cut(*stats)) {
+        run.stats = std::move(*stats);
+        end_the_world(group);
+      }
+    };
+    const auto workload = spawn_and_wait({"/bin/sh", "-c", options.workload}, watched);
     run.workload_status = workload ? workload->status : 127;
     run.workload_timed_out = workload && workload->timed_out;
-    // The rule's counts and the crash, before the checker adds its own operations.
-    try {
-      run.stats = nlohmann::json::parse((*mount)->stats());
-    } catch (const nlohmann::json::exception&) {
-      run.error = "stats.json could not be read";
+    if (!ended) {
+      if (auto stats = read_stats(**mount)) {
+        run.stats = std::move(*stats);
+      } else {
+        run.error = "stats.json could not be read";
+      }
+      // A cut the watch did not see: the workload had ended; what it left running has not.
+      if (run.error.empty() && power_cut(run.stats)) end_the_world(0);
     }
-    // An operation already past its check when the power went may have landed
-    // on the crashed volume (docs/time.md): a second cut drops what it left.
-    if (run.error.empty() && run.stats["power"].value("crashes", 0) > 0) {
-      (void)(*mount)->ctl("crash hold");
-    }
-    (void)(*mount)->ctl("restart");
     (void)(*mount)->ctl("fault clear");
+    reap_orphans();
     if (run.error.empty() && SignalForwarding::received() == 0) {
       const auto check = shell(options.check);
       run.check_status = check ? check->status : 127;
@@ -118,6 +178,7 @@ Run run_once(const CrashTestOptions& options, const std::string& rule, const std
   }
   unsetenv("MIMICFS_MOUNT");
   unsetenv("MIMICFS_CRASHTEST_DIR");
+  reap_orphans();
   return run;
 }
 
@@ -139,7 +200,7 @@ std::vector<Point> choose_points(uint64_t total, const CrashTestOptions& options
 }
 
 std::string rule_for(const CrashTestOptions& options, const Point& point) {
-  return fmt::format("op={},path={},nth={},crash={},restart=ctl", options.ops, options.path,
+  return fmt::format("op={},path={},nth={},crash={},restart=freeze", options.ops, options.path,
                      point.nth, point.when);
 }
 
@@ -159,6 +220,9 @@ int run_crash_test(const CrashTestOptions& options) {
   if (auto why = check_fuse_device(); !why.empty()) return usage(why);
 
   SignalForwarding forwarding;
+  // What the workload leaves running (a server in a session of its own) is
+  // reparented here, not to init, so it is reaped as soon as it is killed.
+  prctl(PR_SET_CHILD_SUBREAPER, 1);
   char scratch_template[] = "/tmp/mimicfs-crashtest.XXXXXX";
   if (!mkdtemp(scratch_template)) return usage("cannot create a scratch directory");
   const std::string work = scratch_template;
@@ -235,10 +299,12 @@ int run_crash_test(const CrashTestOptions& options) {
       ++failed;
       fmt::print(
           "  reproduce: the setup, then `mimicfs ctl MOUNT fault add '{}'`, the "
-          "workload, `ctl restart`, the check (profile {})\n  output ({}):\n{}",
+          "workload; at the cut kill every process using the mount, `ctl restart`, the check "
+          "(profile {})\n  output ({}):\n{}",
           rule, options.profile.name, log, tail_of(log, 8));
     }
     outcomes.push_back(outcome);
+    std::fflush(stdout);  // a line per point as it ends, into a log file too
   }
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
@@ -247,8 +313,9 @@ int run_crash_test(const CrashTestOptions& options) {
   // A workload that never reaches its points tested nothing: it does not pass.
   const bool none_reached = !outcomes.empty() && unreached == outcomes.size();
   if (none_reached) {
-    fmt::print("crashtest: no point was reached: the workload does not make the operations "
-               "it made in the dry run\n");
+    fmt::print(
+        "crashtest: no point was reached: the workload does not make the operations "
+        "it made in the dry run\n");
   }
 
   if (!options.json_out.empty()) {

@@ -4,8 +4,9 @@
 // crash points can select (faultable operations matching --op and --path) and
 // checks that the checker passes without a crash. Then, for each point, on a
 // fresh volume: the setup command runs, a crash rule is added for the Nth
-// matching operation (before or after it, restart=ctl), the workload runs until
-// it exits (it sees EIO once the power is gone), the volume is restarted, and
+// matching operation (before or after it, restart=freeze), the workload runs;
+// once the power is gone its operations wait and the runner kills it and every
+// process using the mount (a server it started), the volume is restarted, and
 // the checker runs. The points are spread over the operations, one drawn in each
 // of N equal spans from the seed, so a run is reproducible. Every command runs
 // with `sh -c`, MIMICFS_MOUNT set to the mount and MIMICFS_CRASHTEST_DIR to a

@@ -503,13 +503,19 @@ void on_lseek(fuse_req_t req, fuse_ino_t ino, off_t offset, int whence, fuse_fil
 
 FuseAdapter::FuseAdapter(Engine& engine, AdapterOptions options)
     : engine_(engine), control_(engine), options_(options) {
-  engine_.on_crash([this](const CrashReport& report, bool during_operation) {
-    if (during_operation) {
+  engine_.on_crash([this](const CrashReport& report, bool later) {
+    if (later) {
       invalidate_later(report);
     } else {
       invalidate(report);  // the ctl write holds no lock on these files
     }
   });
+  engine_.stop_waiting_when([this] {
+    fuse_session* session = session_.load();
+    return session == nullptr || fuse_session_exited(session);
+  });
+  // What a restart's caller reads next must not come from pages of the crashed world.
+  control_.after_restart([this] { wait_for_invalidations(std::chrono::seconds(10)); });
 }
 
 FuseAdapter::~FuseAdapter() { detach(); }
@@ -537,13 +543,24 @@ void FuseAdapter::invalidate_later(CrashReport report) {
         if (stopping_) return;
         CrashReport next = std::move(queue_.front());
         queue_.pop_front();
+        invalidating_ = true;
         lock.unlock();
         invalidate(next);
         lock.lock();
+        invalidating_ = false;
+        queue_changed_.notify_all();
       }
     });
   }
   queue_changed_.notify_one();
+}
+
+void FuseAdapter::wait_for_invalidations(std::chrono::milliseconds limit) {
+  std::unique_lock lock(queue_mutex_);
+  if (!queue_changed_.wait_for(
+          lock, limit, [this] { return stopping_ || (queue_.empty() && !invalidating_); })) {
+    spdlog::warn("restart: the kernel's caches of the crashed volume are not all dropped yet");
+  }
 }
 
 void FuseAdapter::invalidate(const CrashReport& report) {

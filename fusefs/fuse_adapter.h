@@ -6,6 +6,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -53,6 +54,8 @@ class FuseAdapter {
   // hold locks the kernel's invalidation needs until its reply is sent, so a
   // worker does it after.
   void invalidate_later(CrashReport report);
+  // Waits until the worker told the kernel everything queued, at most `limit`.
+  void wait_for_invalidations(std::chrono::milliseconds limit);
 
   Engine& engine_;
   ControlFiles control_;
@@ -61,6 +64,7 @@ class FuseAdapter {
   std::mutex queue_mutex_;
   std::condition_variable queue_changed_;
   std::deque<CrashReport> queue_;  // guarded by queue_mutex_
+  bool invalidating_ = false;      // guarded by queue_mutex_
   bool stopping_ = false;          // guarded by queue_mutex_
   // Started at the first crash inside an operation: after fuse_daemonize's fork.
   std::thread worker_;

@@ -193,7 +193,7 @@ int run(int argc, char** argv) {
   ctl->add_option("MOUNT", ctl_mount, "The mountpoint")->required();
   ctl->add_option(
          "COMMAND", ctl_words,
-         "reset | crash [hold] | restart | sync | settle | fault add RULE | fault clear | latency "
+         "reset | crash [hold|freeze] | restart | sync | settle | fault add RULE | fault clear | latency "
          "virtual|real|real:SCALE")
       ->required();
 

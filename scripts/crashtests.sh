@@ -1,12 +1,8 @@
 #!/usr/bin/env bash
 # Power cuts at many points of real software (issue 12), with `mimicfs crashtest`:
-#   - SQLite (Python's sqlite3) in WAL mode with synchronous=FULL: no acknowledged
-#     transaction lost at any point, integrity_check ok, the balances intact
-#     (tests/crashtest/sqlite_bank.py). Not DELETE mode with synchronous=EXTRA:
-#     SQLite ignores a failed directory fsync, so a process that outlives the
-#     power cut here (it gets EIO, where a real one would be dead) acknowledges a
-#     commit whose journal deletion never became durable: a false alarm of the
-#     tool until a crash freezes the workload (docs/time.md);
+#   - SQLite (Python's sqlite3) in WAL mode with synchronous=FULL and in DELETE
+#     mode with synchronous=EXTRA: no acknowledged transaction lost at any point,
+#     integrity_check ok, the balances intact (tests/crashtest/sqlite_bank.py);
 #     DELETE mode with synchronous=FULL must be caught losing one (its journal's
 #     deletion is not durable: SQLite documents EXTRA for this);
 #   - PostgreSQL (Debian's, pgbench -c 2 -t 150 on a scale-1 cluster): after
@@ -35,7 +31,7 @@ mimicfs="$root/build/fusefs/mimicfs"
 t="$(printf %q "$root/tests/crashtest")"  # quoted for the sh -c command lines
 
 for profile in ext4 btrfs; do
-  for mode in "--journal wal --synchronous full"; do
+  for mode in "--journal wal --synchronous full" "--journal delete --synchronous extra"; do
     echo "== SQLite, $mode, on $profile"
     "$mimicfs" crashtest --profile "$profile" --points "$points" --seed "$seed" \
       --setup "python3 $t/sqlite_bank.py setup $mode" \

@@ -244,6 +244,43 @@ TEST(Crash, AHeldVolumeAnswersEioUntilRestart) {
   EXPECT_FALSE(exists(vol.file("not-committed")));
 }
 
+// `crash freeze`: the operations sent to the crashed volume wait, so the
+// program learns nothing of the cut; a killed program dies at the restart.
+TEST(Crash, AFrozenVolumeHoldsOperationsUntilRestart) {
+  MIMICFS_REQUIRE_MOUNTABLE();
+  MountedVolume vol("ext4");
+  ASSERT_TRUE(vol.mounted()) << vol.error();
+  const int fd = open(vol.file("wal").c_str(), O_CREAT | O_RDWR, 0644);
+  ASSERT_GE(fd, 0);
+  write_at(fd, "committed", 0);
+  ASSERT_EQ(fsync(fd), 0);
+  ASSERT_EQ(vol.ctl("crash freeze"), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {  // a writer that would report its commit
+    const int wal = open(vol.file("wal").c_str(), O_RDWR);
+    _exit(wal >= 0 && pwrite(wal, "x", 1, 0) == 1 && fsync(wal) == 0 ? 0 : 1);
+  }
+  nlohmann::json power;
+  for (int i = 0; i < 400; ++i) {  // until its request waits in the daemon
+    power = vol.stats()["power"];
+    if (power.value("frozen_operations", 0) == 1) break;
+    usleep(10'000);
+  }
+  EXPECT_EQ(power["on"], false);
+  EXPECT_EQ(power.value("frozen_operations", 0), 1);
+  int status = 0;
+  EXPECT_EQ(waitpid(child, &status, WNOHANG), 0) << "the writer waits";
+  ASSERT_EQ(kill(child, SIGKILL), 0);
+  EXPECT_EQ(vol.ctl("sync"), EIO) << "nothing reaches the volume while it is off";
+  ASSERT_EQ(vol.ctl("restart"), 0);
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << "status " << status;
+  EXPECT_EQ(fsync(fd), -1) << "a descriptor from before the cut";
+  close(fd);
+  EXPECT_EQ(read_file(vol.file("wal")), "committed");
+}
+
 // `ctl sync`: everything written becomes durable, as sync(1) makes it on the
 // real filesystem (FUSE passes no syncfs on).
 TEST(Crash, CtlSyncMakesEverythingDurable) {

@@ -136,6 +136,35 @@ TEST_F(Run, CrashtestFindsAnUnsyncedFileAndPassesASyncedOne) {
   EXPECT_NE(synced.out.find("0 failed"), std::string::npos) << synced.out;
 }
 
+// The power cut ends the world: a writer the workload started in a session of
+// its own (as pg_ctl starts a server) is killed at the cut, and is gone before
+// the checker runs. Left alive it would go on writing after the restart (the
+// workload that stops it at 40 acknowledgements is killed), and the point would
+// fail: it outlives the power cut.
+TEST_F(Run, CrashtestEndsWhatTheWorkloadLeftRunning) {
+  const std::string acked = "\"$MIMICFS_CRASHTEST_DIR/acked\"";
+  const std::string writer =
+      "cd \"$MIMICFS_MOUNT\" && echo $$ > \"$MIMICFS_CRASHTEST_DIR/pid\" && "
+      "for i in $(seq 4000); do sleep 0.01; echo $i | dd of=n conv=fsync status=none && "
+      "echo $i > " +
+      acked + "; done";
+  const std::string workload = "setsid sh -c '" + writer +
+                               "' </dev/null >/dev/null 2>&1 & "
+                               "until a=$(cat " +
+                               acked +
+                               " 2>/dev/null) && [ \"${a:-0}\" -ge 40 ]; do sleep 0.01; done; "
+                               "kill $!; wait $! || true";
+  const std::string check =
+      "! kill -0 $(cat \"$MIMICFS_CRASHTEST_DIR/pid\") 2>/dev/null && "
+      "[ $(cat \"$MIMICFS_MOUNT/n\" 2>/dev/null || echo 0) -ge $(cat " +
+      acked + " 2>/dev/null || echo 0) ]";
+  const CommandResult result =
+      run_command({mimicfs_binary(), "crashtest", "--profile", "ext4", "--points", "5",
+                   "--workload", workload, "--check", check});
+  EXPECT_EQ(result.exit_status, 0) << result.out << result.err;
+  EXPECT_NE(result.out.find("5 points, 0 failed"), std::string::npos) << result.out;
+}
+
 TEST_F(Run, CrashtestBadInputIsAUsageError) {
   const CommandResult no_check = run_command({mimicfs_binary(), "crashtest", "--workload", "true"});
   EXPECT_EQ(no_check.exit_status, 2) << no_check.err;

@@ -334,6 +334,13 @@ TEST(FaultInjector, ACrashRuleCarriesItsWriteback) {
   EXPECT_EQ(fault.power_cut.writeback, 0.25);
   EXPECT_EQ(fault.power_cut.seed, 9u);
   EXPECT_TRUE(fault.power_cut.hold);
+  EXPECT_FALSE(fault.power_cut.freeze);
+
+  FaultInjector frozen;
+  add_ok(frozen, "op=fsync,crash=after,restart=freeze");
+  const FaultInjector::Fault cut = frozen.check(Op::kFsync, "/f");
+  EXPECT_TRUE(cut.power_cut.hold);
+  EXPECT_TRUE(cut.power_cut.freeze);
 }
 
 TEST(FaultInjector, FromWaitsForTheEmulatedClock) {

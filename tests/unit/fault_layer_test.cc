@@ -2,6 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <future>
+#include <thread>
+#include <vector>
+
 #include "tests/unit/volume_fixture.h"
 
 namespace mimicfs {
@@ -73,12 +78,43 @@ TEST(FaultLayer, AVolumeHeldOffAnswersEio) {
   Stack s("ext4");
   FileSystem& fs = s.layer;
   const uint64_t f = fs.create(kRoot, "f", S_IFREG | 0644, 0, Owner{})->inode;
-  s.layer.power_off();
+  s.layer.power_off(false);
   EXPECT_EQ(error_of(fs.write(f, 0, as_bytes("x"))), Errno{EIO});
   EXPECT_EQ(error_of(fs.lookup(kRoot, "f")), Errno{EIO});
   EXPECT_TRUE(fs.getattr(f).has_value());
   EXPECT_TRUE(fs.statfs().has_value());
   s.layer.power_on();
+  EXPECT_TRUE(fs.write(f, 0, as_bytes("x")).has_value());
+}
+
+// A frozen volume: an operation waits for the restart and then gets EIO; a
+// close's flush and the operations past the waiters' limit get EIO at once.
+TEST(FaultLayer, AFrozenVolumeMakesOperationsWaitForTheRestart) {
+  Stack s("ext4");
+  FileSystem& fs = s.layer;
+  const uint64_t f = fs.create(kRoot, "f", S_IFREG | 0644, 0, Owner{})->inode;
+  s.layer.power_off(true);
+  std::vector<std::future<Result<size_t>>> writers;
+  for (int i = 0; i < FaultLayer::kMaxFrozenOperations; ++i) {
+    writers.push_back(
+        std::async(std::launch::async, [&] { return fs.write(f, 0, as_bytes("x")); }));
+  }
+  for (int waited = 0; waited < 2000; ++waited) {  // until all of them wait
+    if (s.layer.snapshot().power.value("frozen_operations", 0) == FaultLayer::kMaxFrozenOperations)
+      break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(s.layer.snapshot().power.value("frozen_operations", 0),
+            FaultLayer::kMaxFrozenOperations);
+  for (auto& writer : writers) {
+    EXPECT_EQ(writer.wait_for(std::chrono::milliseconds(0)), std::future_status::timeout);
+  }
+  EXPECT_EQ(error_of(fs.write(f, 0, as_bytes("x"))), Errno{EIO}) << "past the limit: at once";
+  EXPECT_EQ(error_of(fs.flush(f, true)), Errno{EIO}) << "a close never waits";
+  EXPECT_TRUE(fs.getattr(f).has_value());
+  s.layer.power_on();
+  for (auto& writer : writers) EXPECT_EQ(error_of(writer.get()), Errno{EIO});
+  EXPECT_FALSE(s.layer.snapshot().power.contains("frozen_operations"));
   EXPECT_TRUE(fs.write(f, 0, as_bytes("x")).has_value());
 }
 
