@@ -114,12 +114,28 @@ std::expected<void, std::string> validate(const Profile& p, std::string_view sou
   // the first.
   auto error = [&](std::initializer_list<std::string_view> keys,
                    std::string_view message) -> Error {
+    // The message without the key it opens with, when that key names the error.
+    const auto about = [&](std::string_view key) -> std::string {
+      if (!message.starts_with(key) || message.size() <= key.size() + 1 ||
+          message[key.size()] != ' ') {
+        return std::string(message);
+      }
+      std::string_view rest = message.substr(key.size() + 1);
+      if (rest.starts_with('(')) {  // "KEY (VALUE) must ..." -> "VALUE must ..."
+        const size_t close = rest.find(") ");
+        if (close != std::string_view::npos) {
+          return fmt::format("{} {}", rest.substr(1, close - 1), rest.substr(close + 2));
+        }
+      }
+      return std::string(rest);
+    };
     for (std::string_view key : keys) {
-      if (const toml::node* node = node_of(key)) return key_error(*node, key, message);
+      if (const toml::node* node = node_of(key)) return key_error(*node, key, about(key));
     }
     const std::string_view key = *keys.begin();
-    if (source_name == kOverrideSource) return Error(fmt::format("--set {}: {}", key, message));
-    return Error(fmt::format("{}: {}: {}", source_name, key, message));
+    const std::string text = about(key);
+    if (source_name == kOverrideSource) return Error(fmt::format("--set {}: {}", key, text));
+    return Error(fmt::format("{}: {}: {}", source_name, key, text));
   };
   const uint64_t unit = p.allocation_unit;
   if (p.capacity_bytes % unit != 0 || p.capacity_bytes < unit) {

@@ -3,8 +3,12 @@
 #include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
 #include <optional>
 
 #include "backends/emulated_clock.h"
@@ -50,6 +54,25 @@ std::expected<Profile, std::string> chosen_profile(const std::string& name, cons
                               : load_profile_file(file);
   if (!profile) return profile;
   return apply_overrides(std::move(*profile), overrides);
+}
+
+// Why `path` cannot be written, before anything runs ("" when it can, or is "").
+std::string check_writable(std::string_view option, const std::string& path) {
+  if (path.empty()) return "";
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path file(path);
+  const fs::path dir = file.has_parent_path() ? file.parent_path() : fs::path(".");
+  if (fs::is_directory(file, ec)) return fmt::format("{} {}: is a directory", option, path);
+  if (!fs::is_directory(dir, ec)) {
+    return fmt::format("{} {}: no directory {}", option, path, dir.string());
+  }
+  const bool exists = fs::exists(file, ec);
+  if (access(exists ? path.c_str() : dir.c_str(), W_OK) != 0) {
+    return fmt::format("{} {}: {} not writable ({})", option, path,
+                       exists ? "the file is" : "its directory is", std::strerror(errno));
+  }
+  return "";
 }
 
 // The first malformed --fault rule's reason, or "".
@@ -191,11 +214,16 @@ int run(int argc, char** argv) {
   std::string ctl_mount;
   std::vector<std::string> ctl_words;
   ctl->add_option("MOUNT", ctl_mount, "The mountpoint")->required();
-  ctl->add_option(
-         "COMMAND", ctl_words,
-         "reset | crash [hold|freeze] | restart | sync | settle | fault add RULE | fault clear | latency "
-         "virtual|real|real:SCALE")
+  ctl->add_option("COMMAND", ctl_words,
+                  "reset | crash [hold|freeze] | restart | sync | settle | fault add RULE | fault "
+                  "clear | latency "
+                  "virtual|real|real:SCALE")
       ->required();
+
+  // help
+  CLI::App* help = app.add_subcommand("help", "Print this help, or a command's");
+  std::string help_topic;
+  help->add_option("COMMAND", help_topic, "The command");
 
   try {
     app.parse(argc, argv);
@@ -204,6 +232,21 @@ int run(int argc, char** argv) {
     return usage_error(fmt::format("{} (try --help)", e.what()));
   }
 
+  if (*help) {
+    // Not app.help(): it prints the help of the command parsed, `help` itself.
+    if (help_topic.empty()) {
+      fmt::print("{}", app.get_formatter()->make_help(&app, "mimicfs", CLI::AppFormatMode::Normal));
+      return kExitOk;
+    }
+    for (const CLI::App* command : app.get_subcommands({})) {
+      if (command->get_name() == help_topic && command != help) {
+        fmt::print("{}", command->get_formatter()->make_help(command, "mimicfs " + help_topic,
+                                                             CLI::AppFormatMode::Normal));
+        return kExitOk;
+      }
+    }
+    return usage_error(fmt::format("help: no command \"{}\" (try --help)", help_topic));
+  }
   if (*mount) {
     set_up_logging(log_level, log_file);
     auto profile = chosen_profile(profile_name, profile_file, overrides);
@@ -223,6 +266,9 @@ int run(int argc, char** argv) {
     auto latency = LatencyMode::parse(run_latency_text);
     if (!latency) return usage_error(latency.error());
     if (auto why = check_fault_rules(run_fault_rules); !why.empty()) return usage_error(why);
+    if (auto why = check_writable("--stats-out", run_stats_out); !why.empty()) {
+      return usage_error(why);
+    }
     return run_with_mount(
         RunOptions{std::move(*profile), run_args, run_stats_out, *latency, run_fault_rules});
   }

@@ -102,6 +102,29 @@ TEST_F(CommandLine, HelpAndVersionSucceed) {
   }
 }
 
+// `mimicfs help` is --help; `help COMMAND` the command's.
+TEST_F(CommandLine, HelpCommandPrintsTheHelp) {
+  auto all = Mimicfs({"help"});
+  EXPECT_EQ(all.exit_status, 0) << all.err;
+  EXPECT_EQ(all.out, Mimicfs({"--help"}).out);
+  auto ctl = Mimicfs({"help", "ctl"});
+  EXPECT_EQ(ctl.exit_status, 0) << ctl.err;
+  EXPECT_TRUE(Contains(ctl.out, "Usage: mimicfs ctl")) << ctl.out;
+  EXPECT_TRUE(Contains(ctl.out, "crash [hold|freeze]")) << ctl.out;
+  ExpectUsageError(Mimicfs({"help", "mnt"}), "help: no command \"mnt\"");
+}
+
+// `run --stats-out` to a path that cannot be written is refused before the
+// command runs.
+TEST_F(CommandLine, RunRefusesAnUnwritableStatsOut) {
+  const std::string marker = dir_ + "/ran";
+  ExpectUsageError(
+      Mimicfs({"run", "--stats-out", dir_ + "/no/such/dir/stats.json", "--", "touch", marker}),
+      "--stats-out " + dir_ + "/no/such/dir/stats.json: no directory");
+  ExpectUsageError(Mimicfs({"run", "--stats-out", dir_, "--", "touch", marker}), "is a directory");
+  EXPECT_FALSE(std::filesystem::exists(marker)) << "the command ran";
+}
+
 // --set goes through the same validation as a profile file, and a refused
 // override mounts nothing.
 TEST_F(CommandLine, BadOverrideIsAUsageError) {
@@ -116,7 +139,12 @@ TEST_F(CommandLine, BadOverrideIsAUsageError) {
                    "--set allocation.copy_on_write: expected KEY=VALUE");
   ExpectUsageError(Mimicfs({"mount", "--profile", "ext4", "--set",
                             "allocation.speculative_preallocation=true", dir_}),
-                   "cannot be combined with allocation.inode_window_max_bytes");
+                   "--set allocation.speculative_preallocation: cannot be combined with "
+                   "allocation.inode_window_max_bytes");
+  // The message does not repeat the key it names.
+  ExpectUsageError(Mimicfs({"mount", "--set", "device.allocation_group_bytes=1", dir_}),
+                   "--set device.allocation_group_bytes: 1 must be a multiple of "
+                   "device.allocation_unit (512)");
 }
 
 // A file that starts from a built-in and overrides one key: `profiles show` prints
