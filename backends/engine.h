@@ -42,6 +42,9 @@ class Engine {
   FaultInjector& faults() { return faults_.rules(); }
   CostLayer& cost() { return cost_; }
   void power_on() { faults_.power_on(); }
+  // An operation through a descriptor from before the last cut: waits for the
+  // restart while the volume is frozen (FaultLayer::wait_while_frozen).
+  void wait_while_frozen() { faults_.wait_while_frozen(); }
   bool powered() const { return faults_.powered(); }
   // Set once, before any operation: true once the daemon stops, when the
   // operations waiting on a frozen volume give up (FaultLayer::power_off).
@@ -62,6 +65,9 @@ class Engine {
   // operations wait for it (FaultLayer::power_off); with `writeback`
   // part of the unsynced overwrites persist first (torn and reordered writes).
   CrashReport crash(const PowerCut& cut, bool during_operation = false) {
+    // Operations already waiting on a frozen volume hold page locks the
+    // kernel's invalidation needs, whatever this cut is.
+    const bool frozen = faults_.frozen() || cut.freeze;
     // First: nothing reaches the crashed volume before the restart.
     if (cut.hold || cut.freeze) faults_.power_off(cut.freeze);
     const uint64_t written_back =
@@ -74,7 +80,7 @@ class Engine {
         cut.freeze ? "; the volume stays off, its operations waiting, until `restart`"
         : cut.hold ? "; the volume stays off until `restart`"
                    : "");
-    if (crash_observer_) crash_observer_(report, during_operation || cut.freeze);
+    if (crash_observer_) crash_observer_(report, during_operation || frozen);
     return report;
   }
 

@@ -30,7 +30,7 @@ bool FaultLayer::faultable(Op op) {
 
 void FaultLayer::power_off(bool freeze) {
   std::lock_guard lock(power_mutex_);
-  frozen_ = freeze;
+  frozen_ = freeze || (powered_off_ && frozen_);
   powered_off_ = true;
 }
 
@@ -38,20 +38,37 @@ void FaultLayer::power_on() {
   std::lock_guard lock(power_mutex_);
   powered_off_ = false;
   frozen_ = false;
+  ++restarts_;
   powered_on_.notify_all();
+}
+
+bool FaultLayer::frozen() {
+  std::lock_guard lock(power_mutex_);
+  return frozen_;
+}
+
+bool FaultLayer::wait_for_power_locked(std::unique_lock<std::mutex>& lock) {
+  if (!frozen_ || frozen_operations_ >= kMaxFrozenOperations) return false;
+  ++frozen_operations_;
+  const uint64_t restarts = restarts_;
+  while (restarts_ == restarts && !(stopping_ && stopping_())) {
+    powered_on_.wait_for(lock, std::chrono::milliseconds(100));
+  }
+  --frozen_operations_;
+  return true;
 }
 
 bool FaultLayer::wait_for_power(const Call& call) {
   if (call.op == Op::kFlush) return false;
   std::unique_lock lock(power_mutex_);  // a unique_lock for the condition variable:
   assert_held(power_mutex_);            // the analysis sees lock_guard's only
-  if (!frozen_ || frozen_operations_ >= kMaxFrozenOperations) return false;
-  ++frozen_operations_;
-  while (powered_off_ && !(stopping_ && stopping_())) {
-    powered_on_.wait_for(lock, std::chrono::milliseconds(100));
-  }
-  --frozen_operations_;
-  return true;
+  return wait_for_power_locked(lock);
+}
+
+void FaultLayer::wait_while_frozen() {
+  std::unique_lock lock(power_mutex_);
+  assert_held(power_mutex_);
+  (void)wait_for_power_locked(lock);
 }
 
 Result<void> FaultLayer::enter(const Call& call, Work& work) {

@@ -47,7 +47,12 @@ class FaultLayer final : public Layer {
   // process closes its files and the kernel cannot interrupt it), and past
   // kMaxFrozenOperations waiters the rest get EIO, so the daemon keeps threads
   // for ctl and stats.json.
+  // A hold after a freeze keeps the volume frozen until the restart.
   void power_off(bool freeze);
+  bool frozen();
+  // Waits for power_on() when the volume is frozen (within the waiters' limit):
+  // an operation through a descriptor from before the cut, answered EIO after.
+  void wait_while_frozen();
   // Set once, before any operation: true once the daemon stops (the waiters
   // give up, or the session could never end).
   void stop_waiting_when(std::function<bool()> stopping) { stopping_ = std::move(stopping); }
@@ -68,6 +73,7 @@ class FaultLayer final : public Layer {
   FaultInjector rules_;
   // Waits for power_on() when the volume is frozen; false when it may not wait.
   bool wait_for_power(const Call& call);
+  bool wait_for_power_locked(std::unique_lock<std::mutex>& lock) REQUIRES(power_mutex_);
 
   std::atomic<bool> powered_off_{false};
   std::mutex power_mutex_;
@@ -75,6 +81,9 @@ class FaultLayer final : public Layer {
   std::function<bool()> stopping_;
   bool frozen_ GUARDED_BY(power_mutex_) = false;
   int frozen_operations_ GUARDED_BY(power_mutex_) = 0;
+  // Counts the restarts: a waiter leaves at the next one, even when another
+  // freeze follows before it wakes.
+  uint64_t restarts_ GUARDED_BY(power_mutex_) = 0;
   CrashHook crash_hook_;
   std::function<uint64_t()> now_ns_;
   std::mutex cause_mutex_;

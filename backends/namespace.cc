@@ -52,11 +52,24 @@ std::shared_ptr<Inode> Namespace::new_inode(uint32_t mode, Owner owner, const In
   // As xfs and ext4's Orlov allocator: a new directory goes to the next group,
   // a file to its directory's.
   const uint64_t group = S_ISDIR(mode) ? next_directory_group_++ % group_count_ : parent.group;
+  uint32_t parent_permissions, parent_gid;
+  {
+    std::lock_guard lock(parent.mutex);
+    parent_permissions = parent.permissions;
+    parent_gid = parent.gid;
+  }
   auto inode = std::make_shared<Inode>(next_inode_++, mode & S_IFMT, group);
   std::lock_guard lock(inode->mutex);  // not shared yet: for the analysis
   inode->permissions = mode & 07777;
   inode->uid = owner.uid;
   inode->gid = owner.gid;
+  // BSD group semantics in a setgid directory (Linux's inode_init_owner): the
+  // new entry takes the directory's group, and a new directory its setgid bit.
+  // The kernel has already cleared S_ISGID from a file its caller may not give it.
+  if (parent_permissions & S_ISGID) {
+    inode->gid = parent_gid;
+    if (S_ISDIR(mode)) inode->permissions |= S_ISGID;
+  }
   inode->atime = inode->mtime = inode->ctime = clock_.now();
   if (inode->is_regular()) inode->file = hooks_.new_file(group);
   return inode;

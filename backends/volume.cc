@@ -411,9 +411,22 @@ Result<FilesystemStats> Volume::statfs(Work&) {
 // ---------------------------------------------------------------------------
 // Extended attributes
 
+namespace {
+
+// The namespaces Linux's ext4, xfs and btrfs serve; any other prefix gets
+// EOPNOTSUPP from the kernel's xattr handlers (FUSE passes every name through,
+// so the volume answers it). POSIX ACLs (system.posix_acl_*) never get here:
+// the kernel answers them itself on a mount without ACL support.
+bool known_namespace(std::string_view name) {
+  return name.starts_with("user.") || name.starts_with("trusted.") || name.starts_with("security.");
+}
+
+}  // namespace
+
 Result<void> Volume::setxattr(uint64_t inode, const std::string& name, std::string_view value,
                               int flags, Work&) {
   if (name.empty() || name.size() > kMaxXattrName) return fail(ERANGE);
+  if (!known_namespace(name)) return fail(EOPNOTSUPP);
   if (value.size() > kMaxXattrValue) return fail(E2BIG);
   auto node = namespace_.find(inode);
   if (!node) return fail(ENOENT);
@@ -427,6 +440,7 @@ Result<void> Volume::setxattr(uint64_t inode, const std::string& name, std::stri
 }
 
 Result<std::string> Volume::getxattr(uint64_t inode, const std::string& name, Work&) {
+  if (!known_namespace(name)) return fail(EOPNOTSUPP);
   auto node = namespace_.find(inode);
   if (!node) return fail(ENOENT);
   std::lock_guard lock(node->mutex);
@@ -445,6 +459,7 @@ Result<std::vector<std::string>> Volume::listxattr(uint64_t inode, Work&) {
 }
 
 Result<void> Volume::removexattr(uint64_t inode, const std::string& name, Work&) {
+  if (!known_namespace(name)) return fail(EOPNOTSUPP);
   auto node = namespace_.find(inode);
   if (!node) return fail(ENOENT);
   std::lock_guard lock(node->mutex);

@@ -67,14 +67,17 @@ std::optional<ChildExit> spawn_and_wait(const std::vector<std::string>& args,
     waited = waitpid(pid, &status, polled ? WNOHANG : 0);
     if (waited < 0 && errno == EINTR) continue;
     if (waited != 0) break;
-    if (timed && std::chrono::steady_clock::now() >= deadline) {
+    // The watch first: it may be what lets a killed child finish dying.
+    if (options.watch) options.watch(pid);
+    if (timed && !exit.timed_out && std::chrono::steady_clock::now() >= deadline) {
       exit.timed_out = true;
       kill(-pid, SIGKILL);
-      while ((waited = waitpid(pid, &status, 0)) < 0 && errno == EINTR) {
+      if (!options.watch) {
+        while ((waited = waitpid(pid, &status, 0)) < 0 && errno == EINTR) {
+        }
+        break;
       }
-      break;
     }
-    if (options.watch) options.watch(pid);
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   g_child = 0;

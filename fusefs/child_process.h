@@ -19,7 +19,8 @@ struct SpawnOptions {
   // Standard output and error go to this file (appended) instead of ours.
   std::string output_file;
   // Called about every 20 ms while the child runs (in a process group of its
-  // own then, as with a timeout), with its group (`mimicfs crashtest` ends the world there at a power cut).
+  // own then, as with a timeout), with its group (`mimicfs crashtest` ends the world there at a
+  // power cut).
   std::function<void(pid_t group)> watch;
 };
 

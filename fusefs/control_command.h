@@ -46,7 +46,8 @@ using ControlCommand =
                  FaultClearCommand, FaultAddCommand, LatencyCommand>;
 
 inline constexpr std::string_view kControlCommands =
-    "reset, crash [hold|freeze] [writeback=P] [seed=S], restart, sync, settle, fault add RULE, fault "
+    "reset, crash [hold|freeze] [writeback=P] [seed=S], restart, sync, settle, fault add RULE, "
+    "fault "
     "clear, latency "
     "virtual|real|real:SCALE";
 

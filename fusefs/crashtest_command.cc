@@ -131,7 +131,7 @@ Run run_once(const CrashTestOptions& options, const std::string& rule, const std
       std::vector<pid_t> killed;
       for (int round = 0; round < 10; ++round) {
         std::vector<pid_t> found;
-        for (const pid_t pid : processes_using((*mount)->dir())) {
+        for (const pid_t pid : descendants_using((*mount)->dir())) {
           if (std::find(killed.begin(), killed.end(), pid) == killed.end()) found.push_back(pid);
         }
         if (found.empty()) break;
@@ -142,6 +142,8 @@ Run run_once(const CrashTestOptions& options, const std::string& rule, const std
       // on the crashed volume (docs/time.md): a second cut drops what it left.
       (void)(*mount)->ctl("crash freeze");
       (void)(*mount)->ctl("restart");  // the waiting operations get EIO; their processes die
+      // The workload itself is spawn_and_wait's to reap, with its status.
+      std::erase(killed, group);
       if (!wait_until_gone(killed, std::chrono::seconds(30))) {
         run.error = "a process using the mount outlived the power cut by 30 s";
       }
@@ -168,6 +170,8 @@ Run run_once(const CrashTestOptions& options, const std::string& rule, const std
       // A cut the watch did not see: the workload had ended; what it left running has not.
       if (run.error.empty() && power_cut(run.stats)) end_the_world(0);
     }
+    // Whatever went wrong above, nothing stays waiting on a frozen volume.
+    (void)(*mount)->ctl("restart");
     (void)(*mount)->ctl("fault clear");
     reap_orphans();
     if (run.error.empty() && SignalForwarding::received() == 0) {

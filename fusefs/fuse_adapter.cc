@@ -23,8 +23,17 @@ Handle* handle(fuse_file_info* fi) { return reinterpret_cast<Handle*>(fi->fh); }
 
 // A descriptor opened before the last power cut belongs to a world that ended:
 // as after a reboot, nothing done through it reaches the volume (EIO).
-bool stale(fuse_req_t req, fuse_file_info* fi) {
+bool from_before_crash(fuse_req_t req, fuse_file_info* fi) {
   return fi != nullptr && fi->fh != 0 && handle(fi)->boot != adapter(req).fs().crashes();
+}
+
+// A handle from before the last power cut: its operation gets EIO, once the
+// volume is back when it is frozen (`crash freeze`: the program learns nothing
+// of the cut meanwhile). A close's flush uses from_before_crash: it never waits.
+bool stale(fuse_req_t req, fuse_file_info* fi) {
+  if (!from_before_crash(req, fi)) return false;
+  adapter(req).engine().wait_while_frozen();
+  return true;
 }
 
 // What a request whose callback threw is answered.
@@ -359,7 +368,7 @@ void on_write(fuse_req_t req, fuse_ino_t ino, const char* data, size_t size, off
 void on_flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   serve(req, "flush", ino, [&]() -> Reply {
     if (ControlFiles::owns(ino)) return ErrorReply{0};
-    if (stale(req, fi)) return ErrorReply{EIO};
+    if (from_before_crash(req, fi)) return ErrorReply{EIO};
     const bool writer = (handle(fi)->flags & O_ACCMODE) != O_RDONLY;
     return status(adapter(req).fs().flush(ino, writer));
   });

@@ -44,6 +44,7 @@ class FuseAdapter {
   static const fuse_lowlevel_ops& operations();
 
   FileSystem& fs() { return engine_.fs(); }
+  Engine& engine() { return engine_; }
   ControlFiles& control() { return control_; }
   const AdapterOptions& options() const { return options_; }
 

@@ -41,22 +41,41 @@ bool uses(const fs::path& process, std::string_view dir) {
   return false;
 }
 
+// The fields of /proc/PID/stat after the command name (which may hold spaces
+// and parentheses): state, ppid, ...; "" when the process is gone.
+std::string stat_fields(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text;
+  if (!std::getline(stat, text)) return "";
+  const size_t name_end = text.rfind(')');
+  return name_end == std::string::npos || name_end + 2 >= text.size() ? ""
+                                                                      : text.substr(name_end + 2);
+}
+
+bool descends_from(pid_t pid, pid_t ancestor) {
+  for (int depth = 0; depth < 64 && pid > 1; ++depth) {
+    const std::string fields = stat_fields(pid);
+    if (fields.size() < 3) return false;
+    pid_t parent = 0;
+    std::from_chars(fields.data() + 2, fields.data() + fields.size(), parent);
+    if (parent == ancestor) return true;
+    pid = parent;
+  }
+  return false;
+}
+
 // Present: /proc/PID exists. A zombie counts until reaped, as kill(pid, 0)
 // sees it (a server's lock file check does); this one's own are reaped here.
 bool present(pid_t pid) {
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string text;
-  if (!std::getline(stat, text)) return false;
-  const size_t name_end = text.rfind(')');  // the command name may hold spaces and parentheses
-  if (name_end == std::string::npos || name_end + 2 >= text.size()) return false;
-  const char state = text[name_end + 2];
-  if (state == 'Z' || state == 'X') return waitpid(pid, nullptr, WNOHANG) != pid;
+  const std::string fields = stat_fields(pid);
+  if (fields.empty()) return false;
+  if (fields[0] == 'Z' || fields[0] == 'X') return waitpid(pid, nullptr, WNOHANG) != pid;
   return true;
 }
 
 }  // namespace
 
-std::vector<pid_t> processes_using(const std::string& mount_dir) {
+std::vector<pid_t> descendants_using(const std::string& mount_dir) {
   std::vector<pid_t> found;
   const pid_t self = getpid();
   std::error_code ec;
@@ -65,7 +84,7 @@ std::vector<pid_t> processes_using(const std::string& mount_dir) {
     pid_t pid = 0;
     const auto [last, error] = std::from_chars(name.data(), name.data() + name.size(), pid);
     if (error != std::errc() || last != name.data() + name.size() || pid == self) continue;
-    if (uses(entry->path(), mount_dir)) found.push_back(pid);
+    if (descends_from(pid, self) && uses(entry->path(), mount_dir)) found.push_back(pid);
   }
   return found;
 }

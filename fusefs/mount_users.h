@@ -11,8 +11,10 @@
 
 namespace mimicfs {
 
-// Every process but this one using `mount_dir` (which /proc names the same way).
-std::vector<pid_t> processes_using(const std::string& mount_dir);
+// Every descendant of this process using `mount_dir` (which /proc names the
+// same way). A descendant orphaned on the way (a server started in a session
+// of its own) counts when this process is its subreaper (PR_SET_CHILD_SUBREAPER).
+std::vector<pid_t> descendants_using(const std::string& mount_dir);
 
 // SIGKILLs `processes`; what this one may not signal is left.
 void kill_all(const std::vector<pid_t>& processes);

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "tests/support/mounted_volume.h"
 
@@ -255,27 +256,38 @@ TEST(Crash, AFrozenVolumeHoldsOperationsUntilRestart) {
   write_at(fd, "committed", 0);
   ASSERT_EQ(fsync(fd), 0);
   ASSERT_EQ(vol.ctl("crash freeze"), 0);
-  const pid_t child = fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {  // a writer that would report its commit
-    const int wal = open(vol.file("wal").c_str(), O_RDWR);
-    _exit(wal >= 0 && pwrite(wal, "x", 1, 0) == 1 && fsync(wal) == 0 ? 0 : 1);
+  // Two writers that would report their commit: one through the descriptor it
+  // had before the cut, one opening the file anew.
+  std::vector<pid_t> children;
+  for (const bool reopen : {false, true}) {
+    const pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      const int wal = reopen ? open(vol.file("wal").c_str(), O_RDWR) : fd;
+      _exit(wal >= 0 && pwrite(wal, "x", 1, 0) == 1 && fsync(wal) == 0 ? 0 : 1);
+    }
+    children.push_back(child);
   }
   nlohmann::json power;
-  for (int i = 0; i < 400; ++i) {  // until its request waits in the daemon
+  for (int i = 0; i < 400; ++i) {  // until their requests wait in the daemon
     power = vol.stats()["power"];
-    if (power.value("frozen_operations", 0) == 1) break;
+    if (power.value("frozen_operations", 0) == 2) break;
     usleep(10'000);
   }
   EXPECT_EQ(power["on"], false);
-  EXPECT_EQ(power.value("frozen_operations", 0), 1);
+  EXPECT_EQ(power.value("frozen_operations", 0), 2);
   int status = 0;
-  EXPECT_EQ(waitpid(child, &status, WNOHANG), 0) << "the writer waits";
-  ASSERT_EQ(kill(child, SIGKILL), 0);
+  for (const pid_t child : children) {
+    EXPECT_EQ(waitpid(child, &status, WNOHANG), 0) << "the writer waits";
+    ASSERT_EQ(kill(child, SIGKILL), 0);
+  }
   EXPECT_EQ(vol.ctl("sync"), EIO) << "nothing reaches the volume while it is off";
+  ASSERT_EQ(vol.ctl("crash hold"), 0) << "a cut while frozen";
   ASSERT_EQ(vol.ctl("restart"), 0);
-  ASSERT_EQ(waitpid(child, &status, 0), child);
-  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << "status " << status;
+  for (const pid_t child : children) {
+    ASSERT_EQ(waitpid(child, &status, 0), child);
+    EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << "status " << status;
+  }
   EXPECT_EQ(fsync(fd), -1) << "a descriptor from before the cut";
   close(fd);
   EXPECT_EQ(read_file(vol.file("wal")), "committed");

@@ -639,6 +639,30 @@ TEST(Directories, MkdirRmdirAndRmdirOfNonEmptyFailsWithEnotempty) {
   EXPECT_FALSE(std::filesystem::exists(dir));
 }
 
+// A setgid directory (a shared project directory): what is created in it takes
+// its group, and a new directory its setgid bit, through the kernel.
+TEST(Directories, ASetgidDirectoryGivesNewEntriesItsGroup) {
+  MIMICFS_REQUIRE_MOUNTABLE();
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to give the directory another group";
+  MountedVolume vol("ext4");
+  ASSERT_TRUE(vol.mounted()) << vol.error();
+  const std::string dir = vol.file("shared");
+  ASSERT_EQ(mkdir(dir.c_str(), 0775), 0) << errno_text();
+  ASSERT_EQ(chown(dir.c_str(), 0, 4242), 0) << errno_text();
+  ASSERT_EQ(chmod(dir.c_str(), 02775), 0) << errno_text();
+  { Fd fd(open((dir + "/f").c_str(), O_CREAT | O_WRONLY, 0644)); }
+  ASSERT_EQ(mkdir((dir + "/sub").c_str(), 0755), 0) << errno_text();
+  struct stat st {};
+  ASSERT_EQ(stat((dir + "/f").c_str(), &st), 0);
+  EXPECT_EQ(st.st_gid, 4242u);
+  ASSERT_EQ(stat((dir + "/sub").c_str(), &st), 0);
+  EXPECT_EQ(st.st_gid, 4242u);
+  EXPECT_TRUE(st.st_mode & S_ISGID) << std::oct << st.st_mode;
+  { Fd fd(open(vol.file("outside").c_str(), O_CREAT | O_WRONLY, 0644)); }
+  ASSERT_EQ(stat(vol.file("outside").c_str(), &st), 0);
+  EXPECT_EQ(st.st_gid, getegid());
+}
+
 TEST(Directories, ReaddirListsCreatedNamesAndNeverTheControlDirectory) {
   MIMICFS_REQUIRE_MOUNTABLE();
   MountedVolume vol("nfs");
@@ -765,6 +789,27 @@ TEST(Xattrs, SetGetListRemoveWithCreateAndMissingErrors) {
   errno = 0;
   EXPECT_EQ(removexattr(path.c_str(), "user.a"), -1);
   EXPECT_EQ(errno, ENODATA) << errno_text();
+}
+
+// As on ext4, xfs and btrfs: a name outside user., trusted. and security. is
+// EOPNOTSUPP (the kernel passes every name to a FUSE daemon).
+TEST(Xattrs, AnUnknownNamespaceIsNotSupported) {
+  MIMICFS_REQUIRE_MOUNTABLE();
+  MountedVolume vol("ext4");
+  ASSERT_TRUE(vol.mounted()) << vol.error();
+  const std::string path = vol.file("f");
+  { Fd fd(open(path.c_str(), O_CREAT | O_WRONLY, 0644)); }
+  errno = 0;
+  EXPECT_EQ(setxattr(path.c_str(), "foo.bar", "v", 1, 0), -1);
+  EXPECT_EQ(errno, EOPNOTSUPP) << errno_text();
+  char value[8];
+  errno = 0;
+  EXPECT_EQ(getxattr(path.c_str(), "foo.bar", value, sizeof value), -1);
+  EXPECT_EQ(errno, EOPNOTSUPP) << errno_text();
+  EXPECT_EQ(setxattr(path.c_str(), "user.ok", "v", 1, 0), 0) << errno_text();
+  if (geteuid() == 0) {
+    EXPECT_EQ(setxattr(path.c_str(), "trusted.ok", "v", 1, 0), 0) << errno_text();
+  }
 }
 
 TEST(Xattrs, MimicfsXattrsReportTheSameNumbersAsStats) {

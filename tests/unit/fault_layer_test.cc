@@ -116,6 +116,20 @@ TEST(FaultLayer, AFrozenVolumeMakesOperationsWaitForTheRestart) {
   for (auto& writer : writers) EXPECT_EQ(error_of(writer.get()), Errno{EIO});
   EXPECT_FALSE(s.layer.snapshot().power.contains("frozen_operations"));
   EXPECT_TRUE(fs.write(f, 0, as_bytes("x")).has_value());
+
+  // A waiter leaves at the restart even when a new freeze follows before it wakes.
+  s.layer.power_off(true);
+  auto late = std::async(std::launch::async, [&] { return fs.write(f, 0, as_bytes("x")); });
+  while (s.layer.snapshot().power.value("frozen_operations", 0) == 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  s.layer.power_on();
+  s.layer.power_off(true);
+  ASSERT_EQ(late.wait_for(std::chrono::seconds(30)), std::future_status::ready);
+  EXPECT_EQ(error_of(late.get()), Errno{EIO});
+  s.layer.power_off(false);
+  EXPECT_TRUE(s.layer.frozen()) << "a hold after a freeze keeps it frozen";
+  s.layer.power_on();
 }
 
 TEST(FaultLayer, CacheDrivenOperationsAreNeverFaulted) {

@@ -917,6 +917,39 @@ TEST(Volume, XattrsSetGetListRemove) {
   EXPECT_EQ(fs.volume.listxattr(file), (std::vector<std::string>{"user.b"}));
 }
 
+// Only the namespaces Linux's filesystems serve: another prefix is EOPNOTSUPP.
+TEST(Volume, XattrsOfAnUnknownNamespaceAreNotSupported) {
+  Fs fs("ext4");
+  const uint64_t file = fs.create("file");
+  for (const char* name : {"foo.bar", "user", "system.data", "nonamespace"}) {
+    SCOPED_TRACE(name);
+    EXPECT_EQ(error_of(fs.volume.setxattr(file, name, "v", 0)), Errno{EOPNOTSUPP});
+    EXPECT_EQ(error_of(fs.volume.getxattr(file, name)), Errno{EOPNOTSUPP});
+    EXPECT_EQ(error_of(fs.volume.removexattr(file, name)), Errno{EOPNOTSUPP});
+  }
+  for (const char* name : {"user.a", "trusted.a", "security.selinux"}) {
+    EXPECT_TRUE(fs.volume.setxattr(file, name, "v", 0).has_value()) << name;
+  }
+}
+
+// In a setgid directory a new entry takes the directory's group, and a new
+// directory the setgid bit too (Linux's BSD group semantics).
+TEST(Volume, ASetgidDirectoryGivesNewEntriesItsGroup) {
+  Fs fs("xfs");
+  const Owner caller{1000, 1000};
+  const uint64_t plain = fs.volume.mkdir(kRoot, "plain", S_IFDIR | 0775, Owner{0, 50})->inode;
+  const uint64_t shared = fs.volume.mkdir(kRoot, "shared", S_IFDIR | 02775, Owner{0, 50})->inode;
+  EXPECT_EQ(fs.volume.create(plain, "f", S_IFREG | 0644, 0, caller)->gid, 1000u);
+  const auto file = fs.volume.create(shared, "f", S_IFREG | 0644, 0, caller);
+  EXPECT_EQ(file->gid, 50u);
+  EXPECT_EQ(file->mode & 07777, 0644u);
+  const auto dir = fs.volume.mkdir(shared, "d", S_IFDIR | 0755, caller);
+  EXPECT_EQ(dir->gid, 50u);
+  EXPECT_EQ(dir->mode & 07777, 02755u) << "a new directory inherits the bit";
+  EXPECT_EQ(fs.volume.create(dir->inode, "g", S_IFREG | 0600, 0, caller)->gid, 50u);
+  EXPECT_EQ(fs.volume.symlink(shared, "l", "f", caller)->gid, 50u);
+}
+
 TEST(Volume, XattrCreateAndReplaceFlagsAreEnforced) {
   Fs fs("nfs");
   const uint64_t file = fs.create("file");
