@@ -104,7 +104,7 @@ class ScopedMount {
   // One file's entry ("t1.ibd" or "dir/t1.ibd"); null when there is none.
   nlohmann::json file_stats(const std::string& name) const {
     const nlohmann::json s = stats();
-    const std::string key = name.starts_with("/") ? name : "/" + name;
+    const std::string key = !name.empty() && name[0] == '/' ? name : "/" + name;
     return s["files"].contains(key) ? s["files"][key] : nlohmann::json();
   }
   // Zeroes the operation counters (allocation state is kept).
