@@ -197,11 +197,20 @@ int run(int argc, char** argv) {
 
   // stats
   CLI::App* stats = app.add_subcommand("stats", "Print a mounted volume's statistics");
-  std::string stats_mount, stats_path;
-  bool stats_json = false;
+  std::string stats_mount;
+  StatsView stats_view;
   stats->add_option("MOUNT", stats_mount, "The mountpoint")->required();
-  stats->add_option("PATH", stats_path, "Only this file (inside the mount)");
-  stats->add_flag("--json", stats_json, "Print the stats.json document");
+  stats->add_option("PATH", stats_view.path, "Only this file (inside the mount)");
+  stats->add_flag("--json", stats_view.json, "Print the stats.json document");
+  stats
+      ->add_option("--sort", stats_view.sort,
+                   "Order the files by name (default), or largest first by size, allocated, "
+                   "extents, emulated or unsynced")
+      ->check(CLI::IsMember({"name", "size", "allocated", "extents", "emulated", "unsynced"}));
+  stats->add_option("--top", stats_view.top, "Only the first N files; the rest summed on one line");
+  stats->add_flag("--by-dir", stats_view.by_directory, "A line per directory instead of per file");
+  stats->add_option("--width", stats_view.width,
+                    "Fit the table in N columns (default: the terminal's; unlimited in a pipe)");
 
   // report
   CLI::App* report = app.add_subcommand("report", "Draw a mounted volume's device layout as SVG");
@@ -299,7 +308,7 @@ int run(int argc, char** argv) {
     }
     return kExitOk;
   }
-  if (*stats) return print_stats(stats_mount, stats_path, stats_json);
+  if (*stats) return print_stats(stats_mount, stats_view);
   if (*ctl) return send_control(ctl_mount, ctl_words);
   if (*report) return write_report(report_mount, report_out);
   return kExitUsage;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "fusefs/exit_status.h"
+#include "fusefs/human_units.h"
 
 namespace mimicfs {
 namespace {
@@ -63,13 +64,6 @@ std::string escape(const std::string& text) {
     }
   }
   return out;
-}
-
-std::string bytes_text(uint64_t bytes) {
-  if (bytes >= (uint64_t{1} << 30)) return fmt::format("{:.1f} GiB", bytes / double(1 << 30));
-  if (bytes >= (uint64_t{1} << 20)) return fmt::format("{:.1f} MiB", bytes / double(1 << 20));
-  if (bytes >= 1024) return fmt::format("{:.1f} KiB", bytes / 1024.0);
-  return fmt::format("{} B", bytes);
 }
 
 struct FileFigures {
@@ -139,7 +133,8 @@ std::string render_layout_svg(const nlohmann::json& layout) {
       escape(layout["profile"].get<std::string>()));
   svg += fmt::format(
       "<text x=\"{}\" y=\"40\">device blocks {}..{} of {} ({} per block, {} per cell, one row = "
-      "{}); allocated {} (group metadata {}), {} free extents, largest free {}</text>\n",
+      "{}); allocated {} (of it the emulated filesystem's own metadata {}), {} free extents, "
+      "largest free {}</text>\n",
       kLeft, first, end, device["capacity_bytes"].get<uint64_t>() / unit, bytes_text(unit),
       bytes_text(cell_blocks * unit), bytes_text(cell_blocks * unit * kColumns),
       bytes_text(device["allocated_bytes"].get<uint64_t>()),

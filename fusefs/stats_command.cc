@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -9,6 +10,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -16,6 +19,7 @@
 #include "fusefs/control_command.h"
 #include "fusefs/control_files.h"
 #include "fusefs/exit_status.h"
+#include "fusefs/human_units.h"
 
 namespace mimicfs {
 namespace {
@@ -58,27 +62,218 @@ std::string histogram_line(const nlohmann::json& histogram) {
   return line;
 }
 
-// Nanoseconds as a human reads them: "812 ns", "3.214 ms", "28.463 s".
-std::string duration(uint64_t ns) {
-  if (ns < 1000) return fmt::format("{} ns", ns);
-  if (ns < 1'000'000) return fmt::format("{:.3f} us", ns / 1e3);
-  if (ns < 1'000'000'000) return fmt::format("{:.3f} ms", ns / 1e6);
-  return fmt::format("{:.3f} s", ns / 1e9);
+// One file's figures, or a sum of them (a directory, the rest, the total).
+struct FileRow {
+  std::string name;
+  uint64_t files = 1;
+  uint64_t size = 0, allocated = 0, extents = 0, fragments = 0, unwritten = 0, holes = 0;
+  uint64_t delayed = 0, preallocated = 0, dirty = 0, unsynced = 0, emulated_ns = 0;
+  std::string extent_sizes;
+
+  void add(const FileRow& other) {
+    files += other.files;
+    size += other.size;
+    allocated += other.allocated;
+    extents += other.extents;
+    fragments += other.fragments;
+    unwritten += other.unwritten;
+    holes += other.holes;
+    delayed += other.delayed;
+    preallocated += other.preallocated;
+    dirty += other.dirty;
+    unsynced += other.unsynced;
+    emulated_ns += other.emulated_ns;
+  }
+};
+
+FileRow row_of(const std::string& path, const nlohmann::json& f) {
+  FileRow r;
+  r.name = path;
+  r.size = f["size"].get<uint64_t>();
+  r.allocated = f["allocated_bytes"].get<uint64_t>();
+  r.extents = f["extents"].get<uint64_t>();
+  r.fragments = f["fragments"].get<uint64_t>();
+  r.unwritten = f["unwritten_extents"].get<uint64_t>();
+  r.holes = f["holes"].get<uint64_t>();
+  r.delayed = f["delayed_bytes"].get<uint64_t>();
+  r.preallocated = f["preallocated_bytes"].get<uint64_t>();
+  r.dirty = f["dirty_bytes"].get<uint64_t>();
+  r.unsynced = f["unsynced_bytes"].get<uint64_t>();
+  r.emulated_ns = f["emulated_ns"].get<uint64_t>();
+  r.extent_sizes = histogram_line(f["extent_size_histogram"]);
+  return r;
 }
 
-void print_tables(const nlohmann::json& s) {
+// Largest first by the sort key (then by name); by name alone for "name".
+void sort_rows(std::vector<FileRow>& rows, const std::string& key) {
+  const auto figure = [&](const FileRow& r) -> uint64_t {
+    if (key == "size") return r.size;
+    if (key == "allocated") return r.allocated;
+    if (key == "extents") return r.extents;
+    if (key == "emulated") return r.emulated_ns;
+    if (key == "unsynced") return r.unsynced;
+    return 0;
+  };
+  std::stable_sort(rows.begin(), rows.end(), [&](const FileRow& a, const FileRow& b) {
+    if (figure(a) != figure(b)) return figure(a) > figure(b);
+    return a.name < b.name;
+  });
+}
+
+// "file" for 1, "files" for 3; "directories" for 2.
+std::string noun(uint64_t n, std::string_view singular) {
+  if (n == 1) return std::string(singular);
+  if (singular.ends_with('y')) return fmt::format("{}ies", singular.substr(0, singular.size() - 1));
+  return fmt::format("{}s", singular);
+}
+
+// A name cut in the middle to `width` columns: "/pg/base/5/...6_vm".
+std::string fit(const std::string& name, size_t width) {
+  if (name.size() <= width) return name;
+  if (width < 8) return name.substr(name.size() - width);
+  const size_t tail = (width - 3) / 2 + (width - 3) % 2;
+  return name.substr(0, width - 3 - tail) + "..." + name.substr(name.size() - tail);
+}
+
+// The terminal's width, or 0 (no limit) when standard output is not a terminal.
+size_t terminal_width() {
+  winsize size{};
+  if (isatty(STDOUT_FILENO) && ioctl(STDOUT_FILENO, TIOCGWINSZ, &size) == 0 && size.ws_col > 0) {
+    return size.ws_col;
+  }
+  return 0;
+}
+
+struct Column {
+  const char* title;
+  size_t width;
+  int rank;  // kept first when the width is short: 1 before 2 ...
+  std::function<std::string(const FileRow&)> text;
+};
+
+const std::vector<Column>& columns() {
+  static const std::vector<Column> all = {
+      {"size", 10, 1, [](const FileRow& r) { return bytes_text(r.size); }},
+      {"allocated", 10, 1, [](const FileRow& r) { return bytes_text(r.allocated); }},
+      {"extents", 8, 1, [](const FileRow& r) { return std::to_string(r.extents); }},
+      {"fragments", 9, 2, [](const FileRow& r) { return std::to_string(r.fragments); }},
+      {"unwritten", 9, 4, [](const FileRow& r) { return std::to_string(r.unwritten); }},
+      {"holes", 6, 3, [](const FileRow& r) { return std::to_string(r.holes); }},
+      {"delayed", 10, 5, [](const FileRow& r) { return bytes_text(r.delayed); }},
+      {"prealloc", 10, 4, [](const FileRow& r) { return bytes_text(r.preallocated); }},
+      {"dirty", 10, 5, [](const FileRow& r) { return bytes_text(r.dirty); }},
+      {"unsynced", 10, 2, [](const FileRow& r) { return bytes_text(r.unsynced); }},
+      {"emulated", 12, 2, [](const FileRow& r) { return duration_text(r.emulated_ns); }},
+  };
+  return all;
+}
+
+// The table: the name column as wide as the widest name, the columns that fit
+// in `width` (0: all) in rank order, names cut in the middle past 48 columns
+// when the width is short, the free-form last column cut at the edge.
+void print_rows(const std::vector<FileRow>& rows, const std::vector<FileRow>& summaries,
+                std::string_view first, bool directories, size_t width) {
+  size_t name_width = first.size();
+  for (const FileRow& r : rows) name_width = std::max(name_width, r.name.size());
+  size_t label_width = 0;  // the summaries' labels are never cut
+  for (const FileRow& r : summaries) label_width = std::max(label_width, r.name.size());
+  if (width > 0) name_width = std::min(name_width, std::max<size_t>(width / 3, 24));
+  name_width = std::max(name_width, label_width);
+  std::vector<bool> shown(columns().size(), true);
+  if (width > 0) {
+    for (int rank = 5; rank > 1; --rank) {
+      size_t used = name_width;
+      for (size_t i = 0; i < columns().size(); ++i) {
+        if (shown[i]) used += 1 + columns()[i].width;
+      }
+      if (used <= width) break;
+      for (size_t i = 0; i < columns().size(); ++i) {
+        if (columns()[i].rank == rank) shown[i] = false;
+      }
+    }
+  }
+  const auto line = [&](const std::string& name, const std::function<std::string(size_t)>& cell,
+                        const std::string& last) {
+    std::string text = fmt::format("{:<{}}", fit(name, name_width), name_width);
+    for (size_t i = 0; i < columns().size(); ++i) {
+      if (shown[i]) text += fmt::format(" {:>{}}", cell(i), columns()[i].width);
+    }
+    if (!last.empty()) text += "  " + last;
+    if (width > 0 && text.size() > width) text.resize(width);
+    fmt::print("{}\n", text);
+  };
+  line(
+      std::string(first), [](size_t i) { return std::string(columns()[i].title); },
+      directories ? "files" : "extent sizes");
+  const auto print = [&](const FileRow& r, bool summary) {
+    line(
+        r.name, [&](size_t i) { return columns()[i].text(r); },
+        directories ? std::to_string(r.files)
+        : summary   ? fmt::format("{} {}", r.files, noun(r.files, "file"))
+                    : r.extent_sizes);
+  };
+  for (const FileRow& r : rows) print(r, false);
+  for (const FileRow& r : summaries) print(r, true);
+}
+
+void print_files(const nlohmann::json& files, const StatsView& view) {
+  std::vector<FileRow> rows;
+  FileRow total;
+  total.files = 0;
+  for (const auto& [path, f] : files.items()) {
+    rows.push_back(row_of(path, f));
+    total.add(rows.back());
+  }
+  total.name = "total";
+  const size_t width = view.width != 0 ? view.width : terminal_width();
+  fmt::print("\n");
+  if (view.by_directory) {
+    std::map<std::string, FileRow> by_directory;
+    for (const FileRow& r : rows) {
+      const size_t slash = r.name.rfind('/');
+      const std::string dir = slash == 0 ? "/" : r.name.substr(0, slash);
+      auto [it, added] = by_directory.try_emplace(dir);
+      if (added) {
+        it->second.name = dir;
+        it->second.files = 0;
+      }
+      it->second.add(r);
+    }
+    rows.clear();
+    for (auto& [dir, r] : by_directory) rows.push_back(std::move(r));
+  }
+  sort_rows(rows, view.sort);
+  std::vector<FileRow> summaries;
+  if (view.top > 0 && rows.size() > view.top) {
+    FileRow rest;
+    rest.files = 0;
+    for (size_t i = view.top; i < rows.size(); ++i) rest.add(rows[i]);
+    const size_t more = rows.size() - view.top;
+    rest.name =
+        fmt::format("({} more {})", more, noun(more, view.by_directory ? "directory" : "file"));
+    rows.resize(view.top);
+    summaries.push_back(std::move(rest));
+  }
+  summaries.push_back(std::move(total));
+  print_rows(rows, summaries, view.by_directory ? "directory" : "file", view.by_directory, width);
+}
+
+void print_tables(const nlohmann::json& s, const StatsView& view) {
   const auto& d = s["device"];
   fmt::print("profile {}\n", s["profile"].get<std::string>());
   fmt::print("clock   {} ({} ns emulated), latency {}\n",
-             duration(s["clock"]["emulated_ns"].get<uint64_t>()),
+             duration_text(s["clock"]["emulated_ns"].get<uint64_t>()),
              s["clock"]["emulated_ns"].get<uint64_t>(), s["clock"]["mode"].get<std::string>());
-  fmt::print(
-      "device  unit {} B, capacity {} B, allocated {} B (metadata {} B, unreferenced {} B), "
-      "reserved {} B, free extents {}, largest free {} B\n",
-      d["allocation_unit"].get<uint64_t>(), d["capacity_bytes"].get<uint64_t>(),
-      d["allocated_bytes"].get<uint64_t>(), d["metadata_bytes"].get<uint64_t>(),
-      d["unreferenced_bytes"].get<uint64_t>(), d["reserved_bytes"].get<uint64_t>(),
-      d["free_extents"].get<uint64_t>(), d["largest_free_extent_bytes"].get<uint64_t>());
+  fmt::print("device  capacity {} in {} B units: allocated {}, reserved {}\n",
+             bytes_text(d["capacity_bytes"].get<uint64_t>()), d["allocation_unit"].get<uint64_t>(),
+             bytes_text(d["allocated_bytes"].get<uint64_t>()),
+             bytes_text(d["reserved_bytes"].get<uint64_t>()));
+  fmt::print("        allocated includes the emulated filesystem's own metadata {} and {} of\n",
+             bytes_text(d["metadata_bytes"].get<uint64_t>()),
+             bytes_text(d["unreferenced_bytes"].get<uint64_t>()));
+  fmt::print("        copy-on-write extents kept whole; free extents {}, the largest {}\n",
+             d["free_extents"].get<uint64_t>(),
+             bytes_text(d["largest_free_extent_bytes"].get<uint64_t>()));
   fmt::print("\n{:<12} {:>12} {:>16} {:>14}  {}\n", "operation", "count", "bytes", "emulated",
              "errors");
   for (const auto& [name, op] : s["ops"].items()) {
@@ -87,22 +282,10 @@ void print_tables(const nlohmann::json& s) {
       errors += fmt::format("{}{}={}", errors.empty() ? "" : " ", e, n.get<uint64_t>());
     }
     fmt::print("{:<12} {:>12} {:>16} {:>14}  {}\n", name, op["count"].get<uint64_t>(),
-               op["bytes"].get<uint64_t>(), duration(op["emulated_ns"].get<uint64_t>()), errors);
+               op["bytes"].get<uint64_t>(), duration_text(op["emulated_ns"].get<uint64_t>()),
+               errors);
   }
-  fmt::print(
-      "\n{:<32} {:>12} {:>12} {:>8} {:>9} {:>9} {:>6} {:>10} {:>12} {:>10} {:>10} {:>14}  {}\n",
-      "file", "size", "allocated", "extents", "fragments", "unwritten", "holes", "delayed",
-      "prealloc", "dirty", "unsynced", "emulated", "extent sizes");
-  for (const auto& [path, f] : s["files"].items()) {
-    fmt::print(
-        "{:<32} {:>12} {:>12} {:>8} {:>9} {:>9} {:>6} {:>10} {:>12} {:>10} {:>10} {:>14}  {}\n",
-        path, f["size"].get<uint64_t>(), f["allocated_bytes"].get<uint64_t>(),
-        f["extents"].get<uint64_t>(), f["fragments"].get<uint64_t>(),
-        f["unwritten_extents"].get<uint64_t>(), f["holes"].get<uint64_t>(),
-        f["delayed_bytes"].get<uint64_t>(), f["preallocated_bytes"].get<uint64_t>(),
-        f["dirty_bytes"].get<uint64_t>(), f["unsynced_bytes"].get<uint64_t>(),
-        duration(f["emulated_ns"].get<uint64_t>()), histogram_line(f["extent_size_histogram"]));
-  }
+  print_files(s["files"], view);
   if (!s["faults"].empty()) {
     fmt::print("\n{:>8} {:>8}  {}\n", "matched", "fired", "fault rule");
     for (const auto& rule : s["faults"]) {
@@ -114,7 +297,8 @@ void print_tables(const nlohmann::json& s) {
 
 }  // namespace
 
-int print_stats(const std::string& mountpoint, const std::string& path, bool json) {
+int print_stats(const std::string& mountpoint, const StatsView& view) {
+  const std::string& path = view.path;
   const std::string file = control_path(mountpoint, "stats.json");
   std::ifstream in(file);
   if (!in) {
@@ -139,10 +323,10 @@ int print_stats(const std::string& mountpoint, const std::string& path, bool jso
     only[key] = stats["files"][key];
     stats["files"] = only;
   }
-  if (json) {
+  if (view.json) {
     fmt::print("{}\n", stats.dump(2));
   } else {
-    print_tables(stats);
+    print_tables(stats, view);
   }
   return kExitOk;
 }

@@ -1,14 +1,27 @@
 // `mimicfs stats` and `mimicfs ctl`: clients of a mounted volume's .mimicfs/ files.
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
 namespace mimicfs {
 
-// Prints MOUNT/.mimicfs/stats.json as tables, or as JSON; `path` (inside the
-// mount, absolute or relative to it) narrows the files to one. Returns an exit status.
-int print_stats(const std::string& mountpoint, const std::string& path, bool json);
+// What `mimicfs stats` prints of the volume.
+struct StatsView {
+  std::string path;   // only this file (inside the mount, absolute or relative to it)
+  bool json = false;  // the stats.json document, whole
+  // The file lines' order: name, or largest first by size, allocated, extents,
+  // emulated or unsynced.
+  std::string sort = "name";
+  size_t top = 0;             // only the first N lines, the rest summed on one (0: all)
+  bool by_directory = false;  // a line per directory instead of per file
+  size_t width = 0;           // columns; 0: the terminal's, unlimited when not a terminal
+};
+
+// Prints MOUNT/.mimicfs/stats.json as tables (operations, device, files with a
+// totals line), or as JSON. Returns an exit status.
+int print_stats(const std::string& mountpoint, const StatsView& view);
 
 // Writes one command to MOUNT/.mimicfs/ctl. Returns an exit status.
 int send_control(const std::string& mountpoint, const std::vector<std::string>& words);

@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <thread>
 
 #include "tests/support/mounted_volume.h"
@@ -225,6 +226,57 @@ TEST(MountLifecycle, SigtermUnmountsAForegroundMount) {
   EXPECT_FALSE(is_mounted(dir));
   if (is_mounted(dir)) run_command({"fusermount3", "-u", "-z", dir});
   std::filesystem::remove(dir);
+}
+
+// `mimicfs stats` on many files: sorted, the first N with the rest summed, a
+// totals line, a line per directory, and a table that fits the width given.
+TEST(MountLifecycle, StatsTableSortsSumsAndFits) {
+  MIMICFS_REQUIRE_MOUNTABLE();
+  MountedVolume vol("ext4");
+  ASSERT_TRUE(vol.mounted()) << vol.error();
+  ASSERT_EQ(mkdir(vol.file("base").c_str(), 0755), 0);
+  const std::string long_name =
+      "base/a_relation_file_name_long_enough_to_be_cut_in_the_middle_of_it";
+  std::ofstream(vol.file("small")) << "x";
+  std::ofstream(vol.file("base/big")) << std::string(64 * 1024, 'b');
+  std::ofstream(vol.file(long_name)) << std::string(8 * 1024, 'l');
+  const auto lines_of = [](const std::string& text) {
+    std::vector<std::string> lines;
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);) lines.push_back(line);
+    return lines;
+  };
+  const auto sorted = run_command(
+      {mimicfs_binary(), "stats", vol.path(), "--sort", "size", "--top", "2", "--width", "80"});
+  ASSERT_EQ(sorted.exit_status, 0) << sorted.err;
+  std::vector<std::string> lines = lines_of(sorted.out);
+  const auto file_header = std::find_if(lines.begin(), lines.end(),
+                                        [](const auto& l) { return l.starts_with("file "); });
+  ASSERT_NE(file_header, lines.end()) << sorted.out;
+  ASSERT_GE(lines.end() - file_header, 5) << sorted.out;
+  EXPECT_TRUE(file_header[1].starts_with("/base/big ")) << sorted.out;
+  EXPECT_TRUE(file_header[2].starts_with("/base/a_rel")) << sorted.out;
+  EXPECT_TRUE(Contains(file_header[2], "...")) << "cut in the middle: " << file_header[2];
+  EXPECT_TRUE(file_header[3].starts_with("(1 more file)")) << sorted.out;
+  EXPECT_TRUE(file_header[4].starts_with("total ")) << sorted.out;
+  EXPECT_TRUE(Contains(file_header[4], "3 files")) << sorted.out;
+  for (auto it = file_header; it != file_header + 5; ++it) {
+    EXPECT_LE(it->size(), 80u) << *it;
+  }
+  const auto by_dir =
+      run_command({mimicfs_binary(), "stats", vol.path(), "--by-dir", "--sort", "allocated"});
+  ASSERT_EQ(by_dir.exit_status, 0) << by_dir.err;
+  lines = lines_of(by_dir.out);
+  const auto dir_header = std::find_if(lines.begin(), lines.end(),
+                                       [](const auto& l) { return l.starts_with("directory "); });
+  ASSERT_NE(dir_header, lines.end()) << by_dir.out;
+  ASSERT_GE(lines.end() - dir_header, 4) << by_dir.out;
+  EXPECT_TRUE(dir_header[1].starts_with("/base ")) << by_dir.out;
+  EXPECT_TRUE(dir_header[1].ends_with(" 2")) << "two files in it: " << dir_header[1];
+  EXPECT_TRUE(dir_header[2].starts_with("/ ")) << by_dir.out;
+  EXPECT_TRUE(dir_header[3].starts_with("total ")) << by_dir.out;
+  const auto bad = run_command({mimicfs_binary(), "stats", vol.path(), "--sort", "colour"});
+  EXPECT_EQ(bad.exit_status, 2) << bad.err;
 }
 
 TEST(MountLifecycle, StatsAndCtlCommandsReadTheMount) {

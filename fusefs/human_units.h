@@ -1,0 +1,28 @@
+// Figures as a person reads them, for the command line's tables and pictures.
+#pragma once
+
+#include <fmt/format.h>
+
+#include <cstdint>
+#include <string>
+
+namespace mimicfs {
+
+// "512 B", "4.0 KiB", "16.1 GiB": binary units, one decimal.
+inline std::string bytes_text(uint64_t bytes) {
+  if (bytes >= (uint64_t{1} << 40)) return fmt::format("{:.1f} TiB", bytes / double(1ull << 40));
+  if (bytes >= (uint64_t{1} << 30)) return fmt::format("{:.1f} GiB", bytes / double(1 << 30));
+  if (bytes >= (uint64_t{1} << 20)) return fmt::format("{:.1f} MiB", bytes / double(1 << 20));
+  if (bytes >= 1024) return fmt::format("{:.1f} KiB", bytes / 1024.0);
+  return fmt::format("{} B", bytes);
+}
+
+// "812 ns", "3.214 ms", "28.463 s".
+inline std::string duration_text(uint64_t ns) {
+  if (ns < 1000) return fmt::format("{} ns", ns);
+  if (ns < 1'000'000) return fmt::format("{:.3f} us", ns / 1e3);
+  if (ns < 1'000'000'000) return fmt::format("{:.3f} ms", ns / 1e6);
+  return fmt::format("{:.3f} s", ns / 1e9);
+}
+
+}  // namespace mimicfs
