@@ -22,6 +22,7 @@ bool FaultLayer::faultable(Op op) {
     case Op::kFallocate:
     case Op::kPunch:
     case Op::kFsync:
+    case Op::kCopyFileRange:
       return true;
     default:
       return false;

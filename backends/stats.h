@@ -47,6 +47,7 @@ enum class Op : uint8_t {
   kGetxattr,
   kListxattr,
   kRemovexattr,
+  kCopyFileRange,
   kCount  // not an operation: the number of them
 };
 

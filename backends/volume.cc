@@ -314,6 +314,30 @@ Result<size_t> Volume::write(uint64_t inode, uint64_t offset, std::span<const st
   return data.size();
 }
 
+Result<size_t> Volume::copy_range(uint64_t in, uint64_t in_offset, uint64_t out,
+                                  uint64_t out_offset, uint64_t length, Work& work) {
+  if (in == out && in_offset < out_offset + length && out_offset < in_offset + length) {
+    return fail(EINVAL);
+  }
+  // In chunks, each read then written: one request, the work of both.
+  constexpr uint64_t kChunk = 1 << 20;
+  std::vector<std::byte> buffer(std::min(length, kChunk));
+  uint64_t copied = 0;
+  while (copied < length) {
+    const std::span<std::byte> chunk(buffer.data(), std::min(length - copied, kChunk));
+    auto got = read(in, in_offset + copied, chunk, 0, work);
+    if (!got) return copied > 0 ? Result<size_t>(copied) : std::unexpected(got.error());
+    if (*got == 0) break;  // the source's end
+    auto put = write(out, out_offset + copied, chunk.first(*got), 0, work);
+    if (!put) return copied > 0 ? Result<size_t>(copied) : std::unexpected(put.error());
+    copied += *got;
+    if (*got < chunk.size()) break;
+  }
+  work.bytes = copied;
+  work.file = out;
+  return copied;
+}
+
 Result<void> Volume::do_fallocate(Inode& node, int mode, uint64_t offset, uint64_t length,
                                   Work& work) {
   FallocateMode kind;

@@ -365,6 +365,22 @@ void on_write(fuse_req_t req, fuse_ino_t ino, const char* data, size_t size, off
   });
 }
 
+// One request for the whole copy, where without it the kernel would read and
+// write each chunk through the page cache. Never EOPNOTSUPP or ENOSYS: either
+// turns copy_file_range off for the whole mount.
+void on_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in, fuse_file_info* fi_in,
+                        fuse_ino_t ino_out, off_t off_out, fuse_file_info* fi_out, size_t len,
+                        int flags) {
+  serve(req, "copy_file_range", ino_out, [&]() -> Reply {
+    if (ControlFiles::owns(ino_in) || ControlFiles::owns(ino_out)) return ErrorReply{EINVAL};
+    if (flags != 0 || off_in < 0 || off_out < 0) return ErrorReply{EINVAL};
+    if (stale(req, fi_in) || stale(req, fi_out)) return ErrorReply{EIO};
+    auto result = adapter(req).fs().copy_range(ino_in, off_in, ino_out, off_out, len);
+    if (!result) return ErrorReply{result.error().value};
+    return WriteReply{*result};
+  });
+}
+
 void on_flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   serve(req, "flush", ino, [&]() -> Reply {
     if (ControlFiles::owns(ino)) return ErrorReply{0};
@@ -611,6 +627,7 @@ const fuse_lowlevel_ops& FuseAdapter::operations() {
     o.open = on_open;
     o.read = on_read;
     o.write = on_write;
+    o.copy_file_range = on_copy_file_range;
     o.flush = on_flush;
     o.release = on_release;
     o.fsync = on_fsync;

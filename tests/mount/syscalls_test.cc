@@ -838,6 +838,46 @@ TEST(Xattrs, MimicfsXattrsReportTheSameNumbersAsStats) {
   EXPECT_EQ(errno, EPERM) << errno_text();
 }
 
+// --- copy_file_range ----------------------------------------------------------------
+
+// Served by the daemon: one request copies the range (no read or write per
+// chunk), counted as copy_file_range with its bytes; short at the source's end;
+// EINVAL for overlapping ranges of one file.
+TEST(CopyFileRange, OneRequestCopiesTheRangeAndIsCounted) {
+  MIMICFS_REQUIRE_MOUNTABLE();
+  MountedVolume vol("ext4");
+  ASSERT_TRUE(vol.mounted()) << vol.error();
+  std::string data(100'000, '\0');
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>('a' + i % 23);
+  Fd in(open(vol.file("src").c_str(), O_CREAT | O_RDWR, 0644));
+  write_at(in.get(), data, 0);
+  ASSERT_EQ(fsync(in.get()), 0);
+  Fd out(open(vol.file("dst").c_str(), O_CREAT | O_RDWR, 0644));
+  ASSERT_EQ(vol.ctl("reset"), 0);
+  loff_t in_offset = 1000, out_offset = 0;
+  ASSERT_EQ(copy_file_range(in.get(), &in_offset, out.get(), &out_offset, 50'000, 0), 50'000)
+      << errno_text();
+  EXPECT_EQ(in_offset, 51'000);
+  const nlohmann::json ops = vol.stats()["ops"];
+  EXPECT_EQ(ops["copy_file_range"]["count"], 1) << ops.dump();
+  EXPECT_EQ(ops["copy_file_range"]["bytes"], 50'000) << ops.dump();
+  EXPECT_FALSE(ops.contains("write")) << ops.dump();
+  std::string copy(50'000, '\0');
+  ASSERT_EQ(pread(out.get(), copy.data(), copy.size(), 0), 50'000) << errno_text();
+  EXPECT_EQ(copy, data.substr(1000, 50'000));
+  in_offset = 90'000;
+  out_offset = 50'000;
+  EXPECT_EQ(copy_file_range(in.get(), &in_offset, out.get(), &out_offset, 1 << 20, 0), 10'000)
+      << "up to the source's end";
+  EXPECT_EQ(copy_file_range(in.get(), &in_offset, out.get(), &out_offset, 4096, 0), 0);
+  in_offset = 0;
+  out_offset = 4096;
+  errno = 0;
+  EXPECT_EQ(copy_file_range(in.get(), &in_offset, in.get(), &out_offset, 8192, 0), -1);
+  EXPECT_EQ(errno, EINVAL) << errno_text();
+  EXPECT_EQ(vol.file_stats("dst")["size"], 60'000);
+}
+
 // --- statfs -----------------------------------------------------------------------
 
 TEST(Statfs, NfsReportsTheWsizeAsBlockAndFragmentSize) {

@@ -902,6 +902,23 @@ TEST(Volume, SymlinkStoresItsTarget) {
   EXPECT_EQ(error_of(fs.volume.symlink(kRoot, "link", "x", Owner{})), Errno{EEXIST});
 }
 
+// --- copy_file_range
+
+TEST(Volume, CopyRangeCopiesUpToTheSourceEndAndRefusesOverlaps) {
+  Fs fs("ext4");
+  const uint64_t src = fs.create("src");
+  const uint64_t dst = fs.create("dst");
+  ASSERT_TRUE(fs.volume.write(src, 0, as_bytes("0123456789")).has_value());
+  EXPECT_EQ(fs.volume.copy_range(src, 2, dst, 4, 100), 8u) << "up to the source's end";
+  std::string out(12, '?');
+  ASSERT_EQ(fs.volume.read(dst, 0, std::as_writable_bytes(std::span(out))), 12u);
+  EXPECT_EQ(out, std::string("\0\0\0\0", 4) + "23456789");
+  EXPECT_EQ(fs.volume.copy_range(src, 10, dst, 0, 5), 0u) << "nothing past the end";
+  EXPECT_EQ(error_of(fs.volume.copy_range(src, 0, src, 4, 6)), Errno{EINVAL}) << "overlap";
+  EXPECT_EQ(fs.volume.copy_range(src, 0, src, 10, 5), 5u) << "one file, apart";
+  EXPECT_EQ(error_of(fs.volume.copy_range(src, 0, kRoot, 0, 5)), Errno{EISDIR});
+}
+
 // --- extended attributes
 
 TEST(Volume, XattrsSetGetListRemove) {
