@@ -217,6 +217,11 @@ int run(int argc, char** argv) {
   std::string report_mount, report_out;
   report->add_option("MOUNT", report_mount, "The mountpoint")->required();
   report->add_option("--out", report_out, "The .svg file to write")->required();
+  std::string report_rank = "extents";
+  report
+      ->add_option("--rank", report_rank,
+                   "The 20 files with colours of their own: most extents (default) or allocated")
+      ->check(CLI::IsMember({"extents", "allocated"}));
 
   // ctl
   CLI::App* ctl = app.add_subcommand("ctl", "Send a command to a mounted volume");
@@ -310,7 +315,11 @@ int run(int argc, char** argv) {
   }
   if (*stats) return print_stats(stats_mount, stats_view);
   if (*ctl) return send_control(ctl_mount, ctl_words);
-  if (*report) return write_report(report_mount, report_out);
+  if (*report) {
+    return write_report(
+        report_mount, report_out,
+        report_rank == "allocated" ? ReportRanking::kAllocated : ReportRanking::kExtents);
+  }
   return kExitUsage;
 }
 

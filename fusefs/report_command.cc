@@ -19,8 +19,10 @@ namespace mimicfs {
 namespace {
 
 // The picture: the used part of the device as rows of cells, each cell coloured
-// by the file whose blocks it holds (grey when several files share it), then a
-// legend with each file's figures.
+// by the file whose blocks it holds (dark grey when several files share it),
+// then a legend with each file's figures. The files are ranked (by extents or
+// allocated bytes): the first kRankedFiles get colours of their own, the rest
+// share one, "other", summed on one legend line.
 constexpr int kColumns = 1000;
 constexpr int kRows = 48;
 constexpr int kCellWidth = 1;
@@ -28,19 +30,24 @@ constexpr int kRowHeight = 10;
 constexpr int kLeft = 20;
 constexpr int kTop = 60;
 constexpr int kLegendLine = 18;
-constexpr size_t kLegendFiles = 40;
 constexpr int kEmpty = -1;
 constexpr int kShared = -2;
+constexpr int kOther = -3;
 
+// Twenty colours told apart at a glance (Tableau's 10, then darker and lighter
+// variants), none of them the empty, shared or other grey.
 constexpr const char* kPalette[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
                                     "#8c564b", "#e377c2", "#bcbd22", "#17becf", "#393b79",
-                                    "#637939", "#8c6d31", "#843c39", "#7b4173", "#3182bd"};
+                                    "#637939", "#8c6d31", "#843c39", "#7b4173", "#3182bd",
+                                    "#e6550d", "#31a354", "#756bb1", "#fd8d3c", "#6baed6"};
+constexpr size_t kRankedFiles = std::size(kPalette);
 
-std::string colour_of(int file) {
-  if (file == kEmpty) return "#eeeeee";
-  if (file == kShared) return "#555555";
-  if (file < static_cast<int>(std::size(kPalette))) return kPalette[file];
-  return fmt::format("hsl({},65%,45%)", (file * 137) % 360);  // golden-angle hues
+// A cell's colour by its rank (0 first), or kEmpty, kShared, kOther.
+std::string colour_of(int rank) {
+  if (rank == kEmpty) return "#eeeeee";
+  if (rank == kShared) return "#555555";
+  if (rank == kOther) return "#b0b0b0";
+  return kPalette[rank];
 }
 
 std::string escape(const std::string& text) {
@@ -76,7 +83,7 @@ struct FileFigures {
 
 }  // namespace
 
-std::string render_layout_svg(const nlohmann::json& layout) {
+std::string render_layout_svg(const nlohmann::json& layout, ReportRanking ranking) {
   const auto& device = layout["device"];
   const uint64_t unit = device["allocation_unit"].get<uint64_t>();
 
@@ -120,7 +127,22 @@ std::string render_layout_svg(const nlohmann::json& layout) {
     ++index;
   }
 
-  const size_t legend_rows = std::min(files.size(), kLegendFiles) + (files.size() > kLegendFiles);
+  // The ranking: most extents (or allocated blocks) first, then by path.
+  std::vector<int> order(files.size());
+  for (size_t i = 0; i < files.size(); ++i) order[i] = static_cast<int>(i);
+  const auto figure = [&](const FileFigures& f) {
+    return ranking == ReportRanking::kAllocated ? f.blocks : f.extents;
+  };
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int a, int b) { return figure(files[a]) > figure(files[b]); });
+  std::vector<int> rank_of(files.size(), kOther);
+  for (size_t r = 0; r < std::min(order.size(), kRankedFiles); ++r) {
+    rank_of[order[r]] = static_cast<int>(r);
+  }
+  // What a cell shows: its file's rank, "other", empty or shared.
+  const auto shown = [&](int who) { return who >= 0 ? rank_of[who] : who; };
+
+  const size_t legend_rows = std::min(files.size(), kRankedFiles) + (files.size() > kRankedFiles);
   const int height = kTop + rows * kRowHeight + 50 + static_cast<int>(legend_rows) * kLegendLine;
   const int width = kLeft * 2 + kColumns * kCellWidth;
   std::string svg = fmt::format(
@@ -142,50 +164,61 @@ std::string render_layout_svg(const nlohmann::json& layout) {
       device["free_extents"].get<uint64_t>(),
       bytes_text(device["largest_free_extent_bytes"].get<uint64_t>()));
 
-  // Runs of equal cells, one rect each.
+  // Runs of cells that show the same, one rect each: a ranked file's runs
+  // name it, the other files' runs are one colour.
   for (int row = 0; row < rows; ++row) {
     int column = 0;
     while (column < kColumns) {
       const int who = owner[row * kColumns + column];
+      const int rank = shown(who);
       int stop = column + 1;
-      while (stop < kColumns && owner[row * kColumns + stop] == who) ++stop;
-      svg += fmt::format(
-          "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\"{}/>\n",
-          kLeft + column * kCellWidth, kTop + row * kRowHeight, (stop - column) * kCellWidth,
-          kRowHeight - 1, colour_of(who),
-          who >= 0 ? fmt::format(" data-file=\"{}\"", escape(files[who].path)) : std::string());
+      while (stop < kColumns && (rank == kOther ? shown(owner[row * kColumns + stop]) == kOther
+                                                : owner[row * kColumns + stop] == who)) {
+        ++stop;
+      }
+      svg += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\"{}/>\n",
+                         kLeft + column * kCellWidth, kTop + row * kRowHeight,
+                         (stop - column) * kCellWidth, kRowHeight - 1, colour_of(rank),
+                         rank >= 0 ? fmt::format(" data-file=\"{}\"", escape(files[who].path))
+                         : rank == kOther ? std::string(" data-file=\"other\"")
+                                          : std::string());
       column = stop;
     }
   }
 
-  // Legend: the files with the most extents first.
-  std::vector<int> order(files.size());
-  for (size_t i = 0; i < files.size(); ++i) order[i] = static_cast<int>(i);
-  std::stable_sort(order.begin(), order.end(),
-                   [&](int a, int b) { return files[a].extents > files[b].extents; });
+  // Legend: the ranked files, then the others summed.
   int y = kTop + rows * kRowHeight + 30;
   svg += fmt::format(
       "<text x=\"{}\" y=\"{}\" font-weight=\"bold\">file: size, allocated, extents "
-      "(FIEMAP records), fragments (filefrag)</text>\n",
-      kLeft, y - 8);
-  for (size_t i = 0; i < std::min(order.size(), kLegendFiles); ++i) {
-    const FileFigures& f = files[order[i]];
+      "(FIEMAP records), fragments (filefrag); ranked by {}</text>\n",
+      kLeft, y - 8, ranking == ReportRanking::kAllocated ? "allocated bytes" : "extents");
+  const auto legend_line = [&](int rank, const FileFigures& f) {
     svg += fmt::format(
         "<rect x=\"{}\" y=\"{}\" width=\"12\" height=\"12\" fill=\"{}\"/>"
         "<text x=\"{}\" y=\"{}\">{}: {}, {}, {} extents, {} fragments</text>\n",
-        kLeft, y, colour_of(order[i]), kLeft + 18, y + 11, escape(f.path), bytes_text(f.size),
+        kLeft, y, colour_of(rank), kLeft + 18, y + 11, escape(f.path), bytes_text(f.size),
         bytes_text(f.blocks * unit), f.extents, f.fragments);
     y += kLegendLine;
+  };
+  for (size_t r = 0; r < std::min(order.size(), kRankedFiles); ++r) {
+    legend_line(static_cast<int>(r), files[order[r]]);
   }
-  if (files.size() > kLegendFiles) {
-    svg += fmt::format("<text x=\"{}\" y=\"{}\">and {} more files</text>\n", kLeft, y + 11,
-                       files.size() - kLegendFiles);
+  if (files.size() > kRankedFiles) {
+    FileFigures other{fmt::format("{} other files", files.size() - kRankedFiles)};
+    for (size_t r = kRankedFiles; r < order.size(); ++r) {
+      const FileFigures& f = files[order[r]];
+      other.size += f.size;
+      other.blocks += f.blocks;
+      other.extents += f.extents;
+      other.fragments += f.fragments;
+    }
+    legend_line(kOther, other);
   }
   svg += "</svg>\n";
   return svg;
 }
 
-int write_report(const std::string& mountpoint, const std::string& out) {
+int write_report(const std::string& mountpoint, const std::string& out, ReportRanking ranking) {
   // (render_layout_svg trusts its input; this checks what it reads first.)
   const std::string file = (std::filesystem::path(mountpoint) / ".mimicfs/layout.json").string();
   std::ifstream in(file);
@@ -215,7 +248,7 @@ int write_report(const std::string& mountpoint, const std::string& out) {
     fmt::print(stderr, "mimicfs report: {}: malformed layout: {}\n", file, e.what());
     return kExitFailure;
   }
-  const std::string svg = render_layout_svg(layout);
+  const std::string svg = render_layout_svg(layout, ranking);
   std::ofstream output(out);
   output << svg;
   output.flush();

@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <vector>
 
@@ -53,6 +54,47 @@ TEST(Report, InterleavedWritersShowAsAlternatingRuns) {
   EXPECT_GE(count(text, "data-file=\"/datafile0\""), 64u);
   EXPECT_GE(count(text, "data-file=\"/datafile1\""), 64u);
   std::filesystem::remove_all(std::filesystem::path(out).parent_path());
+}
+
+// With many files the first 20 by rank have colours of their own and a legend
+// line each; the rest are one colour, "other", summed on one line.
+TEST(Report, ManyFilesRankTwentyAndGroupTheRest) {
+  MIMICFS_REQUIRE_MOUNTABLE();
+  MountedVolume vol("nfs");
+  ASSERT_TRUE(vol.mounted()) << vol.error();
+  // File i has i+1 extents: a posix_fallocate-like byte every 4 KiB on nfs.
+  for (int i = 0; i < 30; ++i) {
+    const int fd = open(vol.file("f" + std::to_string(i)).c_str(), O_CREAT | O_WRONLY, 0644);
+    ASSERT_GE(fd, 0);
+    for (int b = 0; b <= i; ++b) ASSERT_EQ(pwrite(fd, "x", 1, b * 4096 + 4095), 1);
+    close(fd);
+  }
+  const std::string dir = make_temp_dir();
+  for (const std::string rank : {"extents", "allocated"}) {
+    SCOPED_TRACE(rank);
+    const std::string out = dir + "/" + rank + ".svg";
+    auto r = run_command({mimicfs_binary(), "report", vol.path(), "--out", out, "--rank", rank});
+    ASSERT_EQ(r.exit_status, 0) << r.err;
+    std::stringstream svg;
+    svg << std::ifstream(out).rdbuf();
+    const std::string text = svg.str();
+    EXPECT_NE(text.find("/f29: 120.0 KiB, 15.0 KiB, 30 extents"), std::string::npos) << text;
+    EXPECT_NE(text.find("/f10: 44.0 KiB, 5.5 KiB, 11 extents"), std::string::npos);
+    EXPECT_EQ(text.find("/f9: "), std::string::npos) << "ranked 21st: among the others";
+    EXPECT_NE(text.find("10 other files: "), std::string::npos);
+    EXPECT_GT(count(text, "data-file=\"other\""), 0u);
+    EXPECT_EQ(count(text, "data-file=\"/f9\""), 0u);
+    // The ranked files' colours are all different.
+    std::set<std::string> colours;
+    for (int i = 10; i < 30; ++i) {
+      const size_t line = text.find(">/f" + std::to_string(i) + ": ");
+      ASSERT_NE(line, std::string::npos) << i;
+      const size_t fill = text.rfind("fill=\"", line);
+      colours.insert(text.substr(fill + 6, 7));
+    }
+    EXPECT_EQ(colours.size(), 20u);
+  }
+  std::filesystem::remove_all(dir);
 }
 
 TEST(Report, BadInputIsAUsageError) {
