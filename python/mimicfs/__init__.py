@@ -1,0 +1,106 @@
+"""Mount a mimicfs volume from Python and read its statistics.
+
+    with mimicfs.mount("ext4", **{"allocation.placement": "goal"}) as vol:
+        open(vol.file("t.ibd"), "wb").write(b"page")
+        vol.file_stats("t.ibd")["extents"]
+
+The binary is $MIMICFS_BINARY, else `mimicfs` in PATH. Mounting needs root or
+a /dev/fuse the user may open. The statistics are docs/stats.md's schema.
+"""
+
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+
+__all__ = ["Mount", "MountError", "mount"]
+
+
+class MountError(RuntimeError):
+    """The volume could not be mounted; the message is mimicfs's own."""
+
+
+def _binary():
+    return os.environ.get("MIMICFS_BINARY") or shutil.which("mimicfs") or "mimicfs"
+
+
+class Mount:
+    """A mounted volume: its path, its statistics and its control file."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def file(self, name):
+        """The path of `name` inside the mount."""
+        return os.path.join(self.path, name)
+
+    def stats(self):
+        """The whole stats.json document, read now."""
+        with open(os.path.join(self.path, ".mimicfs", "stats.json")) as f:
+            return json.load(f)
+
+    def file_stats(self, name):
+        """One file's entry ("t1.ibd" or "dir/t1.ibd"), or None."""
+        key = name if name.startswith("/") else "/" + name
+        return self.stats()["files"].get(key)
+
+    def ctl(self, *words):
+        """Writes one command to .mimicfs/ctl ("reset", "crash", "sync", ...).
+
+        Raises OSError (EINVAL for a command the volume rejects)."""
+        command = " ".join(words) + "\n"
+        fd = os.open(os.path.join(self.path, ".mimicfs", "ctl"), os.O_WRONLY)
+        try:
+            os.write(fd, command.encode())
+        finally:
+            os.close(fd)
+
+    def reset(self):
+        """Zeroes the operation counters (the allocation state is kept)."""
+        self.ctl("reset")
+
+
+def _unmount(path):
+    # A lazy unmount never fails on a busy mount; the daemon exits when it is gone.
+    for _ in range(20):
+        if subprocess.run(["fusermount3", "-u", "-q", path]).returncode == 0:
+            return
+        time.sleep(0.05)
+    subprocess.run(["fusermount3", "-u", "-z", "-q", path])
+
+
+@contextlib.contextmanager
+def mount(profile="nfs", profile_file=None, extra_arguments=(), **settings):
+    """Mounts `profile` (or `profile_file`) with `settings` as --set KEY=VALUE.
+
+    Keys with dots are passed as keyword arguments through a dict:
+    mount("xfs", **{"allocation.speculative_preallocation": False}).
+    Raises MountError with mimicfs's message when the mount fails."""
+    path = tempfile.mkdtemp(prefix="mimicfs-py.")
+    argv = [_binary(), "mount"]
+    argv += ["--profile-file", profile_file] if profile_file else ["--profile", profile]
+    for key, value in settings.items():
+        if isinstance(value, bool):
+            value = "true" if value else "false"
+        argv += ["--set", "{}={}".format(key, value)]
+    argv += list(extra_arguments)
+    argv.append(path)
+    try:
+        done = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    except OSError as e:
+        os.rmdir(path)
+        raise MountError("cannot run {}: {}".format(argv[0], e)) from e
+    if done.returncode != 0:
+        os.rmdir(path)
+        message = (done.stderr or done.stdout).strip()
+        raise MountError("mimicfs mount failed with status {}{}".format(
+            done.returncode, ": " + message if message else ""))
+    try:
+        yield Mount(path)
+    finally:
+        _unmount(path)
+        with contextlib.suppress(OSError):
+            os.rmdir(path)

@@ -1,0 +1,57 @@
+"""The Python helper against a real mount (scripts/python-tests.sh)."""
+
+import errno
+import os
+
+import pytest
+
+import mimicfs
+
+
+def test_mount_reads_stats_and_unmounts():
+    with mimicfs.mount("nfs") as nas:
+        path = nas.path
+        assert os.path.ismount(path)
+        fd = os.open(nas.file("ibdata1"), os.O_CREAT | os.O_RDWR, 0o644)
+        nas.reset()
+        os.posix_fallocate(fd, 0, 1 << 20)  # glibc writes a byte per 4 KiB on NFS
+        os.close(fd)
+        assert nas.stats()["ops"]["fallocate"]["errors"]["EOPNOTSUPP"] == 1
+        assert nas.file_stats("ibdata1")["extents"] == 256
+        assert nas.file_stats("missing") is None
+    assert not os.path.exists(path)
+
+
+def test_settings_become_profile_overrides():
+    with mimicfs.mount("xfs", **{"allocation.speculative_preallocation": False,
+                                 "statfs.block_size": 65536}) as vol:
+        assert os.statvfs(vol.path).f_bsize == 65536
+
+
+def test_a_bad_setting_is_mimicfs_own_message():
+    with pytest.raises(mimicfs.MountError, match="allocation.speed: unknown key"):
+        with mimicfs.mount("ext4", **{"allocation.speed": 3}):
+            pass
+
+
+def test_ctl_crash_drops_what_was_not_synced_and_rejects_nonsense():
+    with mimicfs.mount("ext4") as vol:
+        with open(vol.file("synced"), "wb") as f:
+            f.write(b"kept")
+            f.flush()
+            os.fsync(f.fileno())
+        with open(vol.file("unsynced"), "wb") as f:
+            f.write(b"lost")
+        vol.ctl("crash")
+        assert open(vol.file("synced"), "rb").read() == b"kept"
+        assert not os.path.exists(vol.file("unsynced"))
+        with pytest.raises(OSError) as raised:
+            vol.ctl("explode")
+        assert raised.value.errno == errno.EINVAL
+
+
+def test_fixture_mounts_for_the_test(mimicfs_mount):
+    first = mimicfs_mount("btrfs")
+    second = mimicfs_mount("nfs42")
+    assert first.stats()["profile"] == "btrfs"
+    assert second.stats()["profile"] == "nfs42"
