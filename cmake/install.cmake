@@ -1,0 +1,52 @@
+# What `cmake --install` puts in place, and the Debian package CPack makes of it
+# (scripts/package.sh): the binary, the ScopedMount header with a CMake package
+# (find_package(mimicfs), target mimicfs::scoped_mount), the docs and a man page.
+include(GNUInstallDirs)
+include(CMakePackageConfigHelpers)
+
+install(TARGETS mimicfs RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+
+set_target_properties(mimicfs_scoped_mount PROPERTIES EXPORT_NAME scoped_mount)
+install(TARGETS mimicfs_scoped_mount EXPORT mimicfsTargets)
+install(FILES include/mimicfs/scoped_mount.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/mimicfs)
+set(MIMICFS_CMAKE_DIR ${CMAKE_INSTALL_DATADIR}/cmake/mimicfs)  # header only: arch-independent
+install(EXPORT mimicfsTargets NAMESPACE mimicfs:: DESTINATION ${MIMICFS_CMAKE_DIR})
+configure_package_config_file(cmake/mimicfsConfig.cmake.in
+  ${CMAKE_CURRENT_BINARY_DIR}/mimicfsConfig.cmake
+  INSTALL_DESTINATION ${MIMICFS_CMAKE_DIR}
+  PATH_VARS CMAKE_INSTALL_BINDIR)
+write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/mimicfsConfigVersion.cmake
+  COMPATIBILITY SameMinorVersion ARCH_INDEPENDENT)
+install(FILES ${CMAKE_CURRENT_BINARY_DIR}/mimicfsConfig.cmake
+  ${CMAKE_CURRENT_BINARY_DIR}/mimicfsConfigVersion.cmake DESTINATION ${MIMICFS_CMAKE_DIR})
+
+install(FILES README.md docs/architecture.md docs/profiles.md docs/stats.md docs/time.md
+  DESTINATION ${CMAKE_INSTALL_DOCDIR})
+
+# The man page, from the binary's own --help (help2man; scripts/package.sh installs it).
+find_program(HELP2MAN help2man)
+if(HELP2MAN)
+  add_custom_command(OUTPUT ${CMAKE_CURRENT_BINARY_DIR}/mimicfs.1
+    COMMAND ${HELP2MAN} --no-info --no-discard-stderr
+      --name "emulated storage (NFS, ext4, xfs, btrfs) for database tests, as a FUSE filesystem"
+      --include ${PROJECT_SOURCE_DIR}/cmake/mimicfs.h2m
+      --output ${CMAKE_CURRENT_BINARY_DIR}/mimicfs.1 $<TARGET_FILE:mimicfs>
+    DEPENDS mimicfs ${PROJECT_SOURCE_DIR}/cmake/mimicfs.h2m
+    VERBATIM)
+  add_custom_target(mimicfs_man ALL DEPENDS ${CMAKE_CURRENT_BINARY_DIR}/mimicfs.1)
+  install(FILES ${CMAKE_CURRENT_BINARY_DIR}/mimicfs.1 DESTINATION ${CMAKE_INSTALL_MANDIR}/man1)
+endif()
+
+set(CPACK_GENERATOR DEB)
+set(CPACK_PACKAGE_NAME mimicfs)
+set(CPACK_PACKAGE_VENDOR "mimicfs")
+set(CPACK_PACKAGE_DESCRIPTION_SUMMARY
+  "emulated storage (NFS, ext4, xfs, btrfs) for database tests, as a FUSE filesystem")
+set(CPACK_DEBIAN_PACKAGE_MAINTAINER "mimicfs developers <mimicfs@localhost>")
+set(CPACK_DEBIAN_PACKAGE_SECTION utils)
+set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)  # mimicfs_VERSION_ARCH.deb
+# The shared libraries' packages from dpkg-shlibdeps, and fusermount3.
+set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
+set(CPACK_DEBIAN_PACKAGE_DEPENDS "fuse3")
+set(CPACK_DEBIAN_PACKAGE_SUGGESTS "nlohmann-json3-dev, cmake")
+include(CPack)

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Builds the Debian package with CPack: build-package/mimicfs_VERSION_ARCH.deb
+# (the binary, the ScopedMount header and its CMake package, the docs and a man
+# page; Depends: fuse3 and the shared libraries' packages).
+#
+# With --check, installs it into a new directory (dpkg-deb -x) and runs from
+# there what a user would: `mimicfs --version`, `mimicfs run -- true`, and a
+# downstream CMake project (tests/downstream) that finds the package and mounts
+# with ScopedMount; and checks the package's Depends and files.
+#
+#   scripts/package.sh [--check]
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+check=0
+case "${1:-}" in
+  --check) check=1 ;;
+  "") ;;
+  *) echo "package.sh: unknown argument \"$1\" (usage: package.sh [--check])" >&2; exit 2 ;;
+esac
+"$root/scripts/bootstrap.sh" --with help2man dpkg-dev
+out="$root/build-package"
+cmake -S "$root" -B "$out" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX=/usr \
+  -DMIMICFS_BUILD_TESTS=OFF >/dev/null
+cmake --build "$out" --target mimicfs mimicfs_man
+rm -f "$out"/mimicfs_*.deb
+(cd "$out" && cpack -G DEB >/dev/null)
+deb="$(ls "$out"/mimicfs_*.deb)"
+echo "package.sh: $deb"
+[ "$check" -eq 1 ] || exit 0
+
+fail() { echo "package.sh: $*" >&2; exit 1; }
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+depends="$(dpkg-deb -f "$deb" Depends)"
+echo "Depends: $depends"
+for package in fuse3 libfuse3-3 libfmt9 'libspdlog[0-9.]*(-fmt9)?'; do
+  grep -qE "(^|, )$package( |,|$)" <<<"$depends" || fail "Depends lacks $package"
+done
+dpkg-deb -x "$deb" "$work/root"
+usr="$work/root/usr"
+for file in bin/mimicfs include/mimicfs/scoped_mount.h share/cmake/mimicfs/mimicfsConfig.cmake \
+    share/doc/mimicfs/README.md share/man/man1/mimicfs.1; do
+  [ -s "$usr/$file" ] || fail "the package lacks /usr/$file"
+done
+"$usr/bin/mimicfs" --version | grep -qx "mimicfs [0-9.]*" || fail "mimicfs --version"
+"$usr/bin/mimicfs" run -- true || fail "mimicfs run -- true"
+man -l "$usr/share/man/man1/mimicfs.1" >/dev/null 2>&1 || grep -q '^\.TH MIMICFS' \
+  "$usr/share/man/man1/mimicfs.1" || fail "the man page"
+cmake -S "$root/tests/downstream" -B "$work/downstream" -DCMAKE_PREFIX_PATH="$usr" >/dev/null
+cmake --build "$work/downstream" >/dev/null
+"$work/downstream/uses_scoped_mount" || fail "the downstream project"
+echo "package.sh: ok"
