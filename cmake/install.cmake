@@ -20,7 +20,8 @@ write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/mimicfsConfigVersio
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/mimicfsConfig.cmake
   ${CMAKE_CURRENT_BINARY_DIR}/mimicfsConfigVersion.cmake DESTINATION ${MIMICFS_CMAKE_DIR})
 
-install(FILES README.md docs/architecture.md docs/profiles.md docs/stats.md docs/time.md
+install(FILES README.md docs/architecture.md docs/cookbook.md docs/profiles.md docs/stats.md
+  docs/time.md
   DESTINATION ${CMAKE_INSTALL_DOCDIR})
 
 # The man page, from the binary's own --help (help2man; scripts/package.sh installs it).
