@@ -84,9 +84,9 @@ Result<size_t> FileSystem::write(uint64_t inode, uint64_t offset, std::span<cons
   return write(inode, offset, data, flags, work);
 }
 Result<size_t> FileSystem::copy_range(uint64_t in, uint64_t in_offset, uint64_t out,
-                                      uint64_t out_offset, uint64_t length) {
+                                      uint64_t out_offset, uint64_t length, int flags) {
   Work work;
-  return copy_range(in, in_offset, out, out_offset, length, work);
+  return copy_range(in, in_offset, out, out_offset, length, flags, work);
 }
 Result<void> FileSystem::fallocate(uint64_t inode, int mode, uint64_t offset, uint64_t length) {
   Work work;

@@ -167,10 +167,11 @@ class FileSystem {
   // its EOF; 0 past it) written into `out` at `out_offset`, as the write of what
   // a read returned: the destination's blocks are allocated as a write's, holes
   // included (the kernel's splice fallback and ext4 do so; xfs and btrfs would
-  // share the extents, which is not modelled). Overlapping ranges of one file:
-  // EINVAL. Returns the bytes copied.
+  // share the extents, which is not modelled). `flags`: the destination's
+  // O_SYNC/O_DSYNC, as its writes'. Overlapping ranges of one file: EINVAL. A
+  // power cut stops it between chunks. Returns the bytes copied.
   [[nodiscard]] virtual Result<size_t> copy_range(uint64_t in, uint64_t in_offset, uint64_t out,
-                                                  uint64_t out_offset, uint64_t length,
+                                                  uint64_t out_offset, uint64_t length, int flags,
                                                   Work& work) = 0;
   // fallocate(2) with Linux's mode bits. A mode the profile lacks: EOPNOTSUPP,
   // every time (never ENOSYS, which would disable fallocate for the whole mount).
@@ -260,7 +261,7 @@ class FileSystem {
   Result<size_t> write(uint64_t inode, uint64_t offset, std::span<const std::byte> data,
                        int flags = 0);
   Result<size_t> copy_range(uint64_t in, uint64_t in_offset, uint64_t out, uint64_t out_offset,
-                            uint64_t length);
+                            uint64_t length, int flags = 0);
   Result<void> fallocate(uint64_t inode, int mode, uint64_t offset, uint64_t length);
   Result<void> fsync(uint64_t inode, bool datasync);
   Result<uint64_t> seek(uint64_t inode, uint64_t offset, int whence);

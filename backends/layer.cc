@@ -122,10 +122,10 @@ Result<size_t> Layer::write(uint64_t inode, uint64_t offset, std::span<const std
 }
 
 Result<size_t> Layer::copy_range(uint64_t in, uint64_t in_offset, uint64_t out, uint64_t out_offset,
-                                 uint64_t length, Work& work) {
+                                 uint64_t length, int flags, Work& work) {
   // Faults and path rules see the destination, the file the copy changes.
   return around<size_t>({Op::kCopyFileRange, out, {}}, work, [&] {
-    return target_.copy_range(in, in_offset, out, out_offset, length, work);
+    return target_.copy_range(in, in_offset, out, out_offset, length, flags, work);
   });
 }
 

@@ -57,7 +57,7 @@ class Layer : public FileSystem {
   Result<size_t> write(uint64_t inode, uint64_t offset, std::span<const std::byte> data, int flags,
                        Work& work) override;
   Result<size_t> copy_range(uint64_t in, uint64_t in_offset, uint64_t out, uint64_t out_offset,
-                            uint64_t length, Work& work) override;
+                            uint64_t length, int flags, Work& work) override;
   Result<void> fallocate(uint64_t inode, int mode, uint64_t offset, uint64_t length,
                          Work& work) override;
   Result<void> fsync(uint64_t inode, bool datasync, Work& work) override;

@@ -315,21 +315,30 @@ Result<size_t> Volume::write(uint64_t inode, uint64_t offset, std::span<const st
 }
 
 Result<size_t> Volume::copy_range(uint64_t in, uint64_t in_offset, uint64_t out,
-                                  uint64_t out_offset, uint64_t length, Work& work) {
-  if (in == out && in_offset < out_offset + length && out_offset < in_offset + length) {
+                                  uint64_t out_offset, uint64_t length, int flags, Work& work) {
+  // Overlapping ranges of one file, compared without overflow.
+  if (in == out && (in_offset <= out_offset ? out_offset - in_offset < length
+                                            : in_offset - out_offset < length)) {
     return fail(EINVAL);
   }
-  // In chunks, each read then written: one request, the work of both.
+  // In chunks, each read then written: one request, the work of both. A power
+  // cut between chunks ends it: what follows would land on the crashed volume.
   constexpr uint64_t kChunk = 1 << 20;
+  const uint64_t boot = crashes();
   std::vector<std::byte> buffer(std::min(length, kChunk));
   uint64_t copied = 0;
+  const auto partial = [&](Errno error) -> Result<size_t> {
+    if (copied > 0) return copied;
+    return std::unexpected(error);
+  };
   while (copied < length) {
+    if (crashes() != boot) return partial(Errno{EIO});
     const std::span<std::byte> chunk(buffer.data(), std::min(length - copied, kChunk));
     auto got = read(in, in_offset + copied, chunk, 0, work);
-    if (!got) return copied > 0 ? Result<size_t>(copied) : std::unexpected(got.error());
+    if (!got) return partial(got.error());
     if (*got == 0) break;  // the source's end
-    auto put = write(out, out_offset + copied, chunk.first(*got), 0, work);
-    if (!put) return copied > 0 ? Result<size_t>(copied) : std::unexpected(put.error());
+    auto put = write(out, out_offset + copied, chunk.first(*got), flags & (O_SYNC | O_DSYNC), work);
+    if (!put) return partial(put.error());
     copied += *got;
     if (*got < chunk.size()) break;
   }
@@ -439,8 +448,8 @@ namespace {
 
 // The namespaces Linux's ext4, xfs and btrfs serve; any other prefix gets
 // EOPNOTSUPP from the kernel's xattr handlers (FUSE passes every name through,
-// so the volume answers it). POSIX ACLs (system.posix_acl_*) never get here:
-// the kernel answers them itself on a mount without ACL support.
+// so the volume answers it). POSIX ACLs (system.posix_acl_*, forwarded by the
+// kernel since 6.2) get EOPNOTSUPP too, as on ext4 mounted noacl.
 bool known_namespace(std::string_view name) {
   return name.starts_with("user.") || name.starts_with("trusted.") || name.starts_with("security.");
 }

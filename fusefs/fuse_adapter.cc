@@ -366,8 +366,8 @@ void on_write(fuse_req_t req, fuse_ino_t ino, const char* data, size_t size, off
 }
 
 // One request for the whole copy, where without it the kernel would read and
-// write each chunk through the page cache. Never EOPNOTSUPP or ENOSYS: either
-// turns copy_file_range off for the whole mount.
+// write each chunk through the page cache. Never ENOSYS: it turns
+// copy_file_range off for the whole mount.
 void on_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in, fuse_file_info* fi_in,
                         fuse_ino_t ino_out, off_t off_out, fuse_file_info* fi_out, size_t len,
                         int flags) {
@@ -375,7 +375,11 @@ void on_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in, fuse_fi
     if (ControlFiles::owns(ino_in) || ControlFiles::owns(ino_out)) return ErrorReply{EINVAL};
     if (flags != 0 || off_in < 0 || off_out < 0) return ErrorReply{EINVAL};
     if (stale(req, fi_in) || stale(req, fi_out)) return ErrorReply{EIO};
-    auto result = adapter(req).fs().copy_range(ino_in, off_in, ino_out, off_out, len);
+    // The reply's count is 32 bits (fuse_write_out.size), and libfuse 3.14 does not clamp.
+    const size_t length = std::min<size_t>(len, 0xFFFFF000);
+    // libfuse passes only the handles: the destination's sync flags are its open's.
+    const int sync = fi_out->fh != 0 ? handle(fi_out)->flags & (O_SYNC | O_DSYNC) : 0;
+    auto result = adapter(req).fs().copy_range(ino_in, off_in, ino_out, off_out, length, sync);
     if (!result) return ErrorReply{result.error().value};
     return WriteReply{*result};
   });

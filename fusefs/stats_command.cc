@@ -274,14 +274,14 @@ void print_tables(const nlohmann::json& s, const StatsView& view) {
   fmt::print("        copy-on-write extents kept whole; free extents {}, the largest {}\n",
              d["free_extents"].get<uint64_t>(),
              bytes_text(d["largest_free_extent_bytes"].get<uint64_t>()));
-  fmt::print("\n{:<12} {:>12} {:>16} {:>14}  {}\n", "operation", "count", "bytes", "emulated",
+  fmt::print("\n{:<15} {:>12} {:>16} {:>14}  {}\n", "operation", "count", "bytes", "emulated",
              "errors");
   for (const auto& [name, op] : s["ops"].items()) {
     std::string errors;
     for (const auto& [e, n] : op["errors"].items()) {
       errors += fmt::format("{}{}={}", errors.empty() ? "" : " ", e, n.get<uint64_t>());
     }
-    fmt::print("{:<12} {:>12} {:>16} {:>14}  {}\n", name, op["count"].get<uint64_t>(),
+    fmt::print("{:<15} {:>12} {:>16} {:>14}  {}\n", name, op["count"].get<uint64_t>(),
                op["bytes"].get<uint64_t>(), duration_text(op["emulated_ns"].get<uint64_t>()),
                errors);
   }

@@ -33,7 +33,7 @@ work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 depends="$(dpkg-deb -f "$deb" Depends)"
 echo "Depends: $depends"
-for package in fuse3 libfuse3-3 libfmt9 'libspdlog[0-9.]*(-fmt9)?'; do
+for package in fuse3 'libfuse3-[0-9]+' 'libfmt[0-9]+' 'libspdlog[0-9.]*(-fmt[0-9]+)?'; do
   grep -qE "(^|, )$package( |,|$)" <<<"$depends" || fail "Depends lacks $package"
 done
 dpkg-deb -x "$deb" "$work/root"

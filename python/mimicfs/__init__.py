@@ -63,13 +63,21 @@ class Mount:
         self.ctl("reset")
 
 
+def _run_quietly(argv):
+    try:
+        return subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode
+    except OSError:  # not installed
+        return 127
+
+
 def _unmount(path):
     # A lazy unmount never fails on a busy mount; the daemon exits when it is gone.
     for _ in range(20):
-        if subprocess.run(["fusermount3", "-u", "-q", path]).returncode == 0:
+        if _run_quietly(["fusermount3", "-u", "-q", path]) == 0:
             return
         time.sleep(0.05)
-    subprocess.run(["fusermount3", "-u", "-z", "-q", path])
+    if _run_quietly(["fusermount3", "-u", "-z", "-q", path]) != 0:
+        _run_quietly(["umount", "-l", path])
 
 
 @contextlib.contextmanager

@@ -11,7 +11,7 @@
 #include "mimicfs/scoped_mount.h"
 
 int main() {
-  setenv("MIMICFS_BINARY", MIMICFS_EXECUTABLE, 0);
+  setenv("MIMICFS_BINARY", MIMICFS_EXECUTABLE, 1);  // the installed binary, whatever is set
   try {
     mimicfs::ScopedMount nas("nfs");
     const int fd = open(nas.file("ibdata1").c_str(), O_CREAT | O_RDWR, 0644);

@@ -917,6 +917,12 @@ TEST(Volume, CopyRangeCopiesUpToTheSourceEndAndRefusesOverlaps) {
   EXPECT_EQ(error_of(fs.volume.copy_range(src, 0, src, 4, 6)), Errno{EINVAL}) << "overlap";
   EXPECT_EQ(fs.volume.copy_range(src, 0, src, 10, 5), 5u) << "one file, apart";
   EXPECT_EQ(error_of(fs.volume.copy_range(src, 0, kRoot, 0, 5)), Errno{EISDIR});
+  EXPECT_EQ(fs.volume.copy_range(src, UINT64_MAX - 2, src, 0, 5), 0u)
+      << "far apart, no overflow in the overlap check";
+  EXPECT_GT(fs.volume.file_stats(dst)->unsynced_bytes, 0u);
+  const uint64_t synced = fs.create("synced");
+  ASSERT_EQ(fs.volume.copy_range(src, 0, synced, 0, 10, O_DSYNC), 10u);
+  EXPECT_EQ(fs.volume.file_stats(synced)->unsynced_bytes, 0u) << "an O_DSYNC destination";
 }
 
 // --- extended attributes
