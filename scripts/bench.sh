@@ -1,17 +1,34 @@
 #!/usr/bin/env bash
-# Benchmarks mimicfs (profile ideal) against a tmpfs in the same run; see
-# tests/bench/mimicfs_bench.cc for the workloads. Needs root (it mounts).
+# Benchmarks mimicfs (profiles ideal and nfs) beside its peers in the same run:
+# a tmpfs, and libfuse's own passthrough_ll example (as Debian's libfuse3-dev ships
+# it, built here) over a directory of that tmpfs, once as Debian builds it (no
+# xattrs) and once with -o xattr, which serves xattrs as mimicfs must and so pays
+# the kernel's per-write getxattr("security.capability") as mimicfs does.
+# Needs root (it mounts). Figures are medians of interleaved rounds; no figure is
+# ever a pass or a fail.
 #
-#   scripts/bench.sh [--memory] [mimicfs_bench options, e.g. --repetitions 3 --json]
+#   scripts/bench.sh [--rounds N] [--only PARTS] [--transactions T] [--extents N]
+#                    [--memory] [--json]
 #
-# --memory  afterwards streams MEMORY_GIB (default 64) GiB of zeros into the mimicfs
-#           mount alone and prints the daemon's peak RSS. The run is stopped when the
-#           RSS passes MEMORY_LIMIT_MIB (default: half of MemAvailable), so a store
-#           that keeps zeros cannot take the machine down.
-# JOBS=N    build with N parallel jobs (default: ninja's choice).
-# BUILD_DIR=DIR  build and run from DIR instead of build/.
+# PARTS, comma-separated (default all): io, pgbench, stats.
+#   io       five workloads (tests/bench/mimicfs_bench.cc) on every target, N
+#            rounds (default 5), with % of tmpfs and the ratios of mimicfs to both
+#            passthrough_ll runs; then each mimicfs daemon's RSS before the
+#            workloads, at their peak, and after they deleted their files.
+#   pgbench  PostgreSQL (Debian's, installed if missing): pgbench -i -s 10 on
+#            tmpfs, mimicfs ideal and mimicfs nfs, then T transactions (default
+#            4000, 2 clients) per target per round, rounds interleaved; median TPS.
+#   stats    MOUNT/.mimicfs/stats.json read back to back on an nfs volume holding
+#            N extents (default 1000000) while a writer runs
+#            (tests/bench/stats_read_bench.cc); the daemon's RSS before, at the
+#            peak and after the files are deleted.
+# --memory   afterwards streams MEMORY_GIB (default 64) GiB of zeros into the
+#            ideal mount and prints the daemon's peak RSS; stopped when the RSS
+#            passes MEMORY_LIMIT_MIB (default: half of MemAvailable).
+# --json     the io part as JSON (mimicfs_bench --json); the rest stays text.
+# JOBS=N     build with N parallel jobs; BUILD_DIR=DIR builds and runs from DIR.
 #
-# Both mounts and their directories are removed on exit, on failure and on Ctrl-C.
+# Every mount and directory is removed on exit, on failure and on Ctrl-C.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -22,48 +39,79 @@ die() {
   exit 2
 }
 
+rounds=5
+parts="io,pgbench,stats"
+transactions=4000
+extents=1000000
 memory=0
-bench_args=()
-for arg in "$@"; do
-  case "$arg" in
+json=0
+while (($#)); do
+  case "$1" in
+    --rounds) rounds="${2:?--rounds needs N}"; shift ;;
+    --only) parts="${2:?--only needs PARTS}"; shift ;;
+    --transactions) transactions="${2:?--transactions needs T}"; shift ;;
+    --extents) extents="${2:?--extents needs N}"; shift ;;
     --memory) memory=1 ;;
+    --json) json=1 ;;
     -h | --help)
       sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'
       exit 0
       ;;
-    *) bench_args+=("$arg") ;;
+    *) die "unknown argument '$1' (see --help)" ;;
   esac
+  shift
 done
+[[ "$rounds" =~ ^[1-9][0-9]*$ ]] || die "--rounds needs a positive whole number, got '$rounds'"
+[[ "$transactions" =~ ^[1-9][0-9]*$ ]] || die "--transactions needs a positive whole number"
+[[ "$extents" =~ ^[1-9][0-9]*$ ]] || die "--extents needs a positive whole number"
+for part in ${parts//,/ }; do
+  case "$part" in io | pgbench | stats) ;; *) die "--only: unknown part '$part' (io, pgbench, stats)" ;; esac
+done
+wants() { [[ ",$parts," == *",$1,"* ]]; }
 memory_gib="${MEMORY_GIB:-64}"
 build="${BUILD_DIR:-build}"
-[[ "$(id -u)" -eq 0 ]] || die "needs root: it mounts a tmpfs and a FUSE filesystem"
+[[ "$(id -u)" -eq 0 ]] || die "needs root: it mounts a tmpfs and FUSE filesystems"
 
 # --- build -----------------------------------------------------------------------
-"$root/scripts/bootstrap.sh" >&2
+if wants pgbench; then
+  "$root/scripts/bootstrap.sh" --with postgresql >&2
+else
+  "$root/scripts/bootstrap.sh" >&2
+fi
 if [[ ! -f "$build/CMakeCache.txt" ]]; then
   cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >&2
 elif grep -q '^MIMICFS_BUILD_TESTS:BOOL=OFF' "$build/CMakeCache.txt"; then
-  # The benchmark is built with the tests; an existing build/ may have them off.
   echo "bench.sh: $build/ was configured without tests; turning MIMICFS_BUILD_TESTS on" >&2
   cmake -S . -B "$build" -DMIMICFS_BUILD_TESTS=ON >&2
 fi
-# Build output goes to stderr: stdout is only the benchmark's table (or JSON).
-cmake --build "$build" --target mimicfs mimicfs_bench ${JOBS:+--parallel "$JOBS"} >&2
+# Build output goes to stderr: stdout is only the figures.
+cmake --build "$build" --target mimicfs mimicfs_bench mimicfs_stats_bench \
+  ${JOBS:+--parallel "$JOBS"} >&2
 mimicfs="$(realpath "$build/fusefs/mimicfs")"
 bench="$(realpath "$build/tests/mimicfs_bench")"
+stats_bench="$(realpath "$build/tests/mimicfs_stats_bench")"
+
+# libfuse's example as Debian ships it, built as its Makefile would (-O2).
+example=/usr/share/doc/libfuse3-dev/examples/passthrough_ll.c
+[[ -f "$example" ]] || die "$example is missing (libfuse3-dev ships it)"
+passthrough="$(realpath "$build")/peers/passthrough_ll"
+if [[ ! -x "$passthrough" || "$example" -nt "$passthrough" ]]; then
+  mkdir -p "$(dirname "$passthrough")"
+  # shellcheck disable=SC2046  # pkg-config prints several words
+  cc -O2 -Wall -o "$passthrough" "$example" $(pkg-config --cflags --libs fuse3) >&2
+fi
 
 # --- mounts, always undone ---------------------------------------------------------
-ref_dir=""
-mnt_dir=""
-bench_pid=""
+work=""
+fuse_mounts=()
+servers=()
+sampler_pid=""
 
-# Reads /proc/self/mountinfo rather than stat-ing the directory: a FUSE mount whose
-# daemon died fails every stat (ENOTCONN) but still has to be unmounted.
 is_mounted() {
   awk -v dir="$1" '$5 == dir { found = 1 } END { exit !found }' /proc/self/mountinfo
 }
 
-# shellcheck disable=SC2317  # reached only from the EXIT trap
+# shellcheck disable=SC2317  # reached from the EXIT trap
 unmount_fuse() {
   local dir=$1 _
   for _ in 1 2 3 4 5; do
@@ -75,22 +123,21 @@ unmount_fuse() {
   fusermount3 -u -z "$dir"
 }
 
-# shellcheck disable=SC2317  # reached only from the EXIT trap
+# shellcheck disable=SC2317  # reached from the EXIT trap
 cleanup() {
-  local status=$?
+  local status=$? dir data
   set +e
   trap - INT TERM
-  if [[ -n "$bench_pid" ]] && kill -0 "$bench_pid" 2>/dev/null; then
-    kill -TERM "$bench_pid"
-    wait "$bench_pid"
-  fi
-  if [[ -n "$mnt_dir" ]]; then
-    is_mounted "$mnt_dir" && unmount_fuse "$mnt_dir"
-    rmdir "$mnt_dir"
-  fi
-  if [[ -n "$ref_dir" ]]; then
-    is_mounted "$ref_dir" && { umount "$ref_dir" || umount -l "$ref_dir"; }
-    rmdir "$ref_dir"
+  [[ -n "$sampler_pid" ]] && kill "$sampler_pid" 2>/dev/null && wait "$sampler_pid" 2>/dev/null
+  for data in "${servers[@]}"; do
+    runuser -u postgres -- "$pg_bin/pg_ctl" -D "$data" -m immediate -w stop >/dev/null 2>&1
+  done
+  for dir in "${fuse_mounts[@]}"; do
+    is_mounted "$dir" && unmount_fuse "$dir"
+  done
+  if [[ -n "$work" ]]; then
+    is_mounted "$work/tmpfs" && { umount "$work/tmpfs" || umount -l "$work/tmpfs"; }
+    rm -rf "$work"
   fi
   exit "$status"
 }
@@ -98,29 +145,34 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-ref_dir="$(mktemp -d "${TMPDIR:-/tmp}/mimicfs-bench-tmpfs.XXXXXX")"
-mnt_dir="$(mktemp -d "${TMPDIR:-/tmp}/mimicfs-bench-mnt.XXXXXX")"
-mount -t tmpfs -o size=2g tmpfs "$ref_dir"
-"$mimicfs" mount --profile ideal "$mnt_dir" # returns once the mount is in place
-is_mounted "$mnt_dir" || die "mimicfs mount returned but $mnt_dir is not mounted"
+work="$(mktemp -d "${TMPDIR:-/tmp}/mimicfs-bench.XXXXXX")"
+chmod 755 "$work"
+mkdir "$work/tmpfs" "$work/passthrough_ll" "$work/passthrough_ll-xattr" "$work/ideal" "$work/nfs"
+mount -t tmpfs -o size=6g tmpfs "$work/tmpfs"
+mkdir "$work/tmpfs/ref" "$work/tmpfs/pt" "$work/tmpfs/ptx"
+chmod 1777 "$work/tmpfs/ref"
 
-build_type="$(sed -n 's/^CMAKE_BUILD_TYPE:STRING=//p' "$build/CMakeCache.txt")"
-echo "bench.sh: mimicfs $(git describe --always --dirty 2>/dev/null || echo '?')," \
-  "build type ${build_type:-unset (the project default, RelWithDebInfo)}, kernel $(uname -r), $(nproc) CPUs" >&2
+mount_passthrough() { # $1: mountpoint, $2: source, $3...: more -o options
+  local dir=$1 source=$2 options="source=$2"
+  shift 2
+  for o in "$@"; do options+=",$o"; done
+  "$passthrough" -o "$options" "$dir"
+  fuse_mounts+=("$dir")
+  is_mounted "$dir" || die "passthrough_ll did not mount $dir"
+}
+mount_mimicfs() { # $1: profile, $2: mountpoint
+  "$mimicfs" mount --profile "$1" "$2"
+  fuse_mounts+=("$2")
+  is_mounted "$2" || die "mimicfs mount returned but $2 is not mounted"
+  chmod 1777 "$2"
+}
 
-status=0
-"$bench" tmpfs="$ref_dir" mimicfs-ideal="$mnt_dir" "${bench_args[@]}" || status=$?
-((status <= 1)) || exit "$status" # 2: bad arguments, >128: a signal
-
-# --- --memory ----------------------------------------------------------------------
-
-# The daemon serving $1: the one process that has /dev/fuse open and names $1 as an
-# argument. The mountpoint is a fresh mktemp directory, so no other process can
-# match, whatever the daemon's other arguments or how it forked.
+# The daemon serving $1: the one process that has /dev/fuse open and names $1 as
+# an argument (the mountpoints are fresh mktemp directories).
 daemon_pid() {
   local dir=$1 proc fd found=()
   for proc in /proc/[0-9]*; do
-    tr '\0' '\n' <"$proc/cmdline" 2>/dev/null | grep -Fxq -- "$dir" || continue
+    tr '\0' '\n' 2>/dev/null <"$proc/cmdline" | grep -Fxq -- "$dir" || continue
     for fd in "$proc"/fd/*; do
       if [[ "$(readlink "$fd" 2>/dev/null)" == /dev/fuse ]]; then
         found+=("${proc#/proc/}")
@@ -128,61 +180,157 @@ daemon_pid() {
       fi
     done
   done
-  if ((${#found[@]} != 1)); then
-    echo "bench.sh: expected one process serving $dir, found ${#found[@]}: ${found[*]}" >&2
-    return 1
-  fi
+  ((${#found[@]} == 1)) || { echo "bench.sh: expected one daemon for $dir, found ${#found[@]}" >&2; return 1; }
   echo "${found[0]}"
 }
 
-# A /proc/PID/status field in KiB (VmRSS, VmHWM); fails when the process is gone.
+# A /proc/PID/status field in KiB (VmRSS, VmHWM).
 status_kib() {
   awk -v key="$2:" '$1 == key { print $2; found = 1 } END { exit !found }' "/proc/$1/status"
 }
 
-if ((memory)); then
-  pid="$(daemon_pid "$mnt_dir")"
-  limit_mib="${MEMORY_LIMIT_MIB:-$(($(awk '$1 == "MemAvailable:" { print $2 }' /proc/meminfo) / 2048))}"
-  # Writing 5 to clear_refs resets VmHWM to the current RSS, so the peak below is
-  # this run's, not the first run's.
-  hwm_scope="since the reset before this run"
-  echo 5 2>/dev/null >"/proc/$pid/clear_refs" || hwm_scope="over the daemon's whole life"
-  rss_before="$(status_kib "$pid" VmRSS)"
-  echo >&2
-  echo "bench.sh: --memory: ${memory_gib} GiB of zeros into $mnt_dir, daemon PID $pid," \
-    "RSS $((rss_before / 1024)) MiB, stopping above ${limit_mib} MiB" >&2
+mib() { echo "$(($1 / 1024)) MiB"; }
 
-  "$bench" --repetitions 1 --only zeros --zeros-gib "$memory_gib" mimicfs-ideal="$mnt_dir" &
+# RSS before, at the peak and after a command, for the daemons of the given
+# mountpoints: `with_rss "DIR..." COMMAND...`. The peak is VmHWM after a reset
+# (clear_refs 5), and a 50 ms sampler where the reset is refused.
+rss_lines=()
+with_rss() {
+  local dirs=($1) pids=() before=() pid i status=0
+  shift
+  for i in "${!dirs[@]}"; do
+    pid="$(daemon_pid "${dirs[$i]}")"
+    pids+=("$pid")
+    echo 5 2>/dev/null >"/proc/$pid/clear_refs" || true
+    before+=("$(status_kib "$pid" VmRSS)")
+  done
+  "$@" || status=$?
+  for i in "${!dirs[@]}"; do
+    pid="${pids[$i]}"
+    rss_lines+=("$(printf '%-22s before %8s   peak %8s   after %8s   (%s)' \
+      "$(basename "${dirs[$i]}")" "$(mib "${before[$i]}")" "$(mib "$(status_kib "$pid" VmHWM)")" \
+      "$(mib "$(status_kib "$pid" VmRSS)")" "$label")")
+  done
+  return "$status"
+}
+
+mount_passthrough "$work/passthrough_ll" "$work/tmpfs/pt"
+mount_passthrough "$work/passthrough_ll-xattr" "$work/tmpfs/ptx" xattr
+mount_mimicfs ideal "$work/ideal"
+mount_mimicfs nfs "$work/nfs"
+
+build_type="$(sed -n 's/^CMAKE_BUILD_TYPE:STRING=//p' "$build/CMakeCache.txt")"
+echo "bench.sh: mimicfs $(git describe --always --dirty 2>/dev/null || echo '?')," \
+  "build type ${build_type:-unset (RelWithDebInfo)}; libfuse $(pkg-config --modversion fuse3)," \
+  "kernel $(uname -r), $(nproc) CPUs, $rounds rounds"
+status=0
+
+# --- io ------------------------------------------------------------------------------
+if wants io; then
+  echo
+  bench_args=(--repetitions "$rounds")
+  ((json)) && bench_args+=(--json)
+  label="io workloads"
+  with_rss "$work/ideal $work/nfs" \
+    "$bench" "${bench_args[@]}" \
+    --ratio mimicfs-ideal/passthrough_ll-xattr --ratio mimicfs-nfs/passthrough_ll-xattr \
+    --ratio mimicfs-ideal/passthrough_ll --ratio mimicfs-nfs/passthrough_ll \
+    tmpfs="$work/tmpfs/ref" passthrough_ll="$work/passthrough_ll" \
+    passthrough_ll-xattr="$work/passthrough_ll-xattr" \
+    mimicfs-ideal="$work/ideal" mimicfs-nfs="$work/nfs" || status=$?
+  ((status <= 1)) || exit "$status"
+fi
+
+# --- pgbench ----------------------------------------------------------------------------
+pg_bin="$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)"
+as_postgres() { runuser -u postgres -- "$@"; }
+if wants pgbench; then
+  echo
+  [[ -n "$pg_bin" ]] || die "no PostgreSQL server in /usr/lib/postgresql"
+  pg_labels=(tmpfs mimicfs-ideal mimicfs-nfs)
+  pg_dirs=("$work/tmpfs/ref" "$work/ideal" "$work/nfs")
+  declare -A tps_samples=()
+  for i in "${!pg_labels[@]}"; do
+    data="${pg_dirs[$i]}/pgbench"
+    sock="$work/socket-$i"
+    mkdir "$data" "$sock"
+    chown postgres: "$data" "$sock"
+    chmod 700 "$data"
+    as_postgres "$pg_bin/initdb" -D "$data" -A trust -U postgres >/dev/null
+    as_postgres "$pg_bin/pg_ctl" -D "$data" -l "$sock/server.log" -w -t 300 \
+      -o "-k $sock -c listen_addresses=''" start >/dev/null
+    servers+=("$data")
+    start=$(date +%s.%N)
+    as_postgres "$pg_bin/pgbench" -h "$sock" -U postgres -i -s 10 -q postgres >/dev/null 2>&1 ||
+      die "pgbench -i failed on ${pg_labels[$i]} (see $sock/server.log)"
+    printf 'bench.sh: pgbench -i -s 10 on %s: %.1f s\n' "${pg_labels[$i]}" \
+      "$(echo "$(date +%s.%N) - $start" | bc)" >&2
+  done
+  for ((round = 0; round < rounds; round++)); do
+    progress="pgbench $((round + 1))/$rounds:"
+    for ((k = 0; k < ${#pg_labels[@]}; k++)); do
+      i=$(((k + round) % ${#pg_labels[@]}))
+      out="$(as_postgres "$pg_bin/pgbench" -h "$work/socket-$i" -U postgres -n -c 2 -j 2 \
+        -t "$((transactions / 2))" postgres 2>&1)" || die "pgbench failed on ${pg_labels[$i]}: $out"
+      tps="$(sed -n 's/^tps = \([0-9.]*\) (without initial connection time)/\1/p' <<<"$out")"
+      [[ -n "$tps" ]] || die "no TPS in pgbench's output on ${pg_labels[$i]}: $out"
+      tps_samples[$i]+=" $tps"
+      progress+=" ${pg_labels[$i]} $tps"
+    done
+    echo "$progress" >&2
+  done
+  median() { tr ' ' '\n' | sed '/^$/d' | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+  echo "pgbench: TPC-B-like, scale 10, $transactions transactions on 2 clients per round, median of $rounds rounds"
+  reference="$(median <<<"${tps_samples[0]}")"
+  for i in "${!pg_labels[@]}"; do
+    m="$(median <<<"${tps_samples[$i]}")"
+    printf '  %-14s %8.0f TPS  %6.1f%% of tmpfs   (rounds:%s)\n' "${pg_labels[$i]}" "$m" \
+      "$(echo "100 * $m / $reference" | bc -l)" "${tps_samples[$i]}"
+  done
+  for data in "${servers[@]}"; do
+    as_postgres "$pg_bin/pg_ctl" -D "$data" -m fast -w stop >/dev/null
+    rm -rf "$data"
+  done
+  servers=()
+fi
+
+# --- stats ------------------------------------------------------------------------------
+if wants stats; then
+  echo
+  label="stats read, $extents extents"
+  with_rss "$work/nfs" "$stats_bench" --extents "$extents" "$work/nfs" || status=1
+fi
+
+# --- memory (zeros) -------------------------------------------------------------------------
+if ((memory)); then
+  echo
+  pid="$(daemon_pid "$work/ideal")"
+  limit_mib="${MEMORY_LIMIT_MIB:-$(($(awk '$1 == "MemAvailable:" { print $2 }' /proc/meminfo) / 2048))}"
+  echo 5 2>/dev/null >"/proc/$pid/clear_refs" || true
+  rss_before="$(status_kib "$pid" VmRSS)"
+  echo "bench.sh: --memory: ${memory_gib} GiB of zeros into $work/ideal, stopping above ${limit_mib} MiB" >&2
+  "$bench" --repetitions 1 --only zeros --zeros-gib "$memory_gib" mimicfs-ideal="$work/ideal" >/dev/null &
   bench_pid=$!
-  peak_kib="$rss_before"
   over_limit=0
   while kill -0 "$bench_pid" 2>/dev/null; do
     rss="$(status_kib "$pid" VmRSS)" || die "the mimicfs daemon (PID $pid) exited during the run"
-    ((rss > peak_kib)) && peak_kib=$rss
     if ((rss > limit_mib * 1024)); then
-      echo "bench.sh: daemon RSS $((rss / 1024)) MiB passed the ${limit_mib} MiB limit;" \
-        "stopping the run (does the store keep zeros?)" >&2
+      echo "bench.sh: daemon RSS $((rss / 1024)) MiB passed ${limit_mib} MiB; stopping" >&2
       over_limit=1
       kill -TERM "$bench_pid"
       break
     fi
     sleep 0.2
   done
-  memory_status=0
-  wait "$bench_pid" || memory_status=$?
-  bench_pid=""
-  hwm_kib="$(status_kib "$pid" VmHWM)"
-  rss_after="$(status_kib "$pid" VmRSS)"
-  ((hwm_kib > peak_kib)) && peak_kib=$hwm_kib
-  written="${memory_gib} GiB of zeros written"
-  ((over_limit)) && written="stopped at the limit before ${memory_gib} GiB"
-  echo "mimicfs daemon peak RSS: $((peak_kib / 1024)) MiB" \
-    "(VmHWM $((hwm_kib / 1024)) MiB $hwm_scope; RSS before $((rss_before / 1024)) MiB," \
-    "after $((rss_after / 1024)) MiB; $written)"
-  if ((over_limit)); then
-    status=1
-  elif ((memory_status != 0)); then
-    status=$memory_status
-  fi
+  wait "$bench_pid" || ((over_limit)) || status=1
+  echo "zeros: ${memory_gib} GiB into mimicfs-ideal: RSS before $(mib "$rss_before")," \
+    "peak $(mib "$(status_kib "$pid" VmHWM)"), after $(mib "$(status_kib "$pid" VmRSS)")"
+  ((over_limit)) && status=1
+fi
+
+if ((${#rss_lines[@]})); then
+  echo
+  echo "daemon RSS (VmRSS before and after, VmHWM since the reset before the part):"
+  printf '  %s\n' "${rss_lines[@]}"
 fi
 exit "$status"

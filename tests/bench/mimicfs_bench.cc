@@ -1,10 +1,11 @@
 // mimicfs_bench: I/O workloads run side by side on several directories.
 //
 //   mimicfs_bench [--repetitions N] [--json] [--zeros-gib G] [--only W[,W...]]
-//                 LABEL=DIR [LABEL=DIR ...]
+//                 [--ratio SUBJECT/REFERENCE ...] LABEL=DIR [LABEL=DIR ...]
 //
 // The first LABEL is the reference (normally a tmpfs): every other label gets a
-// "% of FIRST" column, the ratio of medians. Machines are noisy, so each workload
+// "% of FIRST" column, the ratio of medians. Each --ratio adds a column to a
+// second table: SUBJECT's median divided by REFERENCE's (both labels). Machines are noisy, so each workload
 // runs N times per directory and only medians are reported; the directories take
 // turns within each repetition so that a burst of load elsewhere hits all of them.
 // All figures are "higher is better".
@@ -433,14 +434,17 @@ struct Options {
   double zeros_gib = 0;
   std::vector<std::string> only;
   std::vector<Target> targets;
+  // --ratio: pairs of target indexes, subject first.
+  std::vector<std::pair<std::size_t, std::size_t>> ratios;
 };
 
 constexpr std::string_view kUsage =
     "usage: mimicfs_bench [--repetitions N] [--json] [--zeros-gib G] [--only W[,W...]]\n"
-    "                     LABEL=DIR [LABEL=DIR ...]\n"
+    "                     [--ratio SUBJECT/REFERENCE ...] LABEL=DIR [LABEL=DIR ...]\n"
     "\n"
     "Runs each workload N times (default 5) in every DIR and prints medians; the first\n"
-    "LABEL is the reference for the '% of' columns. Workloads: seq (seq_write_1m and\n"
+    "LABEL is the reference for the '% of' columns. --ratio adds SUBJECT's median over\n"
+    "REFERENCE's to a table of ratios. Workloads: seq (seq_write_1m and\n"
     "seq_read_1m), rand_write_4k, stride_write_1b, create_unlink, zeros (only with\n"
     "--zeros-gib G > 0: G GiB of zeros streamed to one file). --only picks some of them.\n";
 
@@ -476,6 +480,7 @@ double parse_number(std::string_view flag, const std::string& text) {
 
 Options parse_arguments(int argc, char** argv) {
   Options options;
+  std::vector<std::string> ratio_names;
   std::vector<std::string> args(argv + 1, argv + argc);
   for (std::size_t i = 0; i < args.size(); ++i) {
     std::string arg = args[i];
@@ -504,6 +509,8 @@ Options parse_arguments(int argc, char** argv) {
         throw UsageError{"--repetitions needs a whole number from 1 to 1000"};
       }
       options.repetitions = static_cast<int>(n);
+    } else if (arg == "--ratio") {
+      ratio_names.push_back(value());
     } else if (arg == "--zeros-gib") {
       options.zeros_gib = parse_number(arg, value());
     } else if (arg == "--only") {
@@ -537,6 +544,19 @@ Options parse_arguments(int argc, char** argv) {
     }
   }
   if (options.targets.empty()) throw UsageError{"no LABEL=DIR given"};
+  auto index_of = [&](const std::string& label) -> std::size_t {
+    for (std::size_t t = 0; t < options.targets.size(); ++t) {
+      if (options.targets[t].label == label) return t;
+    }
+    throw UsageError{fmt::format("--ratio: no LABEL '{}'", label)};
+  };
+  for (const std::string& ratio : ratio_names) {
+    const auto slash = ratio.find('/');
+    if (slash == std::string::npos) {
+      throw UsageError{fmt::format("--ratio needs SUBJECT/REFERENCE, got '{}'", ratio)};
+    }
+    options.ratios.emplace_back(index_of(ratio.substr(0, slash)), index_of(ratio.substr(slash + 1)));
+  }
 
   // Validate --only against the workloads that exist (zeros only with --zeros-gib).
   for (const std::string& name : options.only) {
@@ -569,6 +589,16 @@ std::string format_figure(double v) {
   if (v >= 1000) return fmt::format("{:.0f}", v);
   if (v >= 10) return fmt::format("{:.1f}", v);
   return fmt::format("{:.2f}", v);
+}
+
+// SUBJECT's median over REFERENCE's, when both ran.
+std::optional<double> ratio_of(const Cell& subject, const Cell& reference) {
+  if (subject.error || reference.error || subject.samples.empty() || reference.samples.empty()) {
+    return std::nullopt;
+  }
+  const double denominator = median_of(reference.samples);
+  if (denominator <= 0) return std::nullopt;
+  return median_of(subject.samples) / denominator;
 }
 
 struct Report {
@@ -631,6 +661,37 @@ void print_table(const Options& options, const Report& report) {
     fmt::print("{}\n", line);
   }
 
+  if (!options.ratios.empty()) {
+    std::vector<std::vector<std::string>> ratio_rows;
+    std::vector<std::string> ratio_header = {"ratio of medians"};
+    for (const auto& [subject, reference] : options.ratios) {
+      ratio_header.push_back(fmt::format("{} / {}", targets[subject].label, targets[reference].label));
+    }
+    ratio_rows.push_back(ratio_header);
+    for (std::size_t r = 0; r < report.metrics.size(); ++r) {
+      std::vector<std::string> row = {report.metrics[r]};
+      for (const auto& [subject, reference] : options.ratios) {
+        const auto ratio = ratio_of(report.cells[r][subject], report.cells[r][reference]);
+        row.push_back(ratio ? fmt::format("{:.2f}x", *ratio) : "-");
+      }
+      ratio_rows.push_back(row);
+    }
+    std::vector<std::size_t> ratio_widths(ratio_header.size(), 0);
+    for (const auto& row : ratio_rows) {
+      for (std::size_t c = 0; c < row.size(); ++c) {
+        ratio_widths[c] = std::max(ratio_widths[c], row[c].size());
+      }
+    }
+    fmt::print("\n");
+    for (const auto& row : ratio_rows) {
+      std::string line = fmt::format("{:<{}}", row[0], ratio_widths[0]);
+      for (std::size_t c = 1; c < row.size(); ++c) {
+        line += fmt::format("  {:>{}}", row[c], ratio_widths[c]);
+      }
+      fmt::print("{}\n", line);
+    }
+  }
+
   bool any_error = false;
   for (std::size_t r = 0; r < report.metrics.size(); ++r) {
     for (std::size_t t = 0; t < targets.size(); ++t) {
@@ -684,6 +745,12 @@ void print_json(const Options& options, const Report& report) {
         }
       }
       row["results"][targets[t].label] = result;
+    }
+    for (const auto& [subject, reference] : options.ratios) {
+      if (auto ratio = ratio_of(report.cells[r][subject], report.cells[r][reference])) {
+        row["ratios"][fmt::format("{}/{}", targets[subject].label, targets[reference].label)] =
+            *ratio;
+      }
     }
     out["workloads"].push_back(row);
   }
