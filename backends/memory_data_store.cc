@@ -1,13 +1,15 @@
 #include "backends/memory_data_store.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <cstring>
+#include <new>
 
 namespace mimicfs {
 namespace {
 
 bool all_zero(const std::byte* data, size_t length) {
-  // Word-at-a-time scan; pages are 4 KiB aligned in size, callers pass any span.
   size_t i = 0;
   for (; i + sizeof(uint64_t) <= length; i += sizeof(uint64_t)) {
     uint64_t word;
@@ -22,72 +24,167 @@ bool all_zero(const std::byte* data, size_t length) {
 
 }  // namespace
 
-void MemoryFileData::write(uint64_t offset, std::span<const std::byte> data) {
-  size_t done = 0;
-  auto hint = pages_.lower_bound(offset / kPageSize);
+MemoryFileData::Segment::Segment() {
+  void* base = mmap(nullptr, kSegmentSize, PROT_READ | PROT_WRITE,
+                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (base == MAP_FAILED) throw std::bad_alloc();
+  // Pages, not 2 MiB huge pages: a 4 KiB write must cost 4 KiB wherever the
+  // system turns transparent huge pages on.
+  madvise(base, kSegmentSize, MADV_NOHUGEPAGE);
+  base_ = static_cast<std::byte*>(base);
+}
+
+MemoryFileData::Segment::~Segment() {
+  if (base_ != nullptr) munmap(base_, kSegmentSize);
+}
+
+MemoryFileData::Segment::Segment(Segment&& other) noexcept
+    : stored(other.stored), base_(other.base_) {
+  other.base_ = nullptr;
+}
+
+void MemoryFileData::Segment::discard(uint64_t first, uint64_t count) {
+  if (count == 0) return;
+  // Cannot fail on a private anonymous mapping of ours with whole pages.
+  madvise(page(first), count * kPageSize, MADV_DONTNEED);
+  for (uint64_t i = first; i < first + count; ++i) stored.reset(i);
+}
+
+void MemoryFileData::write_in(Segment& segment, uint64_t offset, std::span<const std::byte> data) {
+  uint64_t done = 0;
+  uint64_t discard_first = 0;  // a run of pages that became all zero, handed back at once
+  uint64_t discard_count = 0;
+  auto flush_discards = [&] {
+    segment.discard(discard_first, discard_count);
+    discard_count = 0;
+  };
   while (done < data.size()) {
     const uint64_t position = offset + done;
     const uint64_t index = position / kPageSize;
     const uint64_t in_page = position % kPageSize;
-    const size_t chunk = std::min<uint64_t>(kPageSize - in_page, data.size() - done);
+    const uint64_t chunk = std::min<uint64_t>(kPageSize - in_page, data.size() - done);
     const std::byte* source = data.data() + done;
     done += chunk;
-
-    while (hint != pages_.end() && hint->first < index) ++hint;
-    const bool present = hint != pages_.end() && hint->first == index;
-    if (!present) {
-      if (all_zero(source, chunk)) continue;  // zeros over a missing page: nothing to keep
-      auto page = std::make_unique<Page>();
-      std::memset(page->data(), 0, kPageSize);
-      std::memcpy(page->data() + in_page, source, chunk);
-      hint = pages_.emplace_hint(hint, index, std::move(page));
+    // Non-zero data is told at its first word; only zeros cost a scan.
+    const bool zeros = all_zero(source, chunk);
+    if (!segment.stored.test(index)) {
+      if (zeros) continue;  // zeros over a page that reads as zero: nothing to keep
+      std::memcpy(segment.page(index) + in_page, source, chunk);
+      segment.stored.set(index);
+      ++stored_pages_;
       continue;
     }
-    std::memcpy(hint->second->data() + in_page, source, chunk);
-    if (all_zero(hint->second->data(), kPageSize)) hint = pages_.erase(hint);
+    std::memcpy(segment.page(index) + in_page, source, chunk);
+    if (zeros && all_zero(segment.page(index), kPageSize)) {
+      if (discard_count > 0 && discard_first + discard_count != index) flush_discards();
+      if (discard_count == 0) discard_first = index;
+      ++discard_count;
+      --stored_pages_;
+    }
+  }
+  flush_discards();
+}
+
+void MemoryFileData::write(uint64_t offset, std::span<const std::byte> data) {
+  uint64_t done = 0;
+  while (done < data.size()) {
+    const uint64_t position = offset + done;
+    const uint64_t index = position / kSegmentSize;
+    const uint64_t in_segment = position % kSegmentSize;
+    const uint64_t chunk = std::min<uint64_t>(kSegmentSize - in_segment, data.size() - done);
+    const auto part = data.subspan(done, chunk);
+    done += chunk;
+    auto it = segments_.find(index);
+    if (it == segments_.end()) {
+      if (all_zero(part.data(), part.size())) continue;
+      it = segments_.emplace(index, Segment()).first;
+    }
+    write_in(it->second, in_segment, part);
+    if (it->second.stored.none()) segments_.erase(it);
   }
 }
 
 void MemoryFileData::read(uint64_t offset, std::span<std::byte> out) const {
-  size_t done = 0;
-  auto it = pages_.lower_bound(offset / kPageSize);
+  uint64_t done = 0;
+  auto it = segments_.lower_bound(offset / kSegmentSize);
   while (done < out.size()) {
     const uint64_t position = offset + done;
-    const uint64_t index = position / kPageSize;
-    const uint64_t in_page = position % kPageSize;
-    const size_t chunk = std::min<uint64_t>(kPageSize - in_page, out.size() - done);
-    while (it != pages_.end() && it->first < index) ++it;
-    if (it != pages_.end() && it->first == index) {
-      std::memcpy(out.data() + done, it->second->data() + in_page, chunk);
-    } else {
-      std::memset(out.data() + done, 0, chunk);
-    }
+    const uint64_t index = position / kSegmentSize;
+    const uint64_t in_segment = position % kSegmentSize;
+    const uint64_t chunk = std::min<uint64_t>(kSegmentSize - in_segment, out.size() - done);
+    std::byte* target = out.data() + done;
     done += chunk;
+    while (it != segments_.end() && it->first < index) ++it;
+    if (it == segments_.end() || it->first != index) {
+      std::memset(target, 0, chunk);
+      continue;
+    }
+    // Stored pages are copied, the others filled with zeros without touching them
+    // (a read fault would map the zero page into the segment for nothing).
+    const Segment& segment = it->second;
+    uint64_t at = in_segment;
+    const uint64_t end = in_segment + chunk;
+    while (at < end) {
+      const uint64_t page = at / kPageSize;
+      const bool stored = segment.stored.test(page);
+      uint64_t run_end = std::min(end, (page + 1) * kPageSize);
+      while (run_end < end && segment.stored.test(run_end / kPageSize) == stored) {
+        run_end = std::min(end, run_end + kPageSize);
+      }
+      if (stored) {
+        std::memcpy(target + (at - in_segment), segment.page(0) + at, run_end - at);
+      } else {
+        std::memset(target + (at - in_segment), 0, run_end - at);
+      }
+      at = run_end;
+    }
+  }
+}
+
+void MemoryFileData::zero_in(Segment& segment, uint64_t offset, uint64_t length) {
+  const uint64_t end = offset + length;
+  uint64_t at = offset;
+  while (at < end) {
+    const uint64_t page = at / kPageSize;
+    const uint64_t page_end = std::min(end, (page + 1) * kPageSize);
+    if (at % kPageSize == 0 && page_end - at == kPageSize) {
+      // Whole pages: the stored ones of the run are handed back in one call.
+      uint64_t last = page;
+      while ((last + 2) * kPageSize <= end) ++last;
+      uint64_t dropped = 0;
+      for (uint64_t p = page; p <= last; ++p) dropped += segment.stored.test(p);
+      if (dropped > 0) segment.discard(page, last - page + 1);
+      stored_pages_ -= dropped;
+      at = (last + 1) * kPageSize;
+      continue;
+    }
+    if (segment.stored.test(page)) {
+      std::memset(segment.page(0) + at, 0, page_end - at);
+      if (all_zero(segment.page(page), kPageSize)) {
+        segment.discard(page, 1);
+        --stored_pages_;
+      }
+    }
+    at = page_end;
   }
 }
 
 void MemoryFileData::zero(uint64_t offset, uint64_t length) {
   if (length == 0) return;
   const uint64_t end = offset + length;
-  const uint64_t first_full = (offset + kPageSize - 1) / kPageSize;
-  const uint64_t end_full = end / kPageSize;  // exclusive
-  // Whole pages go at once; partial pages at the edges are zeroed in place.
-  if (first_full < end_full) {
-    pages_.erase(pages_.lower_bound(first_full), pages_.lower_bound(end_full));
+  auto it = segments_.lower_bound(offset / kSegmentSize);
+  while (it != segments_.end() && it->first * kSegmentSize < end) {
+    const uint64_t start = it->first * kSegmentSize;
+    const uint64_t from = std::max(offset, start);
+    const uint64_t to = std::min(end, start + kSegmentSize);
+    if (from == start && to == start + kSegmentSize) {
+      stored_pages_ -= it->second.stored.count();
+      it = segments_.erase(it);
+      continue;
+    }
+    zero_in(it->second, from - start, to - from);
+    it = it->second.stored.none() ? segments_.erase(it) : std::next(it);
   }
-  auto zero_partial = [this](uint64_t from, uint64_t to) {
-    if (from >= to) return;
-    auto it = pages_.find(from / kPageSize);
-    if (it == pages_.end()) return;
-    std::memset(it->second->data() + from % kPageSize, 0, to - from);
-    if (all_zero(it->second->data(), kPageSize)) pages_.erase(it);
-  };
-  if (first_full > end_full) {  // the range lies inside one page
-    zero_partial(offset, end);
-    return;
-  }
-  zero_partial(offset, std::min(end, first_full * kPageSize));
-  if (end_full * kPageSize >= offset) zero_partial(std::max(offset, end_full * kPageSize), end);
 }
 
 }  // namespace mimicfs

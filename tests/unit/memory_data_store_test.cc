@@ -2,7 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <fstream>
 #include <cstddef>
 #include <random>
 #include <string_view>
@@ -230,6 +233,68 @@ TEST(MemoryDataStore, RandomWritesAndZeroesMatchAFlatModel) {
     }
     ASSERT_EQ(file.stored_bytes(), nonzero_pages * kPage) << "step " << step;
   }
+}
+
+TEST(MemoryDataStore, RandomWritesAndZeroesAcrossSegmentsMatchAFlatModel) {
+  constexpr uint64_t kSegment = MemoryFileData::kSegmentSize;
+  constexpr uint64_t kSize = 3 * kSegment;
+  std::mt19937_64 random(11);
+  auto below = [&](uint64_t n) { return random() % n; };
+  MemoryFileData file;
+  std::vector<std::byte> model(kSize, std::byte{0});
+  for (int step = 0; step < 400; ++step) {
+    // Near a segment boundary half the time, so writes and zeroes straddle it.
+    const uint64_t boundary = (1 + below(2)) * kSegment;
+    const uint64_t offset =
+        below(2) == 0 ? boundary - std::min(boundary, below(3 * kPage)) : below(kSize);
+    const uint64_t length = 1 + below(std::min<uint64_t>(kSegment + kPage, kSize - offset));
+    if (below(3) == 0) {
+      file.zero(offset, length);
+      std::fill(model.begin() + offset, model.begin() + offset + length, std::byte{0});
+    } else {
+      const auto data = below(2) == 0 ? bytes(length, std::byte{0}) : pattern(length, step % 200);
+      file.write(offset, data);
+      std::copy(data.begin(), data.end(), model.begin() + offset);
+    }
+    ASSERT_EQ(read(file, 0, kSize), model) << "step " << step;
+    uint64_t nonzero_pages = 0;
+    for (uint64_t page = 0; page < kSize / kPage; ++page) {
+      const auto first = model.begin() + page * kPage;
+      if (!all_zero(std::vector<std::byte>(first, first + kPage))) ++nonzero_pages;
+    }
+    ASSERT_EQ(file.stored_bytes(), nonzero_pages * kPage) << "step " << step;
+  }
+}
+
+// The process's resident memory, from /proc/self/statm.
+uint64_t resident_bytes() {
+  std::ifstream statm("/proc/self/statm");
+  uint64_t size = 0, resident = 0;
+  statm >> size >> resident;
+  return resident * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+}
+
+TEST(MemoryDataStore, ADeletedFileReturnsItsMemoryToTheSystem) {
+  constexpr uint64_t kMiB = 1 << 20;
+  const auto chunk = pattern(kMiB, 17);
+  const uint64_t before = resident_bytes();
+  auto file = std::make_unique<MemoryFileData>();
+  for (uint64_t i = 0; i < 64; ++i) file->write(i * kMiB, chunk);
+  EXPECT_GE(resident_bytes(), before + 60 * kMiB);
+  file.reset();
+  EXPECT_LE(resident_bytes(), before + 4 * kMiB);
+}
+
+TEST(MemoryDataStore, ZeroedPagesReturnTheirMemoryToTheSystem) {
+  constexpr uint64_t kMiB = 1 << 20;
+  const auto chunk = pattern(kMiB, 18);
+  MemoryFileData file;
+  const uint64_t before = resident_bytes();
+  for (uint64_t i = 0; i < 64; ++i) file.write(i * kMiB + kPage, chunk);  // not segment-aligned
+  EXPECT_GE(resident_bytes(), before + 60 * kMiB);
+  file.zero(kPage + 100, 64 * kMiB - 200);  // all but 100 bytes at each end
+  EXPECT_EQ(file.stored_bytes(), 2 * kPage);
+  EXPECT_LE(resident_bytes(), before + 4 * kMiB);
 }
 
 }  // namespace
