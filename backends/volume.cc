@@ -134,6 +134,10 @@ Result<Attributes> Volume::setattr(uint64_t inode, const AttributeChanges& chang
   return attributes;
 }
 
+void Volume::note_blocks_change(const Inode& node, uint64_t blocks_before, Work& work) {
+  if (node.file->space().blocks() != blocks_before) work.changed_attributes.push_back(node.number);
+}
+
 void Volume::before_attribute_change(Inode& node, Work& work) {
   // As nfs_setattr and nfs42_proc_deallocate: the client writes back and commits
   // the file before it sends the change.
@@ -251,9 +255,11 @@ Result<void> Volume::flush(uint64_t inode, bool writer, Work& work) {
   if (!node->is_regular() || !writer) return {};
   work.file = node->number;
   std::lock_guard lock(node->mutex);
+  const uint64_t blocks = node->file->space().blocks();
   // FUSE's RELEASE may arrive after close(2) has returned; the last close is
   // known here, so a stat right after close sees the file as the backend leaves it.
   node->file->flush(node->open_handles <= 1, work);
+  note_blocks_change(*node, blocks, work);
   return {};
 }
 
@@ -263,7 +269,9 @@ void Volume::release(uint64_t inode, Work& work) {
     if (node->open_handles > 0) --node->open_handles;
     if (node->open_handles == 0) {
       work.file = node->number;
+      const uint64_t blocks = node->file->space().blocks();
       node->file->close(work);
+      note_blocks_change(*node, blocks, work);
       // Unlinked while open: nlink changes under this lock too (Namespace::drop_link_locked).
       if (node->nlink.load() == 0) free_storage_locked(node, work);
     }
@@ -403,7 +411,9 @@ Result<void> Volume::fsync(uint64_t inode, bool datasync, Work& work) {
   if (node->is_regular()) {
     work.file = node->number;
     std::lock_guard lock(node->mutex);
+    const uint64_t blocks = node->file->space().blocks();
     committed = node->file->sync(0, kMaxFileSize, work);
+    note_blocks_change(*node, blocks, work);
   }
   // The namespace changes the profile's model commits with it (NamespaceJournal):
   // on one journal every change, on a log tree the inode's own (a directory's:
@@ -538,7 +548,9 @@ void Volume::sync_all(Work& work) {
     std::lock_guard lock(node->mutex);
     // A removed file a crash may still bring back keeps its last sync.
     if (node->nlink == 0 && node->pending_removals > 0) continue;
+    const uint64_t blocks = node->file->space().blocks();
     node->file->sync(0, kMaxFileSize, work);
+    note_blocks_change(*node, blocks, work);
   }
   namespace_.commit_all(work);
 }

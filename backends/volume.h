@@ -153,6 +153,10 @@ class Volume final : public FileSystem {
   // synchronous profile (NFS) the client writes back and commits the file
   // first, and the server commits the change before it replies.
   void before_attribute_change(Inode& inode, Work& work) REQUIRES(inode.mutex);
+  // After a flush, close or sync of a regular file: st_blocks changed where the
+  // kernel cannot see it (Work::changed_attributes).
+  void note_blocks_change(const Inode& inode, uint64_t blocks_before, Work& work)
+      REQUIRES(inode.mutex);
   // `allocated_end`: where an ALLOCATE that sets the size ends (0: none).
   void after_attribute_change(Inode& inode, uint64_t allocated_end = 0) REQUIRES(inode.mutex);
   FileStats file_stats_locked(const Inode& inode) const REQUIRES(inode.mutex);

@@ -62,7 +62,7 @@ Result<std::string> ControlFiles::open_contents(uint64_t inode, int flags) const
   return std::string();
 }
 
-Result<void> ControlFiles::execute(std::string_view text) {
+Result<void> ControlFiles::execute(std::string_view text, Work& work) {
   auto command = parse_control_command(text);
   if (!command) {
     spdlog::warn("ctl: {}", command.error());
@@ -75,7 +75,7 @@ Result<void> ControlFiles::execute(std::string_view text) {
     engine_.crash(crash->cut);
   } else if (std::holds_alternative<SyncCommand>(*command)) {
     if (!engine_.powered()) return fail(EIO);  // held off: nothing reaches the volume
-    engine_.fs().sync_all();
+    engine_.fs().sync_all(work);
     spdlog::info("ctl: everything is durable");
   } else if (std::holds_alternative<RestartCommand>(*command)) {
     engine_.power_on();

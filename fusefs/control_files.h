@@ -47,8 +47,9 @@ class ControlFiles {
   // What a reader of `inode` sees, fixed at open.
   Result<std::string> open_contents(uint64_t inode, int flags) const;
   // Executes one command written to ctl. EINVAL, logged, and nothing changed for
-  // an unknown command or a malformed argument.
-  Result<void> execute(std::string_view command);
+  // an unknown command or a malformed argument. `work` gets what the command did
+  // to the volume (`sync`: the files whose attributes changed).
+  Result<void> execute(std::string_view command, Work& work);
 
   // Set once, before any operation: called after `restart` powers the volume
   // on, before the ctl write is answered (the adapter's pending invalidations).

@@ -95,11 +95,17 @@ struct stat to_stat(const Attributes& a) {
   return st;
 }
 
+// How long the kernel may keep `inode`'s attributes: never for the control
+// files, whose contents (and so size) are made at each open.
+double attr_timeout(const FuseAdapter& self, uint64_t inode) {
+  return ControlFiles::owns(inode) ? 0.0 : self.options().attr_timeout;
+}
+
 fuse_entry_param to_entry(const FuseAdapter& self, const Attributes& a) {
   fuse_entry_param e{};
   e.ino = a.inode;
   e.attr = to_stat(a);
-  e.attr_timeout = self.options().attr_timeout;
+  e.attr_timeout = attr_timeout(self, a.inode);
   e.entry_timeout = self.options().entry_timeout;
   return e;
 }
@@ -122,7 +128,7 @@ Reply entry(fuse_req_t req, const Result<Attributes>& result) {
 
 Reply attr(fuse_req_t req, const Result<Attributes>& result) {
   if (!result) return ErrorReply{result.error().value};
-  return AttrReply{to_stat(*result), adapter(req).options().attr_timeout};
+  return AttrReply{to_stat(*result), attr_timeout(adapter(req), result->inode)};
 }
 
 // getxattr and listxattr share the size-probe protocol: size 0 asks for the length.
@@ -323,7 +329,11 @@ void on_release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   serve(
       req, "release", ino,
       [&]() -> Reply {
-        if (!ControlFiles::owns(ino)) adapter(req).fs().release(ino);
+        if (ControlFiles::owns(ino)) return ErrorReply{0};
+        auto& self = adapter(req);
+        Work work;
+        self.fs().release(ino, work);
+        self.invalidate_attributes(work.changed_attributes);
         return ErrorReply{0};
       },
       OnFailure::kOk);
@@ -351,7 +361,9 @@ void on_write(fuse_req_t req, fuse_ino_t ino, const char* data, size_t size, off
   serve(req, "write", ino, [&]() -> Reply {
     auto& self = adapter(req);
     if (ino == ControlFiles::kCtlInode) {
-      auto result = self.control().execute(std::string_view(data, size));
+      Work work;
+      auto result = self.control().execute(std::string_view(data, size), work);
+      self.invalidate_attributes(work.changed_attributes);  // `ctl sync`
       if (!result) return ErrorReply{result.error().value};
       return WriteReply{size};
     }
@@ -390,16 +402,27 @@ void on_flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     if (ControlFiles::owns(ino)) return ErrorReply{0};
     if (from_before_crash(req, fi)) return ErrorReply{EIO};
     const bool writer = (handle(fi)->flags & O_ACCMODE) != O_RDONLY;
-    return status(adapter(req).fs().flush(ino, writer));
+    auto& self = adapter(req);
+    Work work;
+    const auto flushed = self.fs().flush(ino, writer, work);
+    self.invalidate_attributes(work.changed_attributes);  // before close(2) returns
+    return status(flushed);
   });
 }
 
+// fsync and fdatasync of a file or a directory.
+Reply sync(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info* fi) {
+  if (ControlFiles::owns(ino)) return ErrorReply{0};
+  if (stale(req, fi)) return ErrorReply{EIO};
+  auto& self = adapter(req);
+  Work work;
+  const auto synced = self.fs().fsync(ino, datasync != 0, work);
+  self.invalidate_attributes(work.changed_attributes);  // delayed allocation, preallocation
+  return status(synced);
+}
+
 void on_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info* fi) {
-  serve(req, "fsync", ino, [&]() -> Reply {
-    if (ControlFiles::owns(ino)) return ErrorReply{0};
-    if (stale(req, fi)) return ErrorReply{EIO};
-    return status(adapter(req).fs().fsync(ino, datasync != 0));
-  });
+  serve(req, "fsync", ino, [&]() -> Reply { return sync(req, ino, datasync, fi); });
 }
 
 void on_opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
@@ -443,11 +466,7 @@ void on_releasedir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
 }
 
 void on_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info* fi) {
-  serve(req, "fsyncdir", ino, [&]() -> Reply {
-    if (ControlFiles::owns(ino)) return ErrorReply{0};
-    if (stale(req, fi)) return ErrorReply{EIO};
-    return status(adapter(req).fs().fsync(ino, datasync != 0));
-  });
+  serve(req, "fsyncdir", ino, [&]() -> Reply { return sync(req, ino, datasync, fi); });
 }
 
 void on_statfs(fuse_req_t req, fuse_ino_t ino) {
@@ -589,6 +608,18 @@ void FuseAdapter::wait_for_invalidations(std::chrono::milliseconds limit) {
   if (!queue_changed_.wait_for(
           lock, limit, [this] { return stopping_ || (queue_.empty() && !invalidating_); })) {
     spdlog::warn("restart: the kernel's caches of the crashed volume are not all dropped yet");
+  }
+}
+
+void FuseAdapter::invalidate_attributes(const std::vector<uint64_t>& inodes) {
+  fuse_session* session = session_.load();
+  if (!session) return;
+  for (const uint64_t inode : inodes) {
+    // A negative offset: the attributes only, no page, so no lock the request holds is needed.
+    const int error = fuse_lowlevel_notify_inval_inode(session, inode, -1, 0);
+    if (error != 0 && error != -ENOENT) {
+      spdlog::warn("cannot invalidate the attributes of inode {}: {}", inode, strerror(-error));
+    }
   }
 }
 

@@ -21,10 +21,15 @@
 namespace mimicfs {
 
 struct AdapterOptions {
-  // How long the kernel may cache names and attributes. Attributes default to 0 so
-  // st_blocks is always the volume's current figure (tests read it after writes).
+  // How long the kernel may cache names and attributes. The kernel drops a file's
+  // cached attributes after each write, truncate or fallocate it sends; what
+  // changes them behind its back (allocation at a flush or sync, preallocation
+  // trimmed at close, a crash) is invalidated before the reply, so st_blocks is
+  // the volume's current figure whatever the timeout. Without a timeout each
+  // stat, permission check on a path and read past the cached size costs a
+  // GETATTR round trip.
   double entry_timeout = 1.0;
-  double attr_timeout = 0.0;
+  double attr_timeout = 1.0;
 };
 
 class FuseAdapter {
@@ -47,6 +52,10 @@ class FuseAdapter {
   Engine& engine() { return engine_; }
   ControlFiles& control() { return control_; }
   const AdapterOptions& options() const { return options_; }
+
+  // Tells the kernel that these inodes' attributes changed behind its back
+  // (Work::changed_attributes); safe inside a request, before its reply.
+  void invalidate_attributes(const std::vector<uint64_t>& inodes);
 
  private:
   // Tells the kernel to forget entries and file pages a crash undid.

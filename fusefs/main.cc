@@ -127,7 +127,9 @@ int run(int argc, char** argv) {
   mount->add_option("--log-file", log_file, "Log here (a background mount has no stderr)");
   mount
       ->add_option("--attr-timeout", adapter.attr_timeout,
-                   "Seconds the kernel may cache attributes (0: st_blocks always current)")
+                   "Seconds the kernel may cache attributes (default 1; st_blocks stays "
+                   "current: changes behind the kernel's back are invalidated; 0 sends every "
+                   "stat to the daemon)")
       ->check(CLI::NonNegativeNumber);
   mount->add_option("DIR", mountpoint, "Empty directory to mount on")->required();
 

@@ -280,6 +280,62 @@ TEST(Sync, FsyncOfADirectorySucceeds) {
   EXPECT_EQ(fsync(root.get()), 0) << errno_text();
 }
 
+// --- the kernel's attribute cache ------------------------------------------------
+
+// The kernel keeps attributes for the mount's attr_timeout; what changes them
+// behind its back must reach it before the call that changed them returns. On
+// xfs a sync allocates the delayed blocks with speculative preallocation past
+// EOF, and the last close trims it: st_blocks moves at both.
+TEST(AttributeCache, StBlocksIsCurrentAfterASyncACloseAndCtlSync) {
+  MIMICFS_REQUIRE_MOUNTABLE();
+  MountedVolume vol("xfs");
+  ASSERT_TRUE(vol.mounted()) << vol.error();
+  const std::string path = vol.file("t.ibd");
+  Fd fd(open(path.c_str(), O_CREAT | O_RDWR, 0644));
+  ASSERT_TRUE(fd.ok()) << errno_text();
+  write_at(fd.get(), pattern(256 * kKiB, 1), 0);
+  struct stat st {};
+  ASSERT_EQ(stat(path.c_str(), &st), 0) << errno_text();
+  EXPECT_EQ(st.st_blocks, 512) << "delayed blocks count, before any allocation";
+  ASSERT_EQ(fsync(fd.get()), 0) << errno_text();
+  ASSERT_EQ(stat(path.c_str(), &st), 0) << errno_text();
+  EXPECT_EQ(st.st_blocks, 1024) << "the sync's speculative preallocation";
+  ASSERT_EQ(fd.close(), 0) << errno_text();
+  ASSERT_EQ(stat(path.c_str(), &st), 0) << errno_text();
+  EXPECT_EQ(st.st_blocks, 512) << "preallocation trimmed at the last close";
+
+  // `ctl sync` allocates another file's delayed blocks, preallocation included.
+  const std::string other = vol.file("u.ibd");
+  Fd writer(open(other.c_str(), O_CREAT | O_RDWR, 0644));
+  ASSERT_TRUE(writer.ok()) << errno_text();
+  write_at(writer.get(), pattern(256 * kKiB, 2), 0);
+  ASSERT_EQ(fstat(writer.get(), &st), 0) << errno_text();
+  ASSERT_EQ(st.st_blocks, 512);
+  ASSERT_EQ(vol.ctl("sync"), 0);
+  ASSERT_EQ(fstat(writer.get(), &st), 0) << errno_text();
+  EXPECT_EQ(st.st_blocks, 1024) << "ctl sync's allocation";
+}
+
+// With attributes cached, stat(2) of an unchanged file costs no round trip.
+TEST(AttributeCache, RepeatedStatsOfAnUnchangedFileAreServedByTheKernel) {
+  MIMICFS_REQUIRE_MOUNTABLE();
+  MountedVolume vol("ideal");
+  ASSERT_TRUE(vol.mounted()) << vol.error();
+  const std::string path = vol.file("t.ibd");
+  {
+    Fd fd(open(path.c_str(), O_CREAT | O_RDWR, 0644));
+    ASSERT_TRUE(fd.ok()) << errno_text();
+    write_at(fd.get(), pattern(8 * kKiB, 3), 0);
+  }
+  struct stat st {};
+  ASSERT_EQ(stat(path.c_str(), &st), 0) << errno_text();
+  vol.reset_counters();
+  for (int i = 0; i < 50; ++i) ASSERT_EQ(stat(path.c_str(), &st), 0) << errno_text();
+  EXPECT_EQ(st.st_size, 8 * kKiB);
+  // At most one expiry of the one-second timeout during the loop.
+  EXPECT_LE(op_count(vol.stats(), "getattr"), 2u);
+}
+
 // --- shared mappings ---------------------------------------------------------------
 
 // SQLite's -shm file and LMDB write through MAP_SHARED mappings; msync must push

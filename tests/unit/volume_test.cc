@@ -1245,5 +1245,28 @@ TEST(Volume, RandomOperationsMatchAByteModel) {
   EXPECT_GT(enospc, 0);  // the device did fill up along the way
 }
 
+// What a caller's attribute cache cannot see must be reported: xfs allocates
+// delayed blocks with preallocation at a sync and trims it at the last close.
+TEST(Volume, SyncsAndClosesReportTheFilesWhoseBlocksChanged) {
+  Fs fs("xfs");
+  const uint64_t file = fs.create_open("file");
+  ASSERT_TRUE(fs.write(file, 0, pattern(256 * kKiB, 'a')).has_value());
+  Work sync;
+  ASSERT_TRUE(fs.volume.fsync(file, false, sync).has_value());
+  EXPECT_EQ(sync.changed_attributes, std::vector<uint64_t>{file});
+  Work again;
+  ASSERT_TRUE(fs.volume.fsync(file, false, again).has_value());
+  EXPECT_TRUE(again.changed_attributes.empty()) << "nothing moved";
+  Work close;
+  ASSERT_TRUE(fs.volume.flush(file, /*writer=*/true, close).has_value());
+  EXPECT_EQ(close.changed_attributes, std::vector<uint64_t>{file});
+
+  const uint64_t other = fs.create_open("other");
+  ASSERT_TRUE(fs.write(other, 0, pattern(256 * kKiB, 'b')).has_value());
+  Work sync_all;
+  fs.volume.sync_all(sync_all);
+  EXPECT_EQ(sync_all.changed_attributes, std::vector<uint64_t>{other});
+}
+
 }  // namespace
 }  // namespace mimicfs
