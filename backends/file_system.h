@@ -45,6 +45,11 @@ struct Attributes {
 
 // setattr's changes; an absent field is left alone. A timestamp whose tv_nsec is
 // UTIME_NOW is set to the volume's current time.
+// Not an open(2) flag (Linux's end at bit 22): with open's O_TRUNC or a
+// write, the caller lacks CAP_FSETID, so a regular file loses S_ISUID, and
+// S_ISGID when group execute is set, as Linux's VFS clears them.
+inline constexpr int kKillSuidgid = 1 << 30;
+
 struct AttributeChanges {
   std::optional<uint32_t> mode;  // permission bits only
   std::optional<uint32_t> uid;
@@ -52,6 +57,9 @@ struct AttributeChanges {
   std::optional<uint64_t> size;
   std::optional<timespec> atime;
   std::optional<timespec> mtime;
+  // A regular file loses S_ISUID, and S_ISGID with group execute (a chown, or a
+  // truncate by a caller without CAP_FSETID), as with kKillSuidgid.
+  bool kill_suidgid = false;
 };
 
 struct Owner {
@@ -129,7 +137,8 @@ class FileSystem {
   [[nodiscard]] virtual Result<std::vector<DirectoryEntry>> read_directory(uint64_t inode,
                                                                            Work& work) = 0;
 
-  // --- Files. `flags` are open(2)'s, as the descriptor has them now.
+  // --- Files. `flags` are open(2)'s, as the descriptor has them now, and
+  // kKillSuidgid where it applies.
   // O_TRUNC empties a regular file, as open(2) does. Each open is one handle,
   // until release(). O_DIRECT on a profile without direct I/O: EINVAL.
   [[nodiscard]] virtual Result<void> open(uint64_t inode, int flags, Work& work) = 0;

@@ -149,8 +149,19 @@ void Volume::after_attribute_change(Inode& node, uint64_t allocated_end) {
   if (attributes_synchronous_) node.file->commit_attributes(allocated_end);
 }
 
+bool Volume::kill_suidgid_locked(Inode& node) {
+  if (!node.is_regular()) return false;
+  uint32_t kept = node.permissions & ~S_ISUID;
+  if (node.permissions & S_IXGRP) kept &= ~S_ISGID;
+  if (kept == node.permissions) return false;
+  node.permissions = kept;
+  node.ctime = clock_.now();
+  return true;
+}
+
 Result<Attributes> Volume::do_setattr(Inode& node, const AttributeChanges& changes) {
   const timespec now = clock_.now();
+  if (changes.kill_suidgid) kill_suidgid_locked(node);
   if (changes.size) {
     if (node.is_directory()) return fail(EISDIR);
     if (!node.is_regular()) return fail(EINVAL);
@@ -241,6 +252,9 @@ Result<void> Volume::open(uint64_t inode, int flags, Work& work) {
   // O_TRUNC is the filesystem's job: the FUSE kernel (atomic_o_trunc, which
   // libfuse enables) passes it to open and sends no truncating setattr.
   if (flags & O_TRUNC) {
+    if ((flags & kKillSuidgid) && kill_suidgid_locked(*node)) {
+      work.changed_attributes.push_back(node->number);  // the kernel drops size, not mode
+    }
     before_attribute_change(*node, work);
     node->file->truncate(0);
     after_attribute_change(*node);
@@ -311,6 +325,10 @@ Result<size_t> Volume::write(uint64_t inode, uint64_t offset, std::span<const st
   work.file = node.number;
   {
     std::lock_guard lock(node.mutex);
+    // Before the data, as file_remove_privs: a failed write has cleared them too.
+    if ((flags & kKillSuidgid) && kill_suidgid_locked(node)) {
+      work.changed_attributes.push_back(node.number);  // the kernel drops size, not mode
+    }
     auto written = node.file->write(offset, data, flags, work);
     if (!written || *written == 0) return written;
     node.mtime = node.ctime = clock_.now();

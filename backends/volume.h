@@ -147,6 +147,9 @@ class Volume final : public FileSystem {
                                              int flags);
   Result<Attributes> do_setattr(Inode& inode, const AttributeChanges& changes)
       REQUIRES(inode.mutex);
+  // Clears a regular file's S_ISUID, and S_ISGID when group execute is set
+  // (kKillSuidgid); true when a bit went.
+  bool kill_suidgid_locked(Inode& inode) REQUIRES(inode.mutex);
   Result<void> do_fallocate(Inode& inode, int mode, uint64_t offset, uint64_t length, Work& work)
       REQUIRES(inode.mutex);
   // Around a change of a regular file's size, attributes or allocation: on a

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "fusefs/fuse_channel.h"
 #include "fusefs/fuse_reply.h"
 
 namespace mimicfs {
@@ -144,6 +145,13 @@ void on_init(void* userdata, fuse_conn_info* conn) {
   conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
   // Locks stay in the kernel (one host); splice buys nothing for an in-memory store.
   conn->want &= ~(FUSE_CAP_POSIX_LOCKS | FUSE_CAP_FLOCK_LOCKS);
+  // Cached pages stay until the daemon says otherwise. Every change of a file's
+  // data goes through the kernel (which updates or drops its pages) but a power
+  // cut's, which the adapter invalidates. With auto_inval_data the kernel drops
+  // a file's pages whenever a GETATTR shows a new mtime, which each write makes:
+  // after every write, and a page a frozen writer holds locked would block it.
+  conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
+  if (conn->capable & FUSE_CAP_EXPLICIT_INVAL_DATA) conn->want |= FUSE_CAP_EXPLICIT_INVAL_DATA;
   conn->max_write = 1 << 20;
   auto* self = static_cast<FuseAdapter*>(userdata);
   spdlog::info("mounted: profile {}, protocol {}.{}", self->fs().profile().name, conn->proto_major,
@@ -211,6 +219,7 @@ void on_setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attributes, int to_
     } else if (to_set & FUSE_SET_ATTR_MTIME) {
       changes.mtime = attributes->st_mtim;
     }
+    changes.kill_suidgid = fuse_channel::request_kills_suidgid();
     return attr(req, adapter(req).fs().setattr(ino, changes));
   });
 }
@@ -297,9 +306,14 @@ void on_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
       reply.info.direct_io = 1;  // size is unknown until read: bypass the page cache
       return reply;
     }
-    if (auto opened = self.fs().open(ino, fi->flags); !opened) {
-      return ErrorReply{opened.error().value};
-    }
+    const int flags = fi->flags | (fuse_channel::request_kills_suidgid() ? kKillSuidgid : 0);
+    Work work;
+    const auto opened = self.fs().open(ino, flags, work);
+    self.invalidate_attributes(work.changed_attributes);  // O_TRUNC cleared S_ISUID
+    if (!opened) return ErrorReply{opened.error().value};
+    // As for explicit_inval_data above: the pages cached from an earlier open
+    // are still the file's.
+    reply.info.keep_cache = 1;
     reply.interrupted = [&self, ino] { self.fs().release(ino); };
     return reply;
   });
@@ -370,8 +384,11 @@ void on_write(fuse_req_t req, fuse_ino_t ino, const char* data, size_t size, off
     if (ControlFiles::owns(ino)) return ErrorReply{EBADF};
     if (stale(req, fi)) return ErrorReply{EIO};
     // fi->flags are the descriptor's now (fcntl may have changed O_DIRECT or O_APPEND).
+    const int flags = fi->flags | (fuse_channel::request_kills_suidgid() ? kKillSuidgid : 0);
+    Work work;
     auto result = self.fs().write(
-        ino, offset, std::span(reinterpret_cast<const std::byte*>(data), size), fi->flags);
+        ino, offset, std::span(reinterpret_cast<const std::byte*>(data), size), flags, work);
+    if (!work.changed_attributes.empty()) self.invalidate_attributes(work.changed_attributes);
     if (!result) return ErrorReply{result.error().value};
     return WriteReply{*result};
   });

@@ -13,6 +13,7 @@
 #include "backends/memory_data_store.h"
 #include "fusefs/control_files.h"
 #include "fusefs/exit_status.h"
+#include "fusefs/fuse_channel.h"
 
 namespace mimicfs {
 
@@ -87,6 +88,13 @@ int mount_and_serve(const MountOptions& options) {
     fuse_remove_signal_handlers(session);
     fuse_session_destroy(session);
     spdlog::error("cannot mount on {}", options.mountpoint);
+    return kExitFailure;
+  }
+  // FUSE_HANDLE_KILLPRIV_V2: no security.capability round trip before each write.
+  if (!fuse_channel::attach(session)) {
+    fuse_session_unmount(session);
+    fuse_remove_signal_handlers(session);
+    fuse_session_destroy(session);
     return kExitFailure;
   }
   adapter.set_session(session);

@@ -10,7 +10,9 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <grp.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -20,6 +22,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <set>
 #include <string>
@@ -334,6 +337,98 @@ TEST(AttributeCache, RepeatedStatsOfAnUnchangedFileAreServedByTheKernel) {
   EXPECT_EQ(st.st_size, 8 * kKiB);
   // At most one expiry of the one-second timeout during the loop.
   EXPECT_LE(op_count(vol.stats(), "getattr"), 2u);
+}
+
+// --- set-user-ID and set-group-ID bits --------------------------------------------
+
+// Runs `action` in a child as the unprivileged user 65534 (no CAP_FSETID);
+// returns its exit status (0: every call in it succeeded).
+int as_nobody(const std::function<bool()>& action) {
+  const pid_t child = fork();
+  if (child == 0) {
+    if (setgroups(0, nullptr) != 0 || setresgid(65534, 65534, 65534) != 0 ||
+        setresuid(65534, 65534, 65534) != 0) {
+      _exit(2);
+    }
+    _exit(action() ? 0 : 1);
+  }
+  int status = 0;
+  waitpid(child, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+mode_t mode_of(const std::string& path) {
+  struct stat st {};
+  EXPECT_EQ(stat(path.c_str(), &st), 0) << path << ": " << errno_text();
+  return st.st_mode & 07777;
+}
+
+// As Linux's VFS clears them, which the filesystem does on the kernel's word
+// (FUSE_HANDLE_KILLPRIV_V2): a write, a truncate and an open with O_TRUNC by a
+// caller without CAP_FSETID clear S_ISUID, and S_ISGID when group execute is
+// set; a chown clears both, even by root; root's own writes keep them. The
+// mode is read back at once, within the attribute timeout.
+TEST(SetIdBits, ClearedAsLinuxClearsThem) {
+  MIMICFS_REQUIRE_MOUNTABLE();
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to write as another user";
+  MountedVolume vol("ext4");
+  ASSERT_TRUE(vol.mounted()) << vol.error();
+  const std::string path = vol.file("tool");
+  { Fd fd(open(path.c_str(), O_CREAT | O_WRONLY, 0644)); }
+  ASSERT_EQ(chown(path.c_str(), 65534, 65534), 0) << errno_text();
+  auto reset = [&](mode_t mode) {
+    ASSERT_EQ(chmod(path.c_str(), mode), 0) << errno_text();
+    ASSERT_EQ(mode_of(path), mode);
+  };
+  auto append = [&] {
+    const int fd = open(path.c_str(), O_WRONLY | O_APPEND);
+    const bool ok = fd >= 0 && write(fd, "x", 1) == 1;
+    if (fd >= 0) close(fd);
+    return ok;
+  };
+
+  reset(06775);
+  ASSERT_EQ(as_nobody(append), 0);
+  EXPECT_EQ(mode_of(path), 0775u) << "a write clears both (group execute set)";
+
+  reset(06765);
+  ASSERT_EQ(as_nobody(append), 0);
+  EXPECT_EQ(mode_of(path), 02765u) << "without group execute S_ISGID stays";
+
+  reset(06775);
+  ASSERT_EQ(as_nobody([&] { return truncate(path.c_str(), 1) == 0; }), 0);
+  EXPECT_EQ(mode_of(path), 0775u) << "a truncate";
+
+  reset(06775);
+  ASSERT_EQ(as_nobody([&] {
+              const int fd = open(path.c_str(), O_WRONLY | O_TRUNC);
+              if (fd >= 0) close(fd);
+              return fd >= 0;
+            }),
+            0);
+  EXPECT_EQ(mode_of(path), 0775u) << "an open with O_TRUNC";
+
+  reset(06775);
+  ASSERT_TRUE(append());
+  EXPECT_EQ(mode_of(path), 06775u) << "root's write keeps them (CAP_FSETID)";
+
+  ASSERT_EQ(chown(path.c_str(), 65534, 0), 0) << errno_text();
+  EXPECT_EQ(mode_of(path), 0775u) << "a chown, by root too";
+}
+
+// The kernel asks for security.capability before a write only while it has not
+// seen that the file has none: not once per write.
+TEST(SetIdBits, WritesDoNotEachAskForSecurityCapability) {
+  MIMICFS_REQUIRE_MOUNTABLE();
+  MountedVolume vol("nfs");
+  ASSERT_TRUE(vol.mounted()) << vol.error();
+  Fd fd(open(vol.file("log").c_str(), O_CREAT | O_WRONLY, 0644));
+  ASSERT_TRUE(fd.ok()) << errno_text();
+  vol.reset_counters();
+  for (int i = 0; i < 200; ++i) write_at(fd.get(), "record", i * 4096);
+  const nlohmann::json stats = vol.stats();
+  EXPECT_EQ(op_count(stats, "write"), 200u);
+  EXPECT_LE(op_count(stats, "getxattr"), 2u);
 }
 
 // --- shared mappings ---------------------------------------------------------------

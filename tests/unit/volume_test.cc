@@ -1268,5 +1268,48 @@ TEST(Volume, SyncsAndClosesReportTheFilesWhoseBlocksChanged) {
   EXPECT_EQ(sync_all.changed_attributes, std::vector<uint64_t>{other});
 }
 
+// FUSE_HANDLE_KILLPRIV_V2: the kernel says when (kKillSuidgid), the volume
+// clears as Linux's VFS: S_ISUID always, S_ISGID only with group execute.
+TEST(Volume, KillSuidgidClearsSetIdBitsAsLinuxDoes) {
+  Fs fs("ext4");
+  const uint64_t file = fs.create_open("tool");
+  auto chmod = [&](uint32_t mode) {
+    AttributeChanges changes;
+    changes.mode = mode;
+    ASSERT_TRUE(fs.volume.setattr(file, changes).has_value());
+  };
+  auto mode = [&] { return fs.attributes(file).mode & 07777; };
+
+  chmod(06775);
+  ASSERT_TRUE(fs.volume.write(file, 0, as_bytes("x"), 0).has_value());
+  EXPECT_EQ(mode(), 06775u) << "a write without the kernel's word keeps them";
+  Work work;
+  ASSERT_TRUE(fs.volume.write(file, 0, as_bytes("x"), kKillSuidgid, work).has_value());
+  EXPECT_EQ(mode(), 0775u);
+  EXPECT_EQ(work.changed_attributes, std::vector<uint64_t>{file}) << "the mode changed";
+
+  chmod(06765);
+  ASSERT_TRUE(fs.volume.write(file, 0, as_bytes("x"), kKillSuidgid).has_value());
+  EXPECT_EQ(mode(), 02765u) << "S_ISGID without group execute is mandatory locking: kept";
+
+  chmod(06775);
+  AttributeChanges truncate;
+  truncate.size = 0;
+  truncate.kill_suidgid = true;
+  auto attributes = fs.volume.setattr(file, truncate);
+  ASSERT_TRUE(attributes.has_value());
+  EXPECT_EQ(attributes->mode & 07777, 0775u) << "the reply carries the new mode";
+
+  chmod(06775);
+  ASSERT_TRUE(fs.volume.open(file, O_WRONLY | O_TRUNC | kKillSuidgid).has_value());
+  EXPECT_EQ(mode(), 0775u);
+
+  chmod(06775);
+  Work nothing;
+  ASSERT_TRUE(fs.volume.write(file, 0, as_bytes("x"), kKillSuidgid, nothing).has_value());
+  ASSERT_TRUE(fs.volume.write(file, 0, as_bytes("x"), kKillSuidgid, nothing).has_value());
+  EXPECT_EQ(nothing.changed_attributes.size(), 1u) << "reported once, when a bit went";
+}
+
 }  // namespace
 }  // namespace mimicfs

@@ -1,0 +1,34 @@
+// FuseChannel: the requests and replies between the kernel and libfuse, seen
+// through libfuse 3.14's custom I/O (fuse_session_custom_io), to add what the
+// protocol offers and libfuse 3.14 can neither ask for nor pass on:
+//   - FUSE_HANDLE_KILLPRIV_V2 in the INIT reply, when the kernel offers it. A
+//     FUSE superblock is not SB_NOSEC otherwise, and the kernel asks the
+//     daemon for security.capability before every write: a GETXATTR round
+//     trip per write, half the requests of a small-write workload. With it the
+//     kernel asks once per inode (until the attributes are next refreshed),
+//     and the filesystem clears S_ISUID and S_ISGID where the kernel says.
+//   - where the kernel says: the "kill suid/sgid" flags of WRITE
+//     (FUSE_WRITE_KILL_SUIDGID), SETATTR (FATTR_KILL_SUIDGID: a truncate by a
+//     caller without CAP_FSETID, any chown) and OPEN with O_TRUNC
+//     (FUSE_OPEN_KILL_SUIDGID), which libfuse 3.14 drops. They are kept for
+//     the thread that serves the request: libfuse's loops read a request and
+//     process it on one thread.
+#pragma once
+
+#define FUSE_USE_VERSION 314
+#include <fuse_lowlevel.h>
+
+namespace mimicfs::fuse_channel {
+
+// Routes `session`'s reads and writes of /dev/fuse through the channel; call
+// after fuse_session_mount, before the loop. False (logged) when libfuse refused.
+bool attach(fuse_session* session);
+
+// True when the request this thread is serving asks the filesystem to clear
+// S_ISUID and S_ISGID (the caller lacks CAP_FSETID, or it is a chown).
+bool request_kills_suidgid();
+
+// True once the kernel took FUSE_HANDLE_KILLPRIV_V2 (the INIT reply carried it).
+bool kills_privileges();
+
+}  // namespace mimicfs::fuse_channel
