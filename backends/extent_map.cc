@@ -13,15 +13,62 @@ bool ExtentMap::mergeable(const Extent& a, const Extent& b) const {
          (max_length(a.unwritten) == 0 || a.length + b.length <= max_length(a.unwritten));
 }
 
-void ExtentMap::insert(const Extent& extent) {
-  extents_.emplace(extent.logical, extent);
-  mapped_blocks_ += extent.length;
-  if (extent.unwritten) ++unwritten_extents_;
+namespace {
+
+int64_t offset_of(const Extent& e) {
+  return static_cast<int64_t>(e.physical) - static_cast<int64_t>(e.logical);
+}
+
+}  // namespace
+
+void ExtentMap::count_pair(const Extent* before, const Extent* after, int sign) {
+  if (after == nullptr) return;
+  const bool fragment = before == nullptr || offset_of(*before) != offset_of(*after);
+  const bool gap = before != nullptr && before->logical_end() < after->logical;
+  if (sign > 0) {
+    fragments_ += fragment ? 1 : 0;
+    gaps_between_ += gap ? 1 : 0;
+  } else {
+    fragments_ -= fragment ? 1 : 0;
+    gaps_between_ -= gap ? 1 : 0;
+  }
+}
+
+void ExtentMap::count_extent(Map::const_iterator it, int sign) {
+  const Extent& e = it->second;
+  uint64_t& length_bucket = lengths_[std::bit_width(std::bit_ceil(e.length)) - 1];
+  if (sign > 0) {
+    mapped_blocks_ += e.length;
+    unwritten_extents_ += e.unwritten ? 1 : 0;
+    ++length_bucket;
+  } else {
+    mapped_blocks_ -= e.length;
+    unwritten_extents_ -= e.unwritten ? 1 : 0;
+    --length_bucket;
+  }
+}
+
+ExtentMap::Map::iterator ExtentMap::insert(const Extent& extent, Map::const_iterator hint) {
+  auto it = extents_.emplace_hint(hint, extent.logical, extent);
+  const Extent* before = it == extents_.begin() ? nullptr : &std::prev(it)->second;
+  auto next = std::next(it);
+  const Extent* after = next == extents_.end() ? nullptr : &next->second;
+  // `before` and `after` were neighbours; now the new extent stands between them.
+  count_pair(before, after, -1);
+  count_pair(before, &it->second, +1);
+  count_pair(&it->second, after, +1);
+  count_extent(it, +1);
+  return it;
 }
 
 ExtentMap::Map::iterator ExtentMap::erase(Map::iterator it) {
-  mapped_blocks_ -= it->second.length;
-  if (it->second.unwritten) --unwritten_extents_;
+  const Extent* before = it == extents_.begin() ? nullptr : &std::prev(it)->second;
+  auto next = std::next(it);
+  const Extent* after = next == extents_.end() ? nullptr : &next->second;
+  count_pair(before, &it->second, -1);
+  count_pair(&it->second, after, -1);
+  count_pair(before, after, +1);
+  count_extent(it, -1);
   return extents_.erase(it);
 }
 
@@ -50,9 +97,7 @@ void ExtentMap::merge_around(Map::iterator it) {
       Extent merged = prev->second;
       merged.length += it->second.length;
       erase(prev);
-      erase(it);
-      insert(merged);
-      it = extents_.find(merged.logical);
+      it = insert(merged, erase(it));
     }
   }
   auto next = std::next(it);
@@ -60,8 +105,7 @@ void ExtentMap::merge_around(Map::iterator it) {
     Extent merged = it->second;
     merged.length += next->second.length;
     erase(next);
-    erase(it);
-    insert(merged);
+    insert(merged, erase(it));
   }
 }
 
@@ -83,10 +127,7 @@ void ExtentMap::map(uint64_t logical, uint64_t physical, uint64_t length, bool u
     return;
   }
   // `it` is the first extent after the new one: insert right before it, no second search.
-  auto inserted = extents_.emplace_hint(it, logical, Extent{logical, physical, length, unwritten});
-  mapped_blocks_ += length;
-  if (unwritten) ++unwritten_extents_;
-  merge_around(inserted);
+  merge_around(insert(Extent{logical, physical, length, unwritten}, it));
 }
 
 std::vector<BlockRange> ExtentMap::unmap(uint64_t logical, uint64_t length) {
@@ -100,13 +141,11 @@ std::vector<BlockRange> ExtentMap::unmap(uint64_t logical, uint64_t length) {
     const uint64_t cut_start = std::max(e.logical, logical);
     const uint64_t cut_end = std::min(e.logical_end(), end);
     if (e.logical < cut_start) {
-      insert(Extent{e.logical, e.physical, cut_start - e.logical, e.unwritten});
+      insert(Extent{e.logical, e.physical, cut_start - e.logical, e.unwritten}, it);
     }
     if (cut_end < e.logical_end()) {
       const uint64_t offset = cut_end - e.logical;
-      insert(Extent{cut_end, e.physical + offset, e.length - offset, e.unwritten});
-      it = extents_.find(cut_end);
-      ++it;
+      it = std::next(insert(Extent{cut_end, e.physical + offset, e.length - offset, e.unwritten}, it));
     }
     released.push_back(BlockRange{e.physical + (cut_start - e.logical), cut_end - cut_start});
   }
@@ -191,28 +230,26 @@ ExtentSummary ExtentMap::summarize() const {
   s.extents = extents_.size();
   s.unwritten_extents = unwritten_extents_;
   s.mapped_blocks = mapped_blocks_;
-  bool first = true;
-  int64_t previous_offset = 0;
-  for (const auto& [logical, e] : extents_) {
-    const int64_t offset = static_cast<int64_t>(e.physical) - static_cast<int64_t>(e.logical);
-    if (first || offset != previous_offset) ++s.fragments;
-    ++s.length_histogram[std::bit_ceil(e.length)];
-    first = false;
-    previous_offset = offset;
+  s.fragments = fragments_;
+  for (size_t bits = 0; bits < lengths_.size(); ++bits) {
+    if (lengths_[bits] != 0) s.length_histogram[uint64_t{1} << bits] = lengths_[bits];
   }
   return s;
 }
 
 uint64_t ExtentMap::count_holes(uint64_t end_block) const {
-  uint64_t holes = 0;
-  uint64_t cursor = 0;
-  for (const auto& [logical, e] : extents_) {
-    if (logical >= end_block) break;
-    if (logical > cursor) ++holes;
-    cursor = e.logical_end();
+  if (end_block == 0) return 0;
+  // The extents starting below the end, and the gaps between them: all the
+  // gaps but those before extents at or past the end (few: preallocation).
+  auto past = extents_.lower_bound(end_block);
+  uint64_t gaps = gaps_between_;
+  for (auto it = past; it != extents_.end() && it != extents_.begin(); ++it) {
+    if (std::prev(it)->second.logical_end() < it->second.logical) --gaps;
   }
-  if (cursor < end_block) ++holes;
-  return holes;
+  if (past == extents_.begin()) return 1;  // no extent below the end: one hole
+  const uint64_t leading = extents_.begin()->second.logical > 0 ? 1 : 0;
+  const uint64_t trailing = std::prev(past)->second.logical_end() < end_block ? 1 : 0;
+  return leading + gaps + trailing;
 }
 
 std::vector<Extent> ExtentMap::all() const {

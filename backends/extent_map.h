@@ -5,11 +5,14 @@
 // the device, with the same written/unwritten state, are always merged, so the
 // number of extents is exactly the FIEMAP record count. Every operation is
 // O(log n + k) for n extents and k extents touched; millions of extents are
-// normal (a 4 GiB file after glibc's NFS fallback has 1 M).
+// normal (a 4 GiB file after glibc's NFS fallback has 1 M). What filefrag would
+// say (fragments, holes, the length histogram) is kept up to date at each
+// change, from an extent's neighbours, so a stats snapshot never walks the map.
 //
 // Not thread-safe: the owning inode's mutex guards it.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -86,17 +89,24 @@ class ExtentMap {
   uint64_t unwritten_extent_count() const { return unwritten_extents_; }
   bool empty() const { return extents_.empty(); }
 
-  // Walks every extent: O(n).
+  // O(1): kept as the map changes.
   ExtentSummary summarize() const;
-  // Number of holes between block 0 and `end_block` (a file's size in blocks).
+  // Number of holes between block 0 and `end_block` (a file's size in blocks):
+  // O(log n + k) for k extents at or past `end_block`.
   uint64_t count_holes(uint64_t end_block) const;
   std::vector<Extent> all() const;
 
  private:
   using Map = std::map<uint64_t, Extent>;  // keyed by Extent::logical
 
-  void insert(const Extent& extent);
+  // Every change of the map goes through these two, which keep the counts.
+  Map::iterator insert(const Extent& extent, Map::const_iterator hint);
+  void insert(const Extent& extent) { insert(extent, extents_.lower_bound(extent.logical)); }
   Map::iterator erase(Map::iterator it);
+  // What the extent at `it` adds to the counts beside its predecessor (none at
+  // the start), with `sign` +1 or -1; and the same for the pair around a gap.
+  void count_extent(Map::const_iterator it, int sign);
+  void count_pair(const Extent* before, const Extent* after, int sign);
   // Merges the extent at `it` with mergeable neighbours.
   void merge_around(Map::iterator it);
   // The first extent whose range ends after `logical`.
@@ -114,6 +124,13 @@ class ExtentMap {
   Map extents_;
   uint64_t mapped_blocks_ = 0;
   uint64_t unwritten_extents_ = 0;
+  // Extents that start a fragment: the first, and each whose file-to-device
+  // offset differs from its predecessor's.
+  uint64_t fragments_ = 0;
+  // Neighbouring extents with a gap in the file between them.
+  uint64_t gaps_between_ = 0;
+  // Extents by log2 of their length rounded up to a power of two.
+  std::array<uint64_t, 65> lengths_{};
 };
 
 }  // namespace mimicfs

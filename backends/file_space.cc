@@ -54,6 +54,31 @@ uint64_t FileSpace::next_hole(uint64_t block) const {
   return hole;
 }
 
+uint64_t FileSpace::holes(uint64_t size_blocks) const {
+  int64_t holes = static_cast<int64_t>(extents_.count_holes(size_blocks));
+  // Delayed blocks lie in holes of the mapping (they have no device blocks yet)
+  // and split them: each run of them in a hole adds a piece, one fewer where it
+  // touches the hole's start or end. O(d log n) for d runs, n extents.
+  const auto& runs = delayed_.ranges();
+  for (auto run = runs.begin(); run != runs.end() && run->first < size_blocks;) {
+    const uint64_t start = run->first;
+    const auto before = extents_.nearest_before(start);
+    const auto after = extents_.first_at_or_after(start);
+    const uint64_t hole_start = before ? before->logical_end() : 0;
+    const uint64_t hole_end = std::min(size_blocks, after ? after->logical : size_blocks);
+    int64_t pieces = 1;
+    if (start <= hole_start) --pieces;  // the run starts the hole
+    uint64_t end = hole_start;
+    for (; run != runs.end() && run->first < hole_end; ++run) {
+      end = std::min(hole_end, run->first + run->second);
+      ++pieces;
+    }
+    if (end >= hole_end) --pieces;  // the last run ends it
+    holes += pieces - 1;            // the hole itself was counted once
+  }
+  return static_cast<uint64_t>(holes);
+}
+
 void FileSpace::describe(uint64_t size_blocks, FileStats& f) const {
   const uint64_t unit = device_.unit();
   const ExtentSummary summary = extents_.summarize();
@@ -61,14 +86,7 @@ void FileSpace::describe(uint64_t size_blocks, FileStats& f) const {
   f.extents = summary.extents;
   f.fragments = summary.fragments;
   f.unwritten_extents = summary.unwritten_extents;
-  if (delayed_.empty()) {
-    f.holes = extents_.count_holes(size_blocks);
-  } else {
-    f.holes = 0;
-    for (const BlockRange& hole : extents_.holes(0, size_blocks)) {
-      f.holes += delayed_.gaps(hole.start, hole.length).size();
-    }
-  }
+  f.holes = holes(size_blocks);
   f.delayed_bytes = delayed_.blocks() * unit;
   uint64_t mapped_past_eof = 0;
   for (const Extent& e : extents_.find(size_blocks, kAllBlocks - size_blocks)) {

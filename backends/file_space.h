@@ -41,6 +41,9 @@ class FileSpace {
   uint64_t next_hole(uint64_t block) const;
   // Fills the allocation fields of `stats` for a file of `size_blocks` blocks.
   void describe(uint64_t size_blocks, FileStats& stats) const;
+  // Runs of blocks in [0, size_blocks) with neither device blocks nor delayed
+  // data: O(log n) with nothing delayed, O(d log n) for d delayed runs.
+  uint64_t holes(uint64_t size_blocks) const;
 
   // A write of blocks [first, first+count) in a file that will be `size` bytes:
   // holes not awaiting allocation (and, copy-on-write, written blocks it

@@ -14,6 +14,7 @@
 #include "fusefs/control_files.h"
 #include "fusefs/exit_status.h"
 #include "fusefs/fuse_channel.h"
+#include "fusefs/heap_trimmer.h"
 
 namespace mimicfs {
 
@@ -102,6 +103,7 @@ int mount_and_serve(const MountOptions& options) {
                options.latency.to_string());
   // The mount exists now; the parent returns from here and the child serves it.
   fuse_daemonize(options.foreground ? 1 : 0);
+  HeapTrimmer heap_trimmer;  // a thread: after the fork
 
   fuse_loop_config* config = fuse_loop_cfg_create();
   fuse_loop_cfg_set_max_threads(config, 16);

@@ -191,7 +191,7 @@ status_kib() {
 
 mib() { echo "$(($1 / 1024)) MiB"; }
 
-# RSS before, at the peak and after a command, for the daemons of the given
+# RSS before, at the peak and 2 s after a command, for the daemons of the given
 # mountpoints: `with_rss "DIR..." COMMAND...`. The peak is VmHWM after a reset
 # (clear_refs 5), and a 50 ms sampler where the reset is refused.
 rss_lines=()
@@ -205,6 +205,7 @@ with_rss() {
     before+=("$(status_kib "$pid" VmRSS)")
   done
   "$@" || status=$?
+  sleep 2 # the daemon gives malloc's free memory back once a second (fusefs/heap_trimmer.h)
   for i in "${!dirs[@]}"; do
     pid="${pids[$i]}"
     rss_lines+=("$(printf '%-22s before %8s   peak %8s   after %8s   (%s)' \
@@ -330,7 +331,7 @@ fi
 
 if ((${#rss_lines[@]})); then
   echo
-  echo "daemon RSS (VmRSS before and after, VmHWM since the reset before the part):"
+  echo "daemon RSS (VmRSS before and 2 s after, VmHWM since the reset before the part):"
   printf '  %s\n' "${rss_lines[@]}"
 fi
 exit "$status"

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <map>
 #include <optional>
 #include <random>
@@ -362,6 +363,64 @@ TEST(ExtentMap, CountHolesIgnoresExtentsPastTheEnd) {
   map.map(50, 200, 2, false);  // e.g. preallocated beyond EOF
   EXPECT_EQ(map.count_holes(4), 1u);
   EXPECT_EQ(map.count_holes(2), 0u);
+}
+
+// The counts kept at each change agree with a walk of every extent, whatever
+// the sequence of maps, unmaps and conversions (limits on, so records split).
+TEST(ExtentMap, KeptCountsAgreeWithAWalkAfterRandomChanges) {
+  std::mt19937_64 random(5);
+  auto below = [&](uint64_t n) { return random() % n; };
+  ExtentMap map(/*max_extent_blocks=*/16, /*max_unwritten_blocks=*/8);
+  uint64_t next_physical = 1000;
+  for (int step = 0; step < 4000; ++step) {
+    const uint64_t logical = below(400);
+    const uint64_t length = 1 + below(40);
+    switch (below(3)) {
+      case 0:
+        // Into the holes of the range, on the device either right after the
+        // file's previous block (offsets kept) or somewhere new.
+        for (const BlockRange& hole : map.holes(logical, length)) {
+          const uint64_t physical = below(2) == 0 ? hole.start + 5000 : (next_physical += 50);
+          map.map(hole.start, physical, hole.length, below(4) == 0);
+        }
+        break;
+      case 1:
+        map.unmap(logical, length);
+        break;
+      default:
+        map.mark_written(logical, length);
+        break;
+    }
+    const Extents all = map.all();
+    ExtentSummary walked;
+    int64_t previous_offset = 0;
+    for (size_t i = 0; i < all.size(); ++i) {
+      const Extent& e = all[i];
+      const int64_t offset = static_cast<int64_t>(e.physical) - static_cast<int64_t>(e.logical);
+      if (i == 0 || offset != previous_offset) ++walked.fragments;
+      ++walked.length_histogram[std::bit_ceil(e.length)];
+      walked.mapped_blocks += e.length;
+      walked.unwritten_extents += e.unwritten;
+      previous_offset = offset;
+    }
+    const ExtentSummary kept = map.summarize();
+    ASSERT_EQ(kept.extents, all.size()) << "step " << step;
+    ASSERT_EQ(kept.fragments, walked.fragments) << "step " << step;
+    ASSERT_EQ(kept.mapped_blocks, walked.mapped_blocks) << "step " << step;
+    ASSERT_EQ(kept.unwritten_extents, walked.unwritten_extents) << "step " << step;
+    ASSERT_EQ(kept.length_histogram, walked.length_histogram) << "step " << step;
+    for (const uint64_t end : {uint64_t{0}, uint64_t{1}, below(450), uint64_t{450}}) {
+      uint64_t holes = 0;
+      uint64_t cursor = 0;
+      for (const Extent& e : all) {
+        if (e.logical >= end) break;
+        if (e.logical > cursor) ++holes;
+        cursor = e.logical_end();
+      }
+      if (cursor < end) ++holes;
+      ASSERT_EQ(map.count_holes(end), holes) << "step " << step << " end " << end;
+    }
+  }
 }
 
 // --- maximum extent length

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <random>
+
 #include "tests/unit/volume_fixture.h"
 
 namespace mimicfs {
@@ -88,6 +91,46 @@ TEST(FileSpace, DescribeCountsHolesDelayedAndPreallocation) {
   EXPECT_EQ(f.delayed_bytes, 2 * s.unit());
   EXPECT_EQ(f.holes, 2u);  // [1,5) and [6,10)
   EXPECT_EQ(f.extents, 0u);
+}
+
+// Holes are counted from the mapping and the delayed runs' neighbours, never by
+// a walk; they agree with a walk of every block after random writes (delayed),
+// partial writebacks, fallocates and punches.
+TEST(FileSpace, HolesAgreeWithABlockWalkWithDelayedData) {
+  Space s("ext4");
+  std::mt19937_64 random(9);
+  auto below = [&](uint64_t n) { return random() % n; };
+  constexpr uint64_t kBlocks = 300;
+  uint64_t size_blocks = 0;
+  for (int step = 0; step < 1500; ++step) {
+    const uint64_t first = below(kBlocks);
+    const uint64_t count = 1 + below(20);
+    switch (below(4)) {
+      case 0:
+        size_blocks = std::max(size_blocks, first + count);
+        ASSERT_TRUE(s.file.write(first, count, size_blocks * s.unit(), s.work).has_value());
+        break;
+      case 1:
+        s.file.flush_delayed(first, count, size_blocks * s.unit(), s.work);
+        break;
+      case 2:
+        ASSERT_TRUE(s.file.allocate(first, count, size_blocks * s.unit(), s.work).has_value());
+        break;
+      default:
+        s.file.punch(first, count);
+        break;
+    }
+    for (const uint64_t end : {size_blocks, below(kBlocks + 30), uint64_t{0}}) {
+      uint64_t walked = 0;
+      bool in_hole = false;
+      for (uint64_t block = 0; block < end; ++block) {
+        const bool filled = !s.file.extents().find(block, 1).empty() || s.file.has_data(block, 1);
+        if (!filled && !in_hole) ++walked;
+        in_hole = !filled;
+      }
+      ASSERT_EQ(s.file.holes(end), walked) << "step " << step << " end " << end;
+    }
+  }
 }
 
 // The allocation at the last sync is what a crash restores: punched blocks come

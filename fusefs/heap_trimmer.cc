@@ -1,0 +1,51 @@
+#include "fusefs/heap_trimmer.h"
+
+#include <malloc.h>
+#include <spdlog/spdlog.h>
+
+#include <atomic>
+#include <chrono>
+
+namespace mimicfs {
+
+HeapTrimmer::HeapTrimmer() {
+  // glibc raises the trim threshold each time it frees a large chunk (a
+  // thread's request buffer), up to 64 MiB, and never gives back the top of a
+  // thread's heap below it: set, it stays at glibc's default, 128 KiB.
+  mallopt(M_TRIM_THRESHOLD, 128 << 10);
+  thread_ = std::thread([this] {
+    std::unique_lock lock(mutex_);
+    while (!stop_requested_.wait_for(lock, std::chrono::seconds(1), [this] { return stopping_; })) {
+      lock.unlock();
+      if (const uint64_t freed = trim_if_worth_it(); freed > 0) {
+        spdlog::debug("gave {} MiB that malloc held free back to the system", freed >> 20);
+      }
+      lock.lock();
+    }
+  });
+}
+
+HeapTrimmer::~HeapTrimmer() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  stop_requested_.notify_all();
+  thread_.join();
+}
+
+uint64_t HeapTrimmer::trim_if_worth_it() {
+  // fordblks: the free bytes in every arena's chunks (mmapped chunks are not
+  // counted). Trimmed chunks stay free chunks, their pages given back: what
+  // counts is how much more is free than after the last trim.
+  static std::atomic<uint64_t> free_after_last_trim{0};
+  const uint64_t free_now = mallinfo2().fordblks;
+  const uint64_t trimmed = free_after_last_trim.load();
+  if (free_now < trimmed) free_after_last_trim = free_now;  // reused since
+  if (free_now < trimmed + kThresholdBytes) return 0;
+  malloc_trim(0);
+  free_after_last_trim = mallinfo2().fordblks;
+  return free_now - trimmed;
+}
+
+}  // namespace mimicfs
