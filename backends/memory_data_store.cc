@@ -6,6 +6,11 @@
 #include <cstring>
 #include <new>
 
+// Linux 5.14; Debian 12's headers may lack it.
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+
 namespace mimicfs {
 namespace {
 
@@ -43,6 +48,35 @@ MemoryFileData::Segment::Segment(Segment&& other) noexcept
   other.base_ = nullptr;
 }
 
+void MemoryFileData::Segment::populate(uint64_t first, uint64_t count) {
+  // One call where the copy would take a page fault per page (the kernel still
+  // zeroes each page). Refused before Linux 5.14: the faults do it then.
+  madvise(page(first), count * kPageSize, MADV_POPULATE_WRITE);
+}
+
+void MemoryFileData::populate_for(Segment& segment, uint64_t offset,
+                                  std::span<const std::byte> data) {
+  const uint64_t first = (offset + kPageSize - 1) / kPageSize;
+  const uint64_t end = (offset + data.size()) / kPageSize;
+  if (end < first + kPopulateMinPages) return;
+  // Runs of whole pages not stored yet that the write fills with data: a page
+  // of zeros is never kept (write_in), so it is not populated either.
+  auto wanted = [&](uint64_t page) {
+    return !segment.stored.test(page) &&
+           !all_zero(data.data() + (page * kPageSize - offset), kPageSize);
+  };
+  for (uint64_t page = first; page < end;) {
+    if (!wanted(page)) {
+      ++page;
+      continue;
+    }
+    uint64_t run_end = page + 1;
+    while (run_end < end && wanted(run_end)) ++run_end;
+    if (run_end - page >= kPopulateMinPages) segment.populate(page, run_end - page);
+    page = run_end;
+  }
+}
+
 void MemoryFileData::Segment::discard(uint64_t first, uint64_t count) {
   if (count == 0) return;
   // Cannot fail on a private anonymous mapping of ours with whole pages.
@@ -51,6 +85,7 @@ void MemoryFileData::Segment::discard(uint64_t first, uint64_t count) {
 }
 
 void MemoryFileData::write_in(Segment& segment, uint64_t offset, std::span<const std::byte> data) {
+  populate_for(segment, offset, data);
   uint64_t done = 0;
   uint64_t discard_first = 0;  // a run of pages that became all zero, handed back at once
   uint64_t discard_count = 0;

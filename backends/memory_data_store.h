@@ -45,6 +45,8 @@ class MemoryFileData final : public FileData {
     Segment(const Segment&) = delete;
 
     std::byte* page(uint64_t index) const { return base_ + index * kPageSize; }
+    // Gives pages [first, first+count) memory now, in one call.
+    void populate(uint64_t first, uint64_t count);
     // Hands pages [first, first+count) back to the kernel: they read as zero.
     void discard(uint64_t first, uint64_t count);
 
@@ -54,6 +56,9 @@ class MemoryFileData final : public FileData {
     std::byte* base_;
   };
 
+  // A large write into pages not stored yet populates them first.
+  static constexpr uint64_t kPopulateMinPages = 16;
+  void populate_for(Segment& segment, uint64_t offset, std::span<const std::byte> data);
   // Writes `data` at `offset` inside `segment` (offset + size <= kSegmentSize).
   void write_in(Segment& segment, uint64_t offset, std::span<const std::byte> data);
   // Zeroes [offset, offset+length) inside `segment`.

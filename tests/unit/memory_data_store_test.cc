@@ -285,6 +285,19 @@ TEST(MemoryDataStore, ADeletedFileReturnsItsMemoryToTheSystem) {
   EXPECT_LE(resident_bytes(), before + 4 * kMiB);
 }
 
+// Large writes populate their pages in one call: never the pages of zeros.
+TEST(MemoryDataStore, ZerosInALargeWriteTakeNoMemory) {
+  constexpr uint64_t kMiB = 1 << 20;
+  auto chunk = pattern(kMiB, 19);
+  std::fill(chunk.begin() + 64 * kPage, chunk.begin() + 192 * kPage, std::byte{0});
+  MemoryFileData file;
+  const uint64_t before = resident_bytes();
+  for (uint64_t i = 0; i < 64; ++i) file.write(i * kMiB, chunk);
+  EXPECT_EQ(file.stored_bytes(), 64 * 128 * kPage);
+  EXPECT_LE(resident_bytes(), before + 34 * kMiB) << "half of each MiB is zeros";
+  EXPECT_EQ(read(file, 5 * kMiB, kMiB), chunk);
+}
+
 TEST(MemoryDataStore, ZeroedPagesReturnTheirMemoryToTheSystem) {
   constexpr uint64_t kMiB = 1 << 20;
   const auto chunk = pattern(kMiB, 18);
