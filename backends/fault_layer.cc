@@ -23,6 +23,7 @@ bool FaultLayer::faultable(Op op) {
     case Op::kPunch:
     case Op::kFsync:
     case Op::kCopyFileRange:
+    case Op::kTmpfile:
       return true;
     default:
       return false;

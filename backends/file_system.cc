@@ -25,6 +25,10 @@ Result<Attributes> FileSystem::create(uint64_t parent, const std::string& name, 
   Work work;
   return create(parent, name, mode, rdev, owner, open_handle, work);
 }
+Result<Attributes> FileSystem::tmpfile(uint64_t parent, uint32_t mode, Owner owner) {
+  Work work;
+  return tmpfile(parent, mode, owner, work);
+}
 Result<Attributes> FileSystem::mkdir(uint64_t parent, const std::string& name, uint32_t mode,
                                      Owner owner) {
   Work work;

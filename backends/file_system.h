@@ -117,6 +117,12 @@ class FileSystem {
   [[nodiscard]] virtual Result<Attributes> create(uint64_t parent, const std::string& name,
                                                   uint32_t mode, uint64_t rdev, Owner owner,
                                                   bool open_handle, Work& work) = 0;
+  // open(2) with O_TMPFILE in directory `parent`: a regular file with no name
+  // (nlink 0), open once (one handle, released by release()) and referenced
+  // once. link() may give it a name, once; without one it goes at its last
+  // release and forget, as an unlinked open file.
+  [[nodiscard]] virtual Result<Attributes> tmpfile(uint64_t parent, uint32_t mode, Owner owner,
+                                                   Work& work) = 0;
   [[nodiscard]] virtual Result<Attributes> mkdir(uint64_t parent, const std::string& name,
                                                  uint32_t mode, Owner owner, Work& work) = 0;
   [[nodiscard]] virtual Result<Attributes> symlink(uint64_t parent, const std::string& name,
@@ -253,6 +259,7 @@ class FileSystem {
   Result<Attributes> setattr(uint64_t inode, const AttributeChanges& changes);
   Result<Attributes> create(uint64_t parent, const std::string& name, uint32_t mode, uint64_t rdev,
                             Owner owner, bool open_handle = false);
+  Result<Attributes> tmpfile(uint64_t parent, uint32_t mode, Owner owner);
   Result<Attributes> mkdir(uint64_t parent, const std::string& name, uint32_t mode, Owner owner);
   Result<Attributes> symlink(uint64_t parent, const std::string& name, const std::string& target,
                              Owner owner);

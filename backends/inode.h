@@ -53,6 +53,7 @@ struct Inode {
   std::map<std::string, std::shared_ptr<Inode>> entries;  // directories only
   uint64_t parent = 0;  // the directory of its last entry (0: none yet)
   std::string name;     // that entry's name, for fault rules' paths
+  bool unnamed = false;  // an O_TMPFILE file never linked: link() may name it
   // Removals of its entries not yet durable (NamespaceJournal): a crash may put
   // them back, so its storage stays until they are (atomic: Volume reads it
   // under the inode's mutex alone).

@@ -45,6 +45,11 @@ Result<Attributes> Layer::create(uint64_t parent, const std::string& name, uint3
   });
 }
 
+Result<Attributes> Layer::tmpfile(uint64_t parent, uint32_t mode, Owner owner, Work& work) {
+  return around<Attributes>({Op::kTmpfile, parent, {}}, work,
+                            [&] { return target_.tmpfile(parent, mode, owner, work); });
+}
+
 Result<Attributes> Layer::mkdir(uint64_t parent, const std::string& name, uint32_t mode,
                                 Owner owner, Work& work) {
   return around<Attributes>({Op::kMkdir, parent, name}, work,

@@ -37,6 +37,7 @@ class Layer : public FileSystem {
   Result<Attributes> setattr(uint64_t inode, const AttributeChanges& changes, Work& work) override;
   Result<Attributes> create(uint64_t parent, const std::string& name, uint32_t mode, uint64_t rdev,
                             Owner owner, bool open_handle, Work& work) override;
+  Result<Attributes> tmpfile(uint64_t parent, uint32_t mode, Owner owner, Work& work) override;
   Result<Attributes> mkdir(uint64_t parent, const std::string& name, uint32_t mode, Owner owner,
                            Work& work) override;
   Result<Attributes> symlink(uint64_t parent, const std::string& name, const std::string& target,
@@ -88,6 +89,7 @@ class Layer : public FileSystem {
 
   using FileSystem::crash;
   using FileSystem::create;
+  using FileSystem::tmpfile;
   using FileSystem::fallocate;
   using FileSystem::flush;
   using FileSystem::forget;

@@ -139,6 +139,23 @@ Result<Attributes> Namespace::add(uint64_t parent, const std::string& name, uint
   return attributes;
 }
 
+Result<Attributes> Namespace::add_unnamed(uint64_t parent, uint32_t mode, Owner owner,
+                                          Work& work) {
+  std::lock_guard lock(mutex_);
+  auto dir = directory_locked(parent);
+  if (!dir) return std::unexpected(dir.error());
+  if (inodes_.size() >= kMaxInodes) return fail(ENOSPC);
+  auto child = new_inode(mode, owner, **dir);
+  child->references = 1;
+  child->unnamed = true;
+  inodes_.emplace(child->number, child);
+  work.file = child->number;
+  ++work.metadata_updates;
+  std::lock_guard child_lock(child->mutex);
+  child->open_handles = 1;
+  return child->attributes(profile_.allocation_unit, profile_.statfs_block_size);
+}
+
 uint64_t Namespace::inode_count() {
   std::lock_guard lock(mutex_);
   return inodes_.size();
@@ -288,11 +305,18 @@ Result<Attributes> Namespace::link(uint64_t inode, uint64_t new_parent, const st
   auto node = find_locked(inode);
   if (!node) return fail(ENOENT);
   if (node->is_directory()) return fail(EPERM);
-  if (node->nlink == 0) return fail(ENOENT);  // linkat of an unlinked file without O_TMPFILE
+  // linkat of an unlinked file: only an O_TMPFILE one never named (the kernel
+  // refuses the others before asking).
+  if (node->nlink == 0 && !node->unnamed) return fail(ENOENT);
   auto dir = directory_locked(new_parent);
   if (!dir) return std::unexpected(dir.error());
   if (new_name.size() > profile_.name_max) return fail(ENAMETOOLONG);
   if ((*dir)->entries.contains(new_name)) return fail(EEXIST);
+  if (node->unnamed) {  // its first name: its path from now on
+    node->unnamed = false;
+    node->parent = (*dir)->number;
+    node->name = new_name;
+  }
   (*dir)->entries.emplace(new_name, node);
   node->nlink.fetch_add(1);
   ++node->references;

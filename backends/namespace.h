@@ -58,6 +58,9 @@ class Namespace {
   Result<Attributes> add(uint64_t parent, const std::string& name, uint32_t mode, Owner owner,
                          uint64_t rdev, const std::string& symlink_target, bool open_handle,
                          Work& work) EXCLUDES(mutex_);
+  // tmpfile: a regular file open once, with no entry yet.
+  Result<Attributes> add_unnamed(uint64_t parent, uint32_t mode, Owner owner, Work& work)
+      EXCLUDES(mutex_);
   Result<Attributes> link(uint64_t inode, uint64_t new_parent, const std::string& new_name,
                           Work& work) EXCLUDES(mutex_);
   Result<void> unlink(uint64_t parent, const std::string& name, Work& work) EXCLUDES(mutex_);

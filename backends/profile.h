@@ -87,6 +87,9 @@ struct Profile {
   // once, and a size change or a punch writes back and commits the file first.
   std::string metadata_durability = "journal";
 
+  // [namespace]
+  bool tmpfile = true;  // open(O_TMPFILE) works (else EOPNOTSUPP: the NFS client)
+
   bool supports(FallocateMode mode) const {
     return (fallocate_modes & static_cast<uint8_t>(mode)) != 0;
   }

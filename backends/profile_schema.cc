@@ -112,6 +112,9 @@ const std::vector<ProfileKey>& profile_keys() {
        true, 1, uint64_t{1} << 30},
       {"statfs.name_max", &Profile::name_max, "bytes", "`f_namelen`; longer names get ENAMETOOLONG",
        true, 1, 255},
+      flag("namespace.tmpfile", &Profile::tmpfile,
+           "open(2) with O_TMPFILE makes a file with no name that linkat can name (ext4, xfs, "
+           "btrfs); false: EOPNOTSUPP, as from the Linux NFS client, which has no ->tmpfile"),
       {"fallocate.modes", FallocateModesField{}, "list",
        "which fallocate calls exist: `allocate` (mode 0), `keep_size`, `punch_hole` "
        "(PUNCH_HOLE\\|KEEP_SIZE), `zero_range` (with or without KEEP_SIZE); the rest get "

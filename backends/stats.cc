@@ -16,7 +16,8 @@ std::string_view op_name(Op op) {
       "lookup",   "getattr", "setattr",  "truncate", "create",    "mkdir",       "symlink",
       "readlink", "link",    "unlink",   "rmdir",    "rename",    "open",        "release",
       "readdir",  "read",    "write",    "flush",    "fsync",     "fallocate",   "punch",
-      "lseek",    "statfs",  "setxattr", "getxattr", "listxattr", "removexattr", "copy_file_range"};
+      "lseek",    "statfs",  "setxattr", "getxattr", "listxattr", "removexattr", "copy_file_range",
+      "tmpfile"};
   static_assert(std::size(kNames) == static_cast<size_t>(Op::kCount));
   return kNames[static_cast<size_t>(op)];
 }

@@ -48,6 +48,7 @@ enum class Op : uint8_t {
   kListxattr,
   kRemovexattr,
   kCopyFileRange,
+  kTmpfile,
   kCount  // not an operation: the number of them
 };
 

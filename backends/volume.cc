@@ -195,6 +195,12 @@ Result<Attributes> Volume::create(uint64_t parent, const std::string& name, uint
                         open_handle, work);
 }
 
+Result<Attributes> Volume::tmpfile(uint64_t parent, uint32_t mode, Owner owner, Work& work) {
+  // Never ENOSYS: the FUSE kernel would refuse O_TMPFILE for the whole mount.
+  if (!profile_.tmpfile) return fail(EOPNOTSUPP);
+  return namespace_.add_unnamed(parent, S_IFREG | (mode & 07777), owner, work);
+}
+
 Result<Attributes> Volume::mkdir(uint64_t parent, const std::string& name, uint32_t mode,
                                  Owner owner, Work& work) {
   return namespace_.add(parent, name, S_IFDIR | (mode & 07777), owner, 0, "", false, work);

@@ -628,6 +628,34 @@ void FuseAdapter::wait_for_invalidations(std::chrono::milliseconds limit) {
   }
 }
 
+fuse_channel::TmpfileReply FuseAdapter::tmpfile(const fuse_channel::TmpfileRequest& request) {
+  fuse_channel::TmpfileReply reply;
+  // The control directory holds no files; ext4 and xfs answer a directory
+  // without the feature so.
+  if (ControlFiles::owns(request.parent)) {
+    reply.error = EOPNOTSUPP;
+    return reply;
+  }
+  auto handle = std::make_unique<Handle>();
+  handle->flags = request.flags;
+  handle->boot = fs().crashes();  // before the create: a crash after it makes it stale
+  auto created = fs().tmpfile(request.parent, request.mode, Owner{request.uid, request.gid});
+  if (!created) {
+    reply.error = created.error().value;
+    return reply;
+  }
+  reply.entry = to_entry(*this, *created);
+  reply.info.keep_cache = 1;
+  Handle* const opened = handle.release();
+  reply.info.fh = reinterpret_cast<uint64_t>(opened);
+  reply.abandoned = [this, opened, inode = created->inode] {
+    std::unique_ptr<Handle> gone(opened);
+    fs().release(inode);
+    fs().forget(inode, 1);
+  };
+  return reply;
+}
+
 void FuseAdapter::invalidate_attributes(const std::vector<uint64_t>& inodes) {
   fuse_session* session = session_.load();
   if (!session) return;

@@ -17,6 +17,7 @@
 
 #include "backends/engine.h"
 #include "fusefs/control_files.h"
+#include "fusefs/fuse_channel.h"
 
 namespace mimicfs {
 
@@ -52,6 +53,10 @@ class FuseAdapter {
   Engine& engine() { return engine_; }
   ControlFiles& control() { return control_; }
   const AdapterOptions& options() const { return options_; }
+
+  // O_TMPFILE, which FuseChannel serves (libfuse 3.14 has no callback for it):
+  // an unnamed file open once, as on_create opens a named one.
+  fuse_channel::TmpfileReply tmpfile(const fuse_channel::TmpfileRequest& request);
 
   // Tells the kernel that these inodes' attributes changed behind its back
   // (Work::changed_attributes); safe inside a request, before its reply.

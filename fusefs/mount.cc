@@ -91,7 +91,10 @@ int mount_and_serve(const MountOptions& options) {
     spdlog::error("cannot mount on {}", options.mountpoint);
     return kExitFailure;
   }
-  // FUSE_HANDLE_KILLPRIV_V2: no security.capability round trip before each write.
+  // FUSE_HANDLE_KILLPRIV_V2 (no security.capability round trip before each
+  // write) and O_TMPFILE, which libfuse 3.14 cannot serve.
+  fuse_channel::serve_tmpfile(
+      [&adapter](const fuse_channel::TmpfileRequest& request) { return adapter.tmpfile(request); });
   if (!fuse_channel::attach(session)) {
     fuse_session_unmount(session);
     fuse_remove_signal_handlers(session);

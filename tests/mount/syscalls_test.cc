@@ -23,6 +23,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <memory>
 #include <set>
 #include <string>
@@ -429,6 +430,83 @@ TEST(SetIdBits, WritesDoNotEachAskForSecurityCapability) {
   const nlohmann::json stats = vol.stats();
   EXPECT_EQ(op_count(stats, "write"), 200u);
   EXPECT_LE(op_count(stats, "getxattr"), 2u);
+}
+
+// --- O_TMPFILE -----------------------------------------------------------------------
+
+// linkat(AT_FDCWD, "/proc/self/fd/N", ..., AT_SYMLINK_FOLLOW): how a program
+// names an O_TMPFILE file without CAP_DAC_READ_SEARCH.
+int link_descriptor(int fd, const std::string& path) {
+  const std::string proc = "/proc/self/fd/" + std::to_string(fd);
+  return linkat(AT_FDCWD, proc.c_str(), AT_FDCWD, path.c_str(), AT_SYMLINK_FOLLOW);
+}
+
+// As on ext4, xfs and btrfs: a file with no name until linkat gives it one.
+TEST(Tmpfile, AnUnnamedFileIsWrittenThenLinkedIntoTheDirectory) {
+  MIMICFS_REQUIRE_MOUNTABLE();
+  MountedVolume vol("ext4");
+  ASSERT_TRUE(vol.mounted()) << vol.error();
+  ASSERT_EQ(mkdir(vol.file("db").c_str(), 0755), 0) << errno_text();
+  Fd fd(open(vol.file("db").c_str(), O_TMPFILE | O_RDWR, 0640));
+  ASSERT_TRUE(fd.ok()) << errno_text();
+  write_at(fd.get(), "table rebuilt aside", 0);
+  struct stat st = fstat_of(fd.get());
+  EXPECT_EQ(st.st_nlink, 0u);
+  EXPECT_EQ(st.st_mode & 07777, 0640u);
+  EXPECT_TRUE(S_ISREG(st.st_mode));
+  EXPECT_EQ(list_directory(vol.file("db")), (std::set<std::string>{".", ".."}));
+  ASSERT_EQ(fsync(fd.get()), 0) << errno_text();
+  ASSERT_EQ(link_descriptor(fd.get(), vol.file("db/t1.ibd")), 0) << errno_text();
+  EXPECT_EQ(fstat_of(fd.get()).st_nlink, 1u);
+  ASSERT_EQ(fd.close(), 0);
+  std::ifstream named(vol.file("db/t1.ibd"));
+  std::string contents((std::istreambuf_iterator<char>(named)), {});
+  EXPECT_EQ(contents, "table rebuilt aside");
+  const nlohmann::json stats = vol.stats();
+  EXPECT_EQ(op_count(stats, "tmpfile"), 1u);
+  EXPECT_EQ(stats["files"]["/db/t1.ibd"]["size"], 19);
+}
+
+// With O_EXCL it can never be named, and closed it is gone, blocks and all.
+TEST(Tmpfile, AnExclusiveOneIsNeverNamedAndGoesAtClose) {
+  MIMICFS_REQUIRE_MOUNTABLE();
+  MountedVolume vol("xfs");
+  ASSERT_TRUE(vol.mounted()) << vol.error();
+  Fd fd(open(vol.path().c_str(), O_TMPFILE | O_EXCL | O_WRONLY, 0600));
+  ASSERT_TRUE(fd.ok()) << errno_text();
+  write_at(fd.get(), pattern(1 * kMiB, 4), 0);
+  ASSERT_EQ(fsync(fd.get()), 0) << errno_text();
+  EXPECT_GT(vol.stats()["device"]["allocated_bytes"].get<uint64_t>(), 0u);
+  errno = 0;
+  EXPECT_EQ(link_descriptor(fd.get(), vol.file("nope")), -1);
+  EXPECT_EQ(errno, ENOENT) << errno_text();
+  ASSERT_EQ(fd.close(), 0);
+  const uint64_t metadata = vol.stats()["device"]["metadata_bytes"].get<uint64_t>();
+  for (int i = 0; i < 100 && vol.stats()["device"]["allocated_bytes"].get<uint64_t>() != metadata;
+       ++i) {
+    usleep(10'000);  // the release that frees it follows close(2)
+  }
+  EXPECT_EQ(vol.stats()["device"]["allocated_bytes"].get<uint64_t>(), metadata);
+}
+
+// The Linux NFS client has no ->tmpfile; the control directory holds no files.
+// Either answer is per call: a later O_TMPFILE on another directory still works.
+TEST(Tmpfile, RefusedOnNfsAndInTheControlDirectory) {
+  MIMICFS_REQUIRE_MOUNTABLE();
+  {
+    MountedVolume vol("nfs");
+    ASSERT_TRUE(vol.mounted()) << vol.error();
+    errno = 0;
+    EXPECT_EQ(open(vol.path().c_str(), O_TMPFILE | O_RDWR, 0600), -1);
+    EXPECT_EQ(errno, EOPNOTSUPP) << errno_text();
+  }
+  MountedVolume vol("btrfs");
+  ASSERT_TRUE(vol.mounted()) << vol.error();
+  errno = 0;
+  EXPECT_EQ(open(vol.file(".mimicfs").c_str(), O_TMPFILE | O_RDWR, 0600), -1);
+  EXPECT_EQ(errno, EOPNOTSUPP) << errno_text();
+  Fd fd(open(vol.path().c_str(), O_TMPFILE | O_RDWR, 0600));
+  EXPECT_TRUE(fd.ok()) << errno_text();
 }
 
 // --- shared mappings ---------------------------------------------------------------

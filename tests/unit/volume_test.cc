@@ -1311,5 +1311,43 @@ TEST(Volume, KillSuidgidClearsSetIdBitsAsLinuxDoes) {
   EXPECT_EQ(nothing.changed_attributes.size(), 1u) << "reported once, when a bit went";
 }
 
+// O_TMPFILE: a file with no name, open once, that linkat may name once; never
+// named, it goes at its last release and forget like an unlinked open file.
+TEST(Volume, ATmpfileHasNoNameUntilLinkedAndGoesWhenReleasedUnnamed) {
+  Fs fs("ext4");
+  const uint64_t dir = fs.mkdir("db");
+  auto created = fs.volume.tmpfile(dir, 0600, Owner{1000, 100});
+  ASSERT_TRUE(created.has_value());
+  const uint64_t file = created->inode;
+  EXPECT_EQ(created->nlink, 0u);
+  EXPECT_EQ(created->mode, S_IFREG | 0600u);
+  ASSERT_TRUE(fs.write(file, 0, "redo").has_value());
+  EXPECT_EQ(fs.read(file, 0, 10), "redo");
+  auto listed = fs.volume.read_directory(dir);
+  ASSERT_TRUE(listed.has_value());
+  EXPECT_EQ(listed->size(), 2u) << "only . and ..";
+  EXPECT_TRUE(fs.volume.snapshot().files.empty());
+
+  auto linked = fs.volume.link(file, dir, "ib_logfile0");
+  ASSERT_TRUE(linked.has_value());
+  EXPECT_EQ(linked->nlink, 1u);
+  EXPECT_EQ(fs.volume.path(file), "/db/ib_logfile0");
+  auto found = fs.volume.lookup(dir, "ib_logfile0");
+  ASSERT_TRUE(found.has_value());
+  EXPECT_EQ(found->inode, file);
+  ASSERT_TRUE(fs.volume.unlink(dir, "ib_logfile0").has_value());
+  EXPECT_EQ(error_of(fs.volume.link(file, dir, "again")), Errno{ENOENT}) << "named once only";
+
+  // Never named: its blocks go at its release.
+  auto scratch = fs.volume.tmpfile(dir, 0600, Owner{1000, 100});
+  ASSERT_TRUE(scratch.has_value());
+  ASSERT_TRUE(fs.write(scratch->inode, 0, pattern(64 * kKiB, 's')).has_value());
+  fs.flush(scratch->inode);
+  EXPECT_GT(fs.stats(scratch->inode).allocated_bytes, 0u);
+  fs.volume.release(scratch->inode);
+  fs.volume.forget(scratch->inode, 1);
+  EXPECT_EQ(error_of(fs.volume.getattr(scratch->inode)), Errno{ENOENT});
+}
+
 }  // namespace
 }  // namespace mimicfs
