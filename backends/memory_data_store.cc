@@ -3,8 +3,13 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
+#include <iterator>
+#include <map>
+#include <mutex>
 #include <new>
+#include <set>
 
 // Linux 5.14; Debian 12's headers may lack it.
 #ifndef MADV_POPULATE_WRITE
@@ -27,20 +32,82 @@ bool all_zero(const std::byte* data, size_t length) {
   return true;
 }
 
+// The address space segments live in: 2 MiB slots carved from 1 GiB private
+// anonymous regions, so that the process has one mapping per region rather
+// than one per segment (vm.max_map_count caps mappings at 65530: as many
+// small files), and each slot is 2 MiB-aligned (one page-table page). A slot
+// given back is emptied (MADV_DONTNEED: its memory goes back at once) and
+// reused, the lowest first; a region whose slots are all free is unmapped,
+// page tables and all. Thread-safe: files of several inodes take slots at once.
+class SegmentSlots {
+ public:
+  static constexpr uint64_t kSlot = MemoryFileData::kSegmentSize;
+  static constexpr uint64_t kRegion = uint64_t{1} << 30;
+  static constexpr uint64_t kSlotsPerRegion = kRegion / kSlot;
+
+  static SegmentSlots& instance() {
+    static SegmentSlots slots;
+    return slots;
+  }
+
+  // A slot of zero pages; throws std::bad_alloc when no region can be mapped.
+  std::byte* take() {
+    std::lock_guard lock(mutex_);
+    if (free_.empty()) add_region();
+    std::byte* slot = *free_.begin();
+    free_.erase(free_.begin());
+    ++used_[region_of(slot)];
+    return slot;
+  }
+
+  void give_back(std::byte* slot) {
+    // Cannot fail on a private anonymous mapping of ours, with whole pages.
+    madvise(slot, kSlot, MADV_DONTNEED);
+    std::lock_guard lock(mutex_);
+    std::byte* region = region_of(slot);
+    free_.insert(slot);
+    if (--used_[region] > 0 || used_.size() == 1) return;
+    // A region with no segment left goes, unless it is the last one.
+    for (uint64_t i = 0; i < kSlotsPerRegion; ++i) free_.erase(region + i * kSlot);
+    used_.erase(region);
+    munmap(region, kRegion);
+  }
+
+ private:
+  std::byte* region_of(std::byte* slot) const {
+    auto it = used_.upper_bound(slot);
+    return std::prev(it)->first;
+  }
+
+  void add_region() {
+    // Aligned to a slot: map a slot more than needed and cut the ends off.
+    void* mapped = mmap(nullptr, kRegion + kSlot, PROT_READ | PROT_WRITE,
+                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (mapped == MAP_FAILED) throw std::bad_alloc();
+    auto* start = static_cast<std::byte*>(mapped);
+    auto* region = reinterpret_cast<std::byte*>(
+        (reinterpret_cast<uintptr_t>(start) + kSlot - 1) & ~(uintptr_t{kSlot} - 1));
+    if (region > start) munmap(start, static_cast<size_t>(region - start));
+    std::byte* end = start + kRegion + kSlot;
+    if (end > region + kRegion) munmap(region + kRegion, static_cast<size_t>(end - (region + kRegion)));
+    // Pages, not 2 MiB huge pages: a 4 KiB write must cost 4 KiB wherever the
+    // system turns transparent huge pages on.
+    madvise(region, kRegion, MADV_NOHUGEPAGE);
+    used_.emplace(region, 0);
+    for (uint64_t i = 0; i < kSlotsPerRegion; ++i) free_.insert(region + i * kSlot);
+  }
+
+  std::mutex mutex_;
+  std::set<std::byte*> free_;             // guarded by mutex_
+  std::map<std::byte*, uint64_t> used_;   // region -> slots taken; guarded by mutex_
+};
+
 }  // namespace
 
-MemoryFileData::Segment::Segment() {
-  void* base = mmap(nullptr, kSegmentSize, PROT_READ | PROT_WRITE,
-                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (base == MAP_FAILED) throw std::bad_alloc();
-  // Pages, not 2 MiB huge pages: a 4 KiB write must cost 4 KiB wherever the
-  // system turns transparent huge pages on.
-  madvise(base, kSegmentSize, MADV_NOHUGEPAGE);
-  base_ = static_cast<std::byte*>(base);
-}
+MemoryFileData::Segment::Segment() : base_(SegmentSlots::instance().take()) {}
 
 MemoryFileData::Segment::~Segment() {
-  if (base_ != nullptr) munmap(base_, kSegmentSize);
+  if (base_ != nullptr) SegmentSlots::instance().give_back(base_);
 }
 
 MemoryFileData::Segment::Segment(Segment&& other) noexcept

@@ -1,14 +1,15 @@
 // MemoryDataStore: file contents in RAM, in 4 KiB pages of anonymous memory.
 //
-// A file is cut into 2 MiB segments; a segment holding any data is one private
-// anonymous mapping of its own, and the kernel gives it a page only where one is
-// written. A page that is entirely zero is never kept: zeros written over a
+// A file is cut into 2 MiB segments; a segment holding any data is a 2 MiB slot
+// of private anonymous memory (SegmentSlots, in the .cc), and the kernel gives
+// it a page only where one is written. A page that is entirely zero is never kept: zeros written over a
 // missing page are skipped, and a stored page that becomes all zero is handed
 // back (MADV_DONTNEED), so a 100 GiB zero-filled file costs almost nothing. A
-// segment with no page left is unmapped, and so is every segment of a file that
-// goes: deleted files return their memory to the system at once, where pages
-// taken from malloc would stay in its arenas (and growing those arenas a page at
-// a time cost more than the copy itself).
+// segment with no page left is given back, and so is every segment of a file
+// that goes: deleted files return their memory to the system at once, where
+// pages taken from malloc would stay in its arenas (and growing those arenas a
+// page at a time cost more than the copy itself). Each segment in use also
+// takes a page-table page (4 KiB) and no mapping of its own.
 #pragma once
 
 #include <bitset>
@@ -34,8 +35,8 @@ class MemoryFileData final : public FileData {
   uint64_t stored_bytes() const override { return stored_pages_ * kPageSize; }
 
  private:
-  // One mapped segment; unmapped when destroyed. Pages not in `stored` are zero
-  // and take no memory (never touched, or handed back).
+  // One segment's slot, given back when destroyed. Pages not in `stored` are
+  // zero and take no memory (never touched, or handed back).
   class Segment {
    public:
     Segment();  // throws std::bad_alloc when the mapping cannot be made

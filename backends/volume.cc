@@ -161,11 +161,13 @@ bool Volume::kill_suidgid_locked(Inode& node) {
 
 Result<Attributes> Volume::do_setattr(Inode& node, const AttributeChanges& changes) {
   const timespec now = clock_.now();
-  if (changes.kill_suidgid) kill_suidgid_locked(node);
   if (changes.size) {
     if (node.is_directory()) return fail(EISDIR);
     if (!node.is_regular()) return fail(EINVAL);
     if (*changes.size > kMaxFileSize) return fail(EFBIG);
+  }
+  if (changes.kill_suidgid) kill_suidgid_locked(node);  // a refused truncate keeps them
+  if (changes.size) {
     node.file->truncate(*changes.size);
     node.mtime = now;
   }

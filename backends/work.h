@@ -86,10 +86,11 @@ struct Work {
   uint64_t emulated_ns = 0;
   // Inodes that ceased to exist during the operation: layers drop what they keep per inode.
   std::vector<uint64_t> destroyed_inodes;
-  // Inodes whose stat(2) figures (st_blocks) changed where the caller could not
-  // see it: allocation at a flush or sync, preallocation trimmed at close. An
-  // operation's own changes to the inode it writes, truncates or allocates are
-  // not listed (the FUSE kernel drops its cached attributes after those itself).
+  // Inodes whose stat(2) figures changed where the caller could not see it:
+  // st_blocks at a flush or sync (allocation) or a close (preallocation
+  // trimmed), the mode when a write or an O_TRUNC open cleared a set-ID bit.
+  // The size, blocks and times a write, truncate or fallocate changes on its
+  // own inode are not listed: the FUSE kernel drops those itself.
   std::vector<uint64_t> changed_attributes;
 };
 

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <memory>
 #include <new>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -151,6 +152,11 @@ void on_init(void* userdata, fuse_conn_info* conn) {
   // a file's pages whenever a GETATTR shows a new mtime, which each write makes:
   // after every write, and a page a frozen writer holds locked would block it.
   conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
+  // Set-ID bits: cleared by the volume where the kernel says so with
+  // FUSE_HANDLE_KILLPRIV_V2 (FuseChannel asks for it), else by the kernel's
+  // own SETATTR. Never v1, under which nobody would (the kernel leaves it to
+  // the filesystem and says nothing of when).
+  conn->want &= ~FUSE_CAP_HANDLE_KILLPRIV;
   if (conn->capable & FUSE_CAP_EXPLICIT_INVAL_DATA) conn->want |= FUSE_CAP_EXPLICIT_INVAL_DATA;
   conn->max_write = 1 << 20;
   auto* self = static_cast<FuseAdapter*>(userdata);
@@ -319,21 +325,37 @@ void on_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   });
 }
 
+// Also O_TMPFILE, which FuseChannel passes on as a CREATE named "/": a file
+// with no name, that linkat may name.
 void on_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
                fuse_file_info* fi) {
   serve(req, "create", parent, [&]() -> Reply {
     auto& self = adapter(req);
-    if (ControlFiles::reserved(parent, name)) return ErrorReply{EEXIST};
-    if (ControlFiles::owns(parent)) return ErrorReply{EPERM};
+    const bool unnamed = fuse_channel::request_is_tmpfile();
+    if (!unnamed && ControlFiles::reserved(parent, name)) return ErrorReply{EEXIST};
+    // ext4 and xfs answer an O_TMPFILE in a directory that cannot hold one so.
+    if (ControlFiles::owns(parent)) return ErrorReply{unnamed ? EOPNOTSUPP : EPERM};
     // Allocated first: once the file exists and is open, nothing may fail before the reply.
     OpenReply reply{*fi, std::make_unique<Handle>(), nullptr, std::nullopt};
     reply.handle->flags = fi->flags;
     reply.handle->boot = self.fs().crashes();
     // The new file is open: one handle, released by RELEASE like any other.
-    auto created = self.fs().create(parent, name, mode, 0, owner_of(req), /*open_handle=*/true);
+    auto created = unnamed
+                       ? self.fs().tmpfile(parent, mode, owner_of(req))
+                       : self.fs().create(parent, name, mode, 0, owner_of(req), /*open_handle=*/true);
     if (!created) return ErrorReply{created.error().value};
     reply.created = to_entry(self, *created);
-    reply.interrupted = [&self, inode = created->inode] { self.fs().release(inode); };
+    // Two words each, so std::function holds them without allocating: nothing
+    // may fail now. An unnamed file's reference goes with its handle.
+    FuseAdapter* const owner = &self;
+    if (unnamed) {
+      reply.interrupted = [owner, inode = created->inode] {
+        owner->fs().release(inode);
+        owner->fs().forget(inode, 1);
+      };
+    } else {
+      reply.interrupted = [owner, inode = created->inode] { owner->fs().release(inode); };
+    }
     return reply;
   });
 }
@@ -628,34 +650,6 @@ void FuseAdapter::wait_for_invalidations(std::chrono::milliseconds limit) {
   }
 }
 
-fuse_channel::TmpfileReply FuseAdapter::tmpfile(const fuse_channel::TmpfileRequest& request) {
-  fuse_channel::TmpfileReply reply;
-  // The control directory holds no files; ext4 and xfs answer a directory
-  // without the feature so.
-  if (ControlFiles::owns(request.parent)) {
-    reply.error = EOPNOTSUPP;
-    return reply;
-  }
-  auto handle = std::make_unique<Handle>();
-  handle->flags = request.flags;
-  handle->boot = fs().crashes();  // before the create: a crash after it makes it stale
-  auto created = fs().tmpfile(request.parent, request.mode, Owner{request.uid, request.gid});
-  if (!created) {
-    reply.error = created.error().value;
-    return reply;
-  }
-  reply.entry = to_entry(*this, *created);
-  reply.info.keep_cache = 1;
-  Handle* const opened = handle.release();
-  reply.info.fh = reinterpret_cast<uint64_t>(opened);
-  reply.abandoned = [this, opened, inode = created->inode] {
-    std::unique_ptr<Handle> gone(opened);
-    fs().release(inode);
-    fs().forget(inode, 1);
-  };
-  return reply;
-}
-
 void FuseAdapter::invalidate_attributes(const std::vector<uint64_t>& inodes) {
   fuse_session* session = session_.load();
   if (!session) return;
@@ -671,10 +665,20 @@ void FuseAdapter::invalidate_attributes(const std::vector<uint64_t>& inodes) {
 void FuseAdapter::invalidate(const CrashReport& report) {
   fuse_session* session = session_.load();
   if (!session) return;
+  std::set<uint64_t> parents;
   for (const auto& [parent, name] : report.removed_entries) {
     const int error = fuse_lowlevel_notify_inval_entry(session, parent, name.c_str(), name.size());
     if (error != 0 && error != -ENOENT) {
       spdlog::warn("crash: cannot invalidate entry {} in {}: {}", name, parent, strerror(-error));
+    }
+    parents.insert(parent);
+  }
+  // Their directories' nlink, size and times too: the kernel drops them with
+  // an entry only when it has that entry cached.
+  for (const uint64_t parent : parents) {
+    const int error = fuse_lowlevel_notify_inval_inode(session, parent, -1, 0);
+    if (error != 0 && error != -ENOENT) {
+      spdlog::warn("crash: cannot invalidate directory {}: {}", parent, strerror(-error));
     }
   }
   // Every file's pages, not only the restored ones': a read or a mapping through

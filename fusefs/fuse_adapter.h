@@ -17,7 +17,6 @@
 
 #include "backends/engine.h"
 #include "fusefs/control_files.h"
-#include "fusefs/fuse_channel.h"
 
 namespace mimicfs {
 
@@ -25,8 +24,11 @@ struct AdapterOptions {
   // How long the kernel may cache names and attributes. The kernel drops a file's
   // cached attributes after each write, truncate or fallocate it sends; what
   // changes them behind its back (allocation at a flush or sync, preallocation
-  // trimmed at close, a crash) is invalidated before the reply, so st_blocks is
-  // the volume's current figure whatever the timeout. Without a timeout each
+  // trimmed at close, a set-ID bit cleared) is invalidated before the reply, so
+  // st_blocks is the volume's current figure whatever the timeout. A crash
+  // invalidates every file and the directories whose entries it changed, at
+  // once for `ctl crash`, as soon as the kernel can take it for a crash rule
+  // (after the reply of the operation it cut). Without a timeout each
   // stat, permission check on a path and read past the cached size costs a
   // GETATTR round trip.
   double entry_timeout = 1.0;
@@ -53,10 +55,6 @@ class FuseAdapter {
   Engine& engine() { return engine_; }
   ControlFiles& control() { return control_; }
   const AdapterOptions& options() const { return options_; }
-
-  // O_TMPFILE, which FuseChannel serves (libfuse 3.14 has no callback for it):
-  // an unnamed file open once, as on_create opens a named one.
-  fuse_channel::TmpfileReply tmpfile(const fuse_channel::TmpfileRequest& request);
 
   // Tells the kernel that these inodes' attributes changed behind its back
   // (Work::changed_attributes); safe inside a request, before its reply.

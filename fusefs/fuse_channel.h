@@ -10,7 +10,7 @@
 //   - O_TMPFILE (FUSE_TMPFILE), which libfuse 3.14 does not know: it would
 //     answer ENOSYS, and the kernel then refuses O_TMPFILE for the whole mount
 //     (MariaDB and MySQL try it first for their temporary files). The channel
-//     answers it itself, with what a handler says.
+//     hands it to libfuse as the CREATE it resembles, marked for the callback.
 //   - where the kernel says: the "kill suid/sgid" flags of WRITE
 //     (FUSE_WRITE_KILL_SUIDGID), SETATTR (FATTR_KILL_SUIDGID: a truncate by a
 //     caller without CAP_FSETID, any chown) and OPEN with O_TRUNC
@@ -22,8 +22,6 @@
 #define FUSE_USE_VERSION 314
 #include <fuse_lowlevel.h>
 
-#include <cstdint>
-#include <functional>
 
 namespace mimicfs::fuse_channel {
 
@@ -35,28 +33,12 @@ bool attach(fuse_session* session);
 // S_ISUID and S_ISGID (the caller lacks CAP_FSETID, or it is a chown).
 bool request_kills_suidgid();
 
-// True once the kernel took FUSE_HANDLE_KILLPRIV_V2 (the INIT reply carried it).
-bool kills_privileges();
-
-// An open(2) with O_TMPFILE in directory `parent` (the kernel applied the umask).
-struct TmpfileRequest {
-  uint64_t parent = 0;
-  uint32_t uid = 0;
-  uint32_t gid = 0;
-  int flags = 0;  // open(2)'s
-  uint32_t mode = 0;
-};
-// The answer: an errno, or the new file's entry and open, as for a CREATE.
-struct TmpfileReply {
-  int error = 0;
-  fuse_entry_param entry{};
-  fuse_file_info info{};
-  // The kernel no longer waits for the answer (the opener was interrupted):
-  // undo the open and the reference, as libfuse does for a CREATE.
-  std::function<void()> abandoned;
-};
-// Set once, before the loop; without a handler FUSE_TMPFILE goes to libfuse.
-// The handler runs on the thread that read the request and must not throw.
-void serve_tmpfile(std::function<TmpfileReply(const TmpfileRequest&)> handler);
+// O_TMPFILE: from now on FUSE_TMPFILE reaches libfuse as a FUSE_CREATE (the
+// same arguments and reply), on which request_is_tmpfile() is true. Call
+// before the loop.
+void serve_tmpfile();
+// True when the request this thread is serving is an O_TMPFILE open, passed
+// to the create callback (with the name "/").
+bool request_is_tmpfile();
 
 }  // namespace mimicfs::fuse_channel

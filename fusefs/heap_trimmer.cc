@@ -13,6 +13,10 @@ HeapTrimmer::HeapTrimmer() {
   // thread's request buffer), up to 64 MiB, and never gives back the top of a
   // thread's heap below it: set, it stays at glibc's default, 128 KiB.
   mallopt(M_TRIM_THRESHOLD, 128 << 10);
+  // Setting it also fixes the mmap threshold (else raised the same way): above
+  // the 1 MiB buffers of reads and copies, which are then reused from the
+  // heaps instead of mapped and faulted in each time.
+  mallopt(M_MMAP_THRESHOLD, 4 << 20);
   thread_ = std::thread([this] {
     std::unique_lock lock(mutex_);
     while (!stop_requested_.wait_for(lock, std::chrono::seconds(1), [this] { return stopping_; })) {

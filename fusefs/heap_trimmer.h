@@ -9,8 +9,10 @@
 // threshold is fixed (glibc raises it as it frees large chunks, and then keeps
 // the top of each thread's heap), and once a second the trimmer asks how much
 // malloc holds free (mallinfo2) and, past a threshold, releases the pages of
-// free chunks inside the heaps (malloc_trim). It runs on a thread of its own,
-// so no operation waits for it and no engine lock is held.
+// free chunks inside the heaps (malloc_trim). It runs on a thread of its own
+// and holds no engine lock; malloc_trim holds each arena's lock while it
+// walks it, so an allocation may wait that long (milliseconds, once a second
+// at most, only after large frees).
 #pragma once
 
 #include <condition_variable>

@@ -93,8 +93,7 @@ int mount_and_serve(const MountOptions& options) {
   }
   // FUSE_HANDLE_KILLPRIV_V2 (no security.capability round trip before each
   // write) and O_TMPFILE, which libfuse 3.14 cannot serve.
-  fuse_channel::serve_tmpfile(
-      [&adapter](const fuse_channel::TmpfileRequest& request) { return adapter.tmpfile(request); });
+  fuse_channel::serve_tmpfile();
   if (!fuse_channel::attach(session)) {
     fuse_session_unmount(session);
     fuse_remove_signal_handlers(session);

@@ -2,8 +2,9 @@
 # Benchmarks mimicfs (profiles ideal and nfs) beside its peers in the same run:
 # a tmpfs, and libfuse's own passthrough_ll example (as Debian's libfuse3-dev ships
 # it, built here) over a directory of that tmpfs, once as Debian builds it (no
-# xattrs) and once with -o xattr, which serves xattrs as mimicfs must and so pays
-# the kernel's per-write getxattr("security.capability") as mimicfs does.
+# xattrs) and once with -o xattr, which serves xattrs as mimicfs must, and so
+# pays the kernel's getxattr("security.capability") before each write (mimicfs
+# asks the kernel not to: docs/architecture.md, "What the kernel caches").
 # Needs root (it mounts). Figures are medians of interleaved rounds; no figure is
 # ever a pass or a fail.
 #
@@ -105,7 +106,6 @@ fi
 work=""
 fuse_mounts=()
 servers=()
-sampler_pid=""
 
 is_mounted() {
   awk -v dir="$1" '$5 == dir { found = 1 } END { exit !found }' /proc/self/mountinfo
@@ -128,7 +128,6 @@ cleanup() {
   local status=$? dir data
   set +e
   trap - INT TERM
-  [[ -n "$sampler_pid" ]] && kill "$sampler_pid" 2>/dev/null && wait "$sampler_pid" 2>/dev/null
   for data in "${servers[@]}"; do
     runuser -u postgres -- "$pg_bin/pg_ctl" -D "$data" -m immediate -w stop >/dev/null 2>&1
   done
@@ -193,7 +192,7 @@ mib() { echo "$(($1 / 1024)) MiB"; }
 
 # RSS before, at the peak and 2 s after a command, for the daemons of the given
 # mountpoints: `with_rss "DIR..." COMMAND...`. The peak is VmHWM after a reset
-# (clear_refs 5), and a 50 ms sampler where the reset is refused.
+# (clear_refs 5); where the reset is refused, the daemon's peak since it started.
 rss_lines=()
 with_rss() {
   local dirs=($1) pids=() before=() pid i status=0

@@ -358,17 +358,20 @@ int as_nobody(const std::function<bool()>& action) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+// The mode alone (statx STATX_MODE): the kernel answers from its cache unless
+// the mode itself was invalidated, where stat(2) would refresh after any write.
 mode_t mode_of(const std::string& path) {
-  struct stat st {};
-  EXPECT_EQ(stat(path.c_str(), &st), 0) << path << ": " << errno_text();
-  return st.st_mode & 07777;
+  struct statx stx {};
+  EXPECT_EQ(statx(AT_FDCWD, path.c_str(), 0, STATX_MODE, &stx), 0) << path << ": " << errno_text();
+  return stx.stx_mode & 07777;
 }
 
 // As Linux's VFS clears them, which the filesystem does on the kernel's word
 // (FUSE_HANDLE_KILLPRIV_V2): a write, a truncate and an open with O_TRUNC by a
 // caller without CAP_FSETID clear S_ISUID, and S_ISGID when group execute is
 // set; a chown clears both, even by root; root's own writes keep them. The
-// mode is read back at once, within the attribute timeout.
+// mode is read back at once, within the attribute timeout, from the kernel's
+// cache unless the daemon invalidated it.
 TEST(SetIdBits, ClearedAsLinuxClearsThem) {
   MIMICFS_REQUIRE_MOUNTABLE();
   if (geteuid() != 0) GTEST_SKIP() << "needs root to write as another user";

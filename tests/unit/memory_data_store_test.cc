@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <fstream>
+#include <memory>
+#include <string>
 #include <cstddef>
 #include <random>
 #include <string_view>
@@ -296,6 +298,29 @@ TEST(MemoryDataStore, ZerosInALargeWriteTakeNoMemory) {
   EXPECT_EQ(file.stored_bytes(), 64 * 128 * kPage);
   EXPECT_LE(resident_bytes(), before + 34 * kMiB) << "half of each MiB is zeros";
   EXPECT_EQ(read(file, 5 * kMiB, kMiB), chunk);
+}
+
+// The process's mappings, from /proc/self/maps.
+size_t mapping_count() {
+  std::ifstream maps("/proc/self/maps");
+  size_t lines = 0;
+  for (std::string line; std::getline(maps, line);) ++lines;
+  return lines;
+}
+
+// Many small files share a few regions of address space: a mapping each would
+// meet vm.max_map_count (65530) long before memory ran out.
+TEST(MemoryDataStore, ManySmallFilesTakeFewMappings) {
+  const size_t before = mapping_count();
+  std::vector<std::unique_ptr<MemoryFileData>> files;
+  for (int i = 0; i < 3000; ++i) {
+    files.push_back(std::make_unique<MemoryFileData>());
+    files.back()->write(0, pattern(100, static_cast<uint8_t>(i)));
+  }
+  EXPECT_LE(mapping_count(), before + 10);
+  EXPECT_EQ(read(*files[1234], 0, 100), pattern(100, static_cast<uint8_t>(1234)));
+  files.clear();
+  EXPECT_LE(mapping_count(), before + 2) << "emptied regions are unmapped but one";
 }
 
 TEST(MemoryDataStore, ZeroedPagesReturnTheirMemoryToTheSystem) {
