@@ -209,6 +209,30 @@ TEST(MemoryDataStore, ZeroOfUnstoredRangeIsHarmless) {
   EXPECT_EQ(read(file, 10 * kPage, kPage), pattern(kPage, 16));
 }
 
+// The same change to the store and to a flat model of the file: a zero(),
+// or a write of zeros or of a pattern.
+void apply(MemoryFileData& file, std::vector<std::byte>& model, uint64_t offset, uint64_t length,
+           bool zero_range, bool zero_data, int step) {
+  if (zero_range) {
+    file.zero(offset, length);
+    std::fill(model.begin() + offset, model.begin() + offset + length, std::byte{0});
+    return;
+  }
+  const auto data = zero_data ? bytes(length, std::byte{0}) : pattern(length, step % 200);
+  file.write(offset, data);
+  std::copy(data.begin(), data.end(), model.begin() + offset);
+}
+
+// The model's pages that hold a non-zero byte: what the store must keep.
+uint64_t nonzero_pages(const std::vector<std::byte>& model) {
+  uint64_t pages = 0;
+  for (uint64_t page = 0; page < model.size() / kPage; ++page) {
+    const auto first = model.begin() + page * kPage;
+    if (!all_zero(std::vector<std::byte>(first, first + kPage))) ++pages;
+  }
+  return pages;
+}
+
 TEST(MemoryDataStore, RandomWritesAndZeroesMatchAFlatModel) {
   constexpr uint64_t kSize = 6 * kPage;
   std::mt19937_64 random(7);  // fixed seed: the same operations every run
@@ -218,22 +242,11 @@ TEST(MemoryDataStore, RandomWritesAndZeroesMatchAFlatModel) {
   for (int step = 0; step < 3000; ++step) {
     const uint64_t offset = below(kSize);
     const uint64_t length = 1 + below(std::min<uint64_t>(2 * kPage, kSize - offset));
-    if (below(3) == 0) {
-      file.zero(offset, length);
-      std::fill(model.begin() + offset, model.begin() + offset + length, std::byte{0});
-    } else {
-      // Zeros half the time, so pages come and go.
-      const auto data = below(2) == 0 ? bytes(length, std::byte{0}) : pattern(length, step % 200);
-      file.write(offset, data);
-      std::copy(data.begin(), data.end(), model.begin() + offset);
-    }
+    const bool zero_range = below(3) == 0;
+    const bool zero_data = !zero_range && below(2) == 0;  // zeros half the time: pages come and go
+    apply(file, model, offset, length, zero_range, zero_data, step);
     ASSERT_EQ(read(file, 0, kSize), model) << "step " << step;
-    uint64_t nonzero_pages = 0;
-    for (uint64_t page = 0; page < kSize / kPage; ++page) {
-      const auto first = model.begin() + page * kPage;
-      if (!all_zero(std::vector<std::byte>(first, first + kPage))) ++nonzero_pages;
-    }
-    ASSERT_EQ(file.stored_bytes(), nonzero_pages * kPage) << "step " << step;
+    ASSERT_EQ(file.stored_bytes(), nonzero_pages(model) * kPage) << "step " << step;
   }
 }
 
@@ -250,21 +263,11 @@ TEST(MemoryDataStore, RandomWritesAndZeroesAcrossSegmentsMatchAFlatModel) {
     const uint64_t offset =
         below(2) == 0 ? boundary - std::min(boundary, below(3 * kPage)) : below(kSize);
     const uint64_t length = 1 + below(std::min<uint64_t>(kSegment + kPage, kSize - offset));
-    if (below(3) == 0) {
-      file.zero(offset, length);
-      std::fill(model.begin() + offset, model.begin() + offset + length, std::byte{0});
-    } else {
-      const auto data = below(2) == 0 ? bytes(length, std::byte{0}) : pattern(length, step % 200);
-      file.write(offset, data);
-      std::copy(data.begin(), data.end(), model.begin() + offset);
-    }
+    const bool zero_range = below(3) == 0;
+    const bool zero_data = !zero_range && below(2) == 0;  // zeros half the time: pages come and go
+    apply(file, model, offset, length, zero_range, zero_data, step);
     ASSERT_EQ(read(file, 0, kSize), model) << "step " << step;
-    uint64_t nonzero_pages = 0;
-    for (uint64_t page = 0; page < kSize / kPage; ++page) {
-      const auto first = model.begin() + page * kPage;
-      if (!all_zero(std::vector<std::byte>(first, first + kPage))) ++nonzero_pages;
-    }
-    ASSERT_EQ(file.stored_bytes(), nonzero_pages * kPage) << "step " << step;
+    ASSERT_EQ(file.stored_bytes(), nonzero_pages(model) * kPage) << "step " << step;
   }
 }
 
