@@ -10,13 +10,22 @@
 #include <memory>
 #include <span>
 
+#include "backends/result.h"
+
 namespace mimicfs {
 
 // The contents of one file. Not thread-safe: the owning inode's mutex guards it.
 class FileData {
  public:
   virtual ~FileData() = default;
-  // Stores `data` at `offset`. Throws std::bad_alloc when memory runs out.
+  // Makes sure a write() of `data` at `offset` will find room, before the
+  // volume records the write: ENOSPC (nothing changed) when the store is full.
+  // A store in memory has nothing to reserve (it throws std::bad_alloc instead).
+  virtual Result<void> reserve(uint64_t /*offset*/, std::span<const std::byte> /*data*/) {
+    return {};
+  }
+  // Stores `data` at `offset`. Throws std::bad_alloc when memory runs out, and
+  // std::system_error when the store's host fails.
   virtual void write(uint64_t offset, std::span<const std::byte> data) = 0;
   // Fills `out` from `offset`; bytes never written read as zero.
   virtual void read(uint64_t offset, std::span<std::byte> out) const = 0;

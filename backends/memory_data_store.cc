@@ -11,6 +11,8 @@
 #include <new>
 #include <set>
 
+#include "backends/zero_bytes.h"
+
 // Linux 5.14; Debian 12's headers may lack it.
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23
@@ -18,19 +20,6 @@
 
 namespace mimicfs {
 namespace {
-
-bool all_zero(const std::byte* data, size_t length) {
-  size_t i = 0;
-  for (; i + sizeof(uint64_t) <= length; i += sizeof(uint64_t)) {
-    uint64_t word;
-    std::memcpy(&word, data + i, sizeof(word));
-    if (word != 0) return false;
-  }
-  for (; i < length; ++i) {
-    if (data[i] != std::byte{0}) return false;
-  }
-  return true;
-}
 
 // The address space segments live in: 2 MiB slots carved from 1 GiB private
 // anonymous regions, so that the process has one mapping per region rather

@@ -51,6 +51,8 @@ Result<size_t> RegularFile::write(uint64_t offset, std::span<const std::byte> da
   if (offset > kMaxFileSize || data.size() > kMaxFileSize - offset) return fail(EFBIG);
   const bool direct = (flags & O_DIRECT) != 0;
   const bool sync_after = (flags & O_DSYNC) != 0;  // O_SYNC includes the O_DSYNC bit
+  // A store on a host filesystem that is full fails here, before anything changes.
+  if (auto room = contents_->reserve(offset, data); !room) return std::unexpected(room.error());
   prepare_change(offset, data.size());
   const uint64_t end = offset + data.size();
   const uint64_t first = offset / unit_;

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -13,6 +14,7 @@
 
 #include "backends/emulated_clock.h"
 #include "backends/fault_injector.h"
+#include "backends/host_data_store.h"
 #include "backends/profile.h"
 #include "backends/profile_schema.h"
 #include "fusefs/crashtest_command.h"
@@ -75,6 +77,21 @@ std::string check_writable(std::string_view option, const std::string& path) {
   return "";
 }
 
+// Why the data directory cannot serve a mount on `mountpoint` ("" when it can):
+// it must not be the mountpoint or lie under it.
+std::string check_data_dir_apart(const std::string& data_dir, const std::string& mountpoint) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path data = fs::weakly_canonical(data_dir, ec);
+  const fs::path mount = fs::weakly_canonical(mountpoint, ec);
+  if (ec) return "";  // HostDataStore::open or the mount says what is wrong
+  const auto [end, ignored] = std::mismatch(mount.begin(), mount.end(), data.begin(), data.end());
+  if (end == mount.end()) {
+    return fmt::format("--data-dir {}: inside the mountpoint {}", data_dir, mountpoint);
+  }
+  return "";
+}
+
 // The first malformed --fault rule's reason, or "".
 std::string check_fault_rules(const std::vector<std::string>& rules) {
   FaultInjector check;
@@ -131,6 +148,11 @@ int run(int argc, char** argv) {
                    "current: changes behind the kernel's back are invalidated; 0 sends every "
                    "stat to the daemon)")
       ->check(CLI::NonNegativeNumber);
+  std::string data_dir;
+  constexpr const char* kDataDirHelp =
+      "Keep file contents in sparse files under this directory (empty, or one a mimicfs "
+      "used before) instead of in memory; see docs/architecture.md";
+  mount->add_option("--data-dir", data_dir, kDataDirHelp);
   mount->add_option("DIR", mountpoint, "Empty directory to mount on")->required();
 
   // run
@@ -152,6 +174,8 @@ int run(int argc, char** argv) {
   std::vector<std::string> run_args;
   add_profile_options(run_app, run_profile);
   run_app->add_option("--stats-out", run_stats_out, "Write the final stats.json here");
+  std::string run_data_dir;
+  run_app->add_option("--data-dir", run_data_dir, kDataDirHelp);
   std::string run_latency_text = "virtual";
   std::vector<std::string> run_fault_rules;
   add_time_options(run_app, run_latency_text, run_fault_rules);
@@ -273,8 +297,16 @@ int run(int argc, char** argv) {
     if (auto why = check_fault_rules(fault_rules); !why.empty()) return usage_error(why);
     if (auto why = check_fuse_device(); !why.empty()) return usage_error(why);
     MountOptions options{mountpoint, std::move(*profile), foreground, adapter,
-                         *latency,   fault_rules};
-    return mount_and_serve(options);
+                         *latency,   fault_rules,         nullptr};
+    if (!data_dir.empty()) {
+      if (auto why = check_data_dir_apart(data_dir, mountpoint); !why.empty()) {
+        return usage_error(why);
+      }
+      auto store = HostDataStore::open(data_dir);
+      if (!store) return usage_error(store.error());
+      options.store = std::move(*store);
+    }
+    return mount_and_serve(std::move(options));
   }
   if (*run_app) {
     auto profile = chosen_profile(run_profile.name, run_profile.file, run_profile.overrides);
@@ -285,8 +317,12 @@ int run(int argc, char** argv) {
     if (auto why = check_writable("--stats-out", run_stats_out); !why.empty()) {
       return usage_error(why);
     }
-    return run_with_mount(
-        RunOptions{std::move(*profile), run_args, run_stats_out, *latency, run_fault_rules});
+    // Checked here for a one-line refusal; the mount opens it again.
+    if (!run_data_dir.empty()) {
+      if (auto store = HostDataStore::open(run_data_dir); !store) return usage_error(store.error());
+    }
+    return run_with_mount(RunOptions{std::move(*profile), run_args, run_stats_out, *latency,
+                                     run_fault_rules, run_data_dir});
   }
   if (*crashtest_app) {
     auto profile = chosen_profile(crash_profile.name, crash_profile.file, crash_profile.overrides);

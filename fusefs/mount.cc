@@ -53,9 +53,10 @@ std::string check_fuse_device() {
   return {};
 }
 
-int mount_and_serve(const MountOptions& options) {
+int mount_and_serve(MountOptions options) {
   SystemWallClock wall_clock;
-  Engine engine(options.profile, std::make_unique<MemoryDataStore>(), wall_clock, options.latency);
+  if (!options.store) options.store = std::make_unique<MemoryDataStore>();
+  Engine engine(options.profile, std::move(options.store), wall_clock, options.latency);
   for (const std::string& rule : options.faults) {
     if (auto added = engine.faults().add(rule); !added) {
       spdlog::error("{}", added.error());

@@ -1,9 +1,11 @@
 // Mounting a Volume through the kernel and serving it until unmounted.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "backends/data_store.h"
 #include "backends/emulated_clock.h"
 #include "backends/profile.h"
 #include "fusefs/fuse_adapter.h"
@@ -17,6 +19,7 @@ struct MountOptions {
   AdapterOptions adapter;
   LatencyMode latency;              // --latency
   std::vector<std::string> faults;  // --fault rules, already checked
+  std::unique_ptr<DataStore> store;  // --data-dir's store, opened; null: file contents in memory
 };
 
 // One-line reason the directory cannot be a mountpoint (missing, not a directory,
@@ -28,6 +31,6 @@ std::string check_fuse_device();
 // Mounts and serves until SIGINT, SIGTERM, SIGHUP or an unmount. Without
 // `foreground` it returns in the parent (kExitOk) once the mount is in place and
 // serves from a detached child. Returns an exit status (exit_status.h).
-int mount_and_serve(const MountOptions& options);
+int mount_and_serve(MountOptions options);
 
 }  // namespace mimicfs

@@ -29,7 +29,8 @@ int run_with_mount(const RunOptions& options) {
   // From here on a terminating signal goes to whatever runs (the mount, then the
   // command); the run itself always gets to unmount.
   SignalForwarding forwarding;
-  auto mount = TemporaryMount::mount(options.profile, options.latency, options.faults);
+  auto mount = TemporaryMount::mount(options.profile, options.latency, options.faults,
+                                     options.data_dir);
   if (!mount) {
     if (SignalForwarding::received() != 0) return 128 + SignalForwarding::received();
     return setup_error(mount.error());

@@ -22,6 +22,7 @@ struct RunOptions {
   std::string stats_out;             // "" for none
   LatencyMode latency;               // passed to the mount
   std::vector<std::string> faults;   // fault rules, passed to the mount
+  std::string data_dir;              // --data-dir, passed to the mount ("" for none)
 };
 
 int run_with_mount(const RunOptions& options);

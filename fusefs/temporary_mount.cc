@@ -38,7 +38,8 @@ void remove_quietly(const std::string& path) {
 }  // namespace
 
 std::expected<std::unique_ptr<TemporaryMount>, std::string> TemporaryMount::mount(
-    const Profile& profile, const LatencyMode& latency, const std::vector<std::string>& faults) {
+    const Profile& profile, const LatencyMode& latency, const std::vector<std::string>& faults,
+    const std::string& data_dir) {
   char dir_template[] = "/tmp/mimicfs-run.XXXXXX";
   if (!mkdtemp(dir_template)) {
     return std::unexpected(
@@ -55,6 +56,7 @@ std::expected<std::unique_ptr<TemporaryMount>, std::string> TemporaryMount::moun
     command.push_back("--fault");
     command.push_back(rule);
   }
+  if (!data_dir.empty()) command.insert(command.end(), {"--data-dir", data_dir});
   const auto mounted = spawn_and_wait(command);
   remove_quietly(profile_file);
   const bool ok = mounted && mounted->status == kExitOk;

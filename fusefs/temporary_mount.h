@@ -17,11 +17,13 @@ namespace mimicfs {
 
 class TemporaryMount {
  public:
-  // Mounts `profile` with the latency mode and fault rules. On failure one line
+  // Mounts `profile` with the latency mode and fault rules, file contents
+  // under `data_dir` when it is not empty. On failure one line
   // saying why (with the mount log's last line), and nothing is left mounted;
   // an interruption by a signal says so (SignalForwarding::received()).
   static std::expected<std::unique_ptr<TemporaryMount>, std::string> mount(
-      const Profile& profile, const LatencyMode& latency, const std::vector<std::string>& faults);
+      const Profile& profile, const LatencyMode& latency, const std::vector<std::string>& faults,
+      const std::string& data_dir = "");
   ~TemporaryMount();
   TemporaryMount(const TemporaryMount&) = delete;
   TemporaryMount& operator=(const TemporaryMount&) = delete;

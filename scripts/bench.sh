@@ -9,7 +9,7 @@
 # ever a pass or a fail.
 #
 #   scripts/bench.sh [--rounds N] [--only PARTS] [--transactions T] [--extents N]
-#                    [--memory] [--json]
+#                    [--memory] [--data-dir-gib G] [--json]
 #
 # PARTS, comma-separated (default all): io, pgbench, stats.
 #   io       five workloads (tests/bench/mimicfs_bench.cc) on every target, N
@@ -26,6 +26,12 @@
 # --memory   afterwards streams MEMORY_GIB (default 64) GiB of zeros into the
 #            ideal mount and prints the daemon's peak RSS; stopped when the RSS
 #            passes MEMORY_LIMIT_MIB (default: half of MemAvailable).
+# --data-dir-gib G  afterwards writes G GiB of non-zero data (cat of a 64 MiB
+#            random file, 128 KiB writes) into an nfs mount with --data-dir under
+#            $TMPDIR (a disk, not tmpfs), in files of 4 GiB of which the oldest
+#            is removed (and `ctl sync`ed) once 8 are kept, so the host needs 32
+#            GiB; then min(G, 8) GiB into the ideal mount, whose contents are in
+#            memory. Prints each daemon's peak RSS and the host bytes at the peak.
 # --json     the io part as JSON (mimicfs_bench --json); the rest stays text.
 # JOBS=N     build with N parallel jobs; BUILD_DIR=DIR builds and runs from DIR.
 #
@@ -45,6 +51,7 @@ parts="io,pgbench,stats"
 transactions=4000
 extents=1000000
 memory=0
+data_dir_gib=0
 json=0
 while (($#)); do
   case "$1" in
@@ -53,6 +60,7 @@ while (($#)); do
     --transactions) transactions="${2:?--transactions needs T}"; shift ;;
     --extents) extents="${2:?--extents needs N}"; shift ;;
     --memory) memory=1 ;;
+    --data-dir-gib) data_dir_gib="${2:?--data-dir-gib needs G}"; shift ;;
     --json) json=1 ;;
     -h | --help)
       sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'
@@ -65,6 +73,7 @@ done
 [[ "$rounds" =~ ^[1-9][0-9]*$ ]] || die "--rounds needs a positive whole number, got '$rounds'"
 [[ "$transactions" =~ ^[1-9][0-9]*$ ]] || die "--transactions needs a positive whole number"
 [[ "$extents" =~ ^[1-9][0-9]*$ ]] || die "--extents needs a positive whole number"
+[[ "$data_dir_gib" =~ ^[0-9]+$ ]] || die "--data-dir-gib needs a whole number of GiB"
 for part in ${parts//,/ }; do
   case "$part" in io | pgbench | stats) ;; *) die "--only: unknown part '$part' (io, pgbench, stats)" ;; esac
 done
@@ -146,7 +155,8 @@ trap 'exit 143' TERM
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/mimicfs-bench.XXXXXX")"
 chmod 755 "$work"
-mkdir "$work/tmpfs" "$work/passthrough_ll" "$work/passthrough_ll-xattr" "$work/ideal" "$work/nfs"
+mkdir "$work/tmpfs" "$work/passthrough_ll" "$work/passthrough_ll-xattr" "$work/ideal" "$work/nfs" \
+  "$work/nfs-data-dir" "$work/data"
 mount -t tmpfs -o size=6g tmpfs "$work/tmpfs"
 mkdir "$work/tmpfs/ref" "$work/tmpfs/pt" "$work/tmpfs/ptx"
 chmod 1777 "$work/tmpfs/ref"
@@ -159,8 +169,8 @@ mount_passthrough() { # $1: mountpoint, $2: source, $3...: more -o options
   fuse_mounts+=("$dir")
   is_mounted "$dir" || die "passthrough_ll did not mount $dir"
 }
-mount_mimicfs() { # $1: profile, $2: mountpoint
-  "$mimicfs" mount --profile "$1" "$2"
+mount_mimicfs() { # $1: profile, $2: mountpoint, $3...: more mount options
+  "$mimicfs" mount --profile "$1" "${@:3}" "$2"
   fuse_mounts+=("$2")
   is_mounted "$2" || die "mimicfs mount returned but $2 is not mounted"
   chmod 1777 "$2"
@@ -326,6 +336,44 @@ if ((memory)); then
   echo "zeros: ${memory_gib} GiB into mimicfs-ideal: RSS before $(mib "$rss_before")," \
     "peak $(mib "$(status_kib "$pid" VmHWM)"), after $(mib "$(status_kib "$pid" VmRSS)")"
   ((over_limit)) && status=1
+fi
+
+# --- data directory -----------------------------------------------------------------
+# Writes $2 GiB of non-zero data into mountpoint $1 in 4 GiB files, the oldest
+# removed and synced away once 8 are kept, sampling the daemon's RSS and the
+# bytes under $work/data (when $4 is set); prints one line.
+fill_and_watch() {
+  local dir=$1 gib=$2 pid file_gib=4 files=() written=0 peak_host=0 host n i
+  pid="$(daemon_pid "$dir")"
+  echo 5 2>/dev/null >"/proc/$pid/clear_refs" || true
+  local rss_before
+  rss_before="$(status_kib "$pid" VmRSS)"
+  while ((written < gib)); do
+    n=$((gib - written < file_gib ? gib - written : file_gib))
+    files+=("$dir/fill.${#files[@]}")
+    for ((i = 0; i < n * 16; i++)); do cat "$work/tmpfs/pattern"; done >"${files[-1]}"
+    written=$((written + n))
+    if ((${#files[@]} > 8)); then
+      rm -f "${files[-9]}"
+      "$mimicfs" ctl "$dir" sync
+    fi
+    host="$(du -sk "$work/data" | cut -f1)"
+    ((host > peak_host)) && peak_host=$host
+    status_kib "$pid" VmRSS >/dev/null || die "the mimicfs daemon (PID $pid) exited during the run"
+  done
+  echo "$3: ${gib} GiB written: daemon RSS before $(mib "$rss_before")," \
+    "peak $(mib "$(status_kib "$pid" VmHWM)"), at the end $(mib "$(status_kib "$pid" VmRSS)")" \
+    "${4:+; data directory at its peak $(mib "$peak_host")}"
+  rm -f "$dir"/fill.*
+  "$mimicfs" ctl "$dir" sync
+}
+if ((data_dir_gib > 0)); then
+  echo
+  head -c $((64 << 20)) /dev/urandom >"$work/tmpfs/pattern"
+  mount_mimicfs nfs "$work/nfs-data-dir" --data-dir "$work/data"
+  echo "bench.sh: --data-dir-gib: ${data_dir_gib} GiB into $work/nfs-data-dir (contents in $work/data)" >&2
+  fill_and_watch "$work/nfs-data-dir" "$data_dir_gib" "nfs --data-dir" host
+  fill_and_watch "$work/ideal" "$((data_dir_gib < 8 ? data_dir_gib : 8))" "ideal (in memory)"
 fi
 
 if ((${#rss_lines[@]})); then

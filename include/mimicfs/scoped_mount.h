@@ -43,12 +43,13 @@ class ScopedMount {
     std::vector<std::string> overrides;        // --set KEY=VALUE each
     std::vector<std::string> extra_arguments;  // more `mimicfs mount` options (--latency ...)
     std::string binary;  // the mimicfs to run; empty: $MIMICFS_BINARY, else `mimicfs` in PATH
+    std::string data_dir;  // file contents in sparse files here (--data-dir); empty: in memory
   };
 
   // Mounts built-in `profile` with `--set` overrides ("allocation.placement=goal").
   explicit ScopedMount(const std::string& profile = "nfs",
                        const std::vector<std::string>& overrides = {})
-      : ScopedMount(Options{profile, {}, overrides, {}, {}}) {}
+      : ScopedMount(Options{profile, {}, overrides, {}, {}, {}}) {}
 
   // Throws std::runtime_error with mimicfs's own message when the mount fails.
   explicit ScopedMount(const Options& options) {
@@ -62,6 +63,7 @@ class ScopedMount {
       argv.insert(argv.end(), {"--profile-file", options.profile_file});
     }
     for (const auto& o : options.overrides) argv.insert(argv.end(), {"--set", o});
+    if (!options.data_dir.empty()) argv.insert(argv.end(), {"--data-dir", options.data_dir});
     argv.insert(argv.end(), options.extra_arguments.begin(), options.extra_arguments.end());
     argv.push_back(path_);
     const std::string errors = path_ + ".stderr";

@@ -15,7 +15,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <filesystem>
 #include <memory>
+#include <filesystem>
 #include <random>
 #include <sstream>
 #include <string>
@@ -131,9 +133,13 @@ struct ModelCase {
   // Allocation follows the model exactly (no delayed allocation, preallocation or
   // copy-on-write); otherwise only contents and st_blocks' own account are checked.
   bool exact_allocation = true;
+  // File contents in a host directory (--data-dir) rather than in memory.
+  bool data_dir = false;
 };
 
-void PrintTo(const ModelCase& c, std::ostream* out) { *out << c.profile; }
+void PrintTo(const ModelCase& c, std::ostream* out) {
+  *out << c.profile << (c.data_dir ? " --data-dir" : "");
+}
 
 class RandomModel : public ::testing::TestWithParam<ModelCase> {};
 
@@ -176,7 +182,15 @@ std::string first_difference(const uint8_t* actual, const uint8_t* expected, siz
 TEST_P(RandomModel, FileMatchesInMemoryReferenceAfterEveryStep) {
   MIMICFS_REQUIRE_MOUNTABLE();
   const ModelCase& c = GetParam();
-  MountedVolume vol(c.profile);
+  const std::string data_dir = c.data_dir ? mimicfs::testing::make_temp_dir() : "";
+  struct RemoveDir {
+    const std::string& dir;
+    ~RemoveDir() {
+      if (!dir.empty()) std::filesystem::remove_all(dir);
+    }
+  } remove_data_dir{data_dir};
+  MountedVolume vol(c.profile, c.data_dir ? std::vector<std::string>{"--data-dir", data_dir}
+                                          : std::vector<std::string>{});
   ASSERT_TRUE(vol.mounted()) << vol.error();
   ASSERT_EQ(vol.stats()["device"]["allocation_unit"].get<uint64_t>(), c.allocation_unit);
 
@@ -412,9 +426,13 @@ INSTANTIATE_TEST_SUITE_P(
                       ModelCase{"ideal", 4096, /*fallocate=*/true, 0x6964'65616c},
                       ModelCase{"ext4", 4096, /*fallocate=*/true, 0x65787434, false},
                       ModelCase{"xfs", 4096, /*fallocate=*/true, 0x786673, false},
-                      ModelCase{"btrfs", 4096, /*fallocate=*/true, 0x62747266, false}),
+                      ModelCase{"btrfs", 4096, /*fallocate=*/true, 0x62747266, false},
+                      ModelCase{"ext4", 4096, /*fallocate=*/true, 0x65787434'6464, false,
+                                /*data_dir=*/true},
+                      ModelCase{"nfs", 512, /*fallocate=*/false, 0x6e6673'6464, true,
+                                /*data_dir=*/true}),
     [](const ::testing::TestParamInfo<ModelCase>& info) {
-      return std::string(info.param.profile);
+      return std::string(info.param.profile) + (info.param.data_dir ? "_data_dir" : "");
     });
 
 }  // namespace

@@ -1,0 +1,350 @@
+#include "backends/host_data_store.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <linux/falloc.h>
+#include <spdlog/spdlog.h>
+#include <sys/file.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cstring>
+#include <system_error>
+
+#include "backends/zero_bytes.h"
+
+namespace mimicfs {
+namespace {
+
+constexpr uint64_t kPage = HostFileData::kPageSize;
+constexpr const char* kFilesName = "files";
+
+// Calls visit(offset, piece, zeros) for each run of `data` written at
+// `offset`, in order: runs whose pieces (the parts of `data` in each 4 KiB page
+// of the file) are all zero, and runs of pieces holding data.
+template <typename Visit>
+void for_each_run(uint64_t offset, std::span<const std::byte> data, Visit&& visit) {
+  size_t run_start = 0;
+  bool run_zero = false;
+  for (size_t i = 0; i < data.size();) {
+    const size_t length = std::min<uint64_t>(kPage - (offset + i) % kPage, data.size() - i);
+    const bool zero = all_zero(data.data() + i, length);
+    if (i == run_start) {
+      run_zero = zero;
+    } else if (zero != run_zero) {
+      visit(offset + run_start, data.subspan(run_start, i - run_start), run_zero);
+      run_start = i;
+      run_zero = zero;
+    }
+    i += length;
+  }
+  if (run_start < data.size()) visit(offset + run_start, data.subspan(run_start), run_zero);
+}
+
+// pwrite until all of `data` is written; false with errno set when it fails.
+bool write_all(int fd, const std::byte* data, size_t length, uint64_t offset) {
+  while (length > 0) {
+    const ssize_t n = ::pwrite(fd, data, length, static_cast<off_t>(offset));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    data += n;
+    length -= static_cast<size_t>(n);
+    offset += static_cast<uint64_t>(n);
+  }
+  return true;
+}
+
+// Reads up to `length` bytes; the count read (short only at the host file's
+// end), or -1 with errno set.
+ssize_t read_all(int fd, std::byte* out, size_t length, uint64_t offset) {
+  size_t done = 0;
+  while (done < length) {
+    const ssize_t n = ::pread(fd, out + done, length - done, static_cast<off_t>(offset + done));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return -1;
+    }
+    if (n == 0) break;
+    done += static_cast<size_t>(n);
+  }
+  return static_cast<ssize_t>(done);
+}
+
+// Lets the daemon keep a descriptor for each file holding data.
+void raise_descriptor_limit() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= limit.rlim_max) return;
+  limit.rlim_cur = limit.rlim_max;
+  if (setrlimit(RLIMIT_NOFILE, &limit) == 0) {
+    spdlog::info("data directory: up to {} open files", limit.rlim_cur);
+  }
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// HostFileData
+
+HostFileData::~HostFileData() {
+  if (fd_ < 0) return;
+  ::close(fd_);
+  if (unlinkat(store_.files_fd_, name().c_str(), 0) != 0) {
+    spdlog::warn("data directory {}: cannot remove files/{}: {}", store_.directory_, name(),
+                 std::strerror(errno));
+  }
+}
+
+int HostFileData::open_host_file() {
+  fd_ = openat(store_.files_fd_, name().c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  return fd_ < 0 ? errno : 0;
+}
+
+void HostFileData::fail(const char* call) const {
+  const int error = errno;
+  throw std::system_error(error, std::generic_category(),
+                          fmt::format("data directory {}: files/{}: {}", store_.directory_,
+                                      name(), call));
+}
+
+Result<void> HostFileData::reserve(uint64_t offset, std::span<const std::byte> data) {
+  int error = 0;
+  const char* call = "";
+  for_each_run(offset, data, [&](uint64_t at, std::span<const std::byte> piece, bool zeros) {
+    if (zeros || error != 0) return;
+    if (fd_ < 0 && (error = open_host_file()) != 0) {
+      call = "open";
+      return;
+    }
+    if (!store_.can_reserve_.load(std::memory_order_relaxed)) return;
+    if (fallocate(fd_, FALLOC_FL_KEEP_SIZE, static_cast<off_t>(at),
+                  static_cast<off_t>(piece.size())) == 0) {
+      return;
+    }
+    if (errno == EOPNOTSUPP) {
+      // Writes go on; a full host then fails them with EIO, not ENOSPC.
+      if (store_.can_reserve_.exchange(false)) {
+        spdlog::warn("data directory {}: the host filesystem cannot fallocate", store_.directory_);
+      }
+      return;
+    }
+    error = errno;
+    call = "fallocate";
+  });
+  if (error == 0) return {};
+  if (error == ENOSPC || error == EDQUOT) return mimicfs::fail(ENOSPC);
+  // Anything else is the host failing, as a device would: EIO.
+  spdlog::error("data directory {}: files/{}: {}: {}", store_.directory_, name(), call,
+                std::strerror(error));
+  return mimicfs::fail(EIO);
+}
+
+void HostFileData::write(uint64_t offset, std::span<const std::byte> data) {
+  for_each_run(offset, data, [&](uint64_t at, std::span<const std::byte> piece, bool zeros) {
+    if (zeros) {
+      // Nothing to write past the host file's end; inside it the old bytes go.
+      zero(at, piece.size());
+      return;
+    }
+    if (fd_ < 0) {
+      if (const int error = open_host_file(); error != 0) {
+        errno = error;
+        fail("open");
+      }
+    }
+    if (!write_all(fd_, piece.data(), piece.size(), at)) fail("pwrite");
+    host_end_ = std::max<uint64_t>(host_end_, at + piece.size());
+  });
+}
+
+void HostFileData::read(uint64_t offset, std::span<std::byte> out) const {
+  size_t done = 0;
+  if (fd_ >= 0 && offset < host_end_) {
+    const size_t wanted = std::min<uint64_t>(out.size(), host_end_ - offset);
+    const ssize_t n = read_all(fd_, out.data(), wanted, offset);
+    if (n < 0) fail("pread");
+    done = static_cast<size_t>(n);
+  }
+  std::memset(out.data() + done, 0, out.size() - done);
+}
+
+void HostFileData::zero(uint64_t offset, uint64_t length) {
+  if (fd_ < 0 || offset >= host_end_ || length == 0) return;
+  const uint64_t end = length >= host_end_ - offset ? host_end_ : offset + length;
+  if (end == host_end_) {
+    // The tail: the host file ends here now, and before the page this cuts
+    // when nothing else is left in it.
+    uint64_t new_end = offset;
+    if (offset % kPage != 0) {
+      const uint64_t page = offset / kPage * kPage;
+      std::array<std::byte, kPage> bytes{};
+      const size_t length_in_page = offset - page;
+      if (read_all(fd_, bytes.data(), length_in_page, page) < 0) fail("pread");
+      if (all_zero(bytes.data(), length_in_page)) new_end = page;
+    }
+    if (ftruncate(fd_, static_cast<off_t>(new_end)) != 0) fail("ftruncate");
+    host_end_ = new_end;
+    return;
+  }
+  punch(offset, end - offset);
+  // A page the range cut into is given back when nothing else is left in it.
+  if (offset % kPage != 0) punch_page_if_zero(offset);
+  if (end % kPage != 0) punch_page_if_zero(end);
+}
+
+void HostFileData::punch_page_if_zero(uint64_t offset) {
+  const uint64_t page = offset / kPage * kPage;
+  const size_t length = std::min<uint64_t>(kPage, host_end_ - page);
+  std::array<std::byte, kPage> bytes{};
+  if (read_all(fd_, bytes.data(), length, page) < 0) fail("pread");
+  // The whole page, past the end too: a block the range only cut into is zeroed, not freed.
+  if (all_zero(bytes.data(), length)) punch(page, kPage);
+}
+
+void HostFileData::punch(uint64_t offset, uint64_t length) {
+  if (store_.can_punch_.load(std::memory_order_relaxed)) {
+    if (fallocate(fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(offset),
+                  static_cast<off_t>(length)) == 0) {
+      return;
+    }
+    if (errno != EOPNOTSUPP) fail("fallocate(PUNCH_HOLE)");
+    if (store_.can_punch_.exchange(false)) {
+      spdlog::warn("data directory {}: the host filesystem cannot punch holes; zeros are written",
+                   store_.directory_);
+    }
+  }
+  static const std::array<std::byte, 64 * 1024> zeros{};
+  while (length > 0) {
+    const size_t piece = std::min<uint64_t>(length, zeros.size());
+    if (!write_all(fd_, zeros.data(), piece, offset)) fail("pwrite");
+    offset += piece;
+    length -= piece;
+  }
+}
+
+uint64_t HostFileData::stored_bytes() const {
+  if (fd_ < 0) return 0;
+  struct stat st {};
+  if (fstat(fd_, &st) != 0) fail("fstat");
+  return static_cast<uint64_t>(st.st_blocks) * 512;
+}
+
+// ---------------------------------------------------------------------------
+// HostDataStore
+
+HostDataStore::HostDataStore(std::string directory, int marker_fd, int files_fd)
+    : directory_(std::move(directory)), marker_fd_(marker_fd), files_fd_(files_fd) {}
+
+HostDataStore::~HostDataStore() {
+  ::close(files_fd_);
+  ::close(marker_fd_);  // and the lock with it
+}
+
+std::unique_ptr<FileData> HostDataStore::create_file() {
+  return std::make_unique<HostFileData>(*this, next_number_.fetch_add(1));
+}
+
+std::expected<std::unique_ptr<HostDataStore>, std::string> HostDataStore::open(
+    const std::string& dir) {
+  auto refused = [&](std::string_view why) {
+    return std::unexpected(fmt::format("--data-dir {}: {}", dir, why));
+  };
+  struct stat st {};
+  if (stat(dir.c_str(), &st) != 0) return refused(std::strerror(errno));
+  if (!S_ISDIR(st.st_mode)) return refused("not a directory");
+  if (access(dir.c_str(), W_OK | X_OK) != 0) {
+    return refused(fmt::format("not writable ({})", std::strerror(errno)));
+  }
+  // Every descriptor but the two kept is closed on the way out.
+  struct Closer {
+    int& fd;
+    ~Closer() {
+      if (fd >= 0) ::close(fd);
+    }
+  };
+  int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  Closer close_dir{dir_fd};
+  if (dir_fd < 0) return refused(std::strerror(errno));
+  int marker_fd = openat(dir_fd, kMarkerName.data(), O_RDWR | O_CLOEXEC);
+  Closer close_marker{marker_fd};
+  if (marker_fd < 0 && errno != ENOENT) {
+    return refused(fmt::format("cannot open {}: {}", kMarkerName, std::strerror(errno)));
+  }
+  if (marker_fd < 0) {
+    // A new data directory, only ever in an empty one.
+    const int list_fd = dup(dir_fd);
+    std::unique_ptr<DIR, int (*)(DIR*)> listing(list_fd < 0 ? nullptr : fdopendir(list_fd),
+                                                closedir);
+    if (!listing) return refused(std::strerror(errno));
+    while (const dirent* entry = readdir(listing.get())) {
+      const std::string_view name = entry->d_name;
+      if (name == "." || name == "..") continue;
+      return refused(fmt::format(
+          "not empty and not a mimicfs data directory (found \"{}\"; give an empty directory)",
+          name));
+    }
+    marker_fd = openat(dir_fd, kMarkerName.data(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (marker_fd < 0 ||
+        !write_all(marker_fd, reinterpret_cast<const std::byte*>(kMarkerText.data()),
+                   kMarkerText.size(), 0)) {
+      return refused(fmt::format("cannot write {}: {}", kMarkerName, std::strerror(errno)));
+    }
+  } else {
+    std::array<char, 256> text{};
+    const ssize_t n = read_all(marker_fd, reinterpret_cast<std::byte*>(text.data()), text.size(), 0);
+    const std::string_view found(text.data(), n < 0 ? 0 : static_cast<size_t>(n));
+    if (found != kMarkerText) {
+      constexpr std::string_view kPrefix = "mimicfs data directory ";
+      if (found.starts_with(kPrefix) && found.ends_with('\n') && found.size() < 64) {
+        return refused(fmt::format("a mimicfs data directory of version {}; this mimicfs reads {}",
+                                   found.substr(kPrefix.size(), found.size() - kPrefix.size() - 1),
+                                   kMarkerText.substr(kPrefix.size(), 1)));
+      }
+      return refused(fmt::format("{} is not a mimicfs marker (corrupt?)", kMarkerName));
+    }
+  }
+  if (flock(marker_fd, LOCK_EX | LOCK_NB) != 0) {
+    return refused(errno == EWOULDBLOCK ? std::string("in use by another mimicfs mount")
+                                        : fmt::format("cannot lock: {}", std::strerror(errno)));
+  }
+  if (mkdirat(dir_fd, kFilesName, 0700) != 0 && errno != EEXIST) {
+    return refused(fmt::format("cannot make {}/: {}", kFilesName, std::strerror(errno)));
+  }
+  int files_fd = openat(dir_fd, kFilesName, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  Closer close_files{files_fd};
+  if (files_fd < 0) {
+    return refused(fmt::format("cannot open {}/: {}", kFilesName, std::strerror(errno)));
+  }
+  // What a daemon that was killed left: its volume is gone with it.
+  const int list_fd = dup(files_fd);
+  std::unique_ptr<DIR, int (*)(DIR*)> listing(list_fd < 0 ? nullptr : fdopendir(list_fd),
+                                              closedir);
+  if (!listing) return refused(std::strerror(errno));
+  size_t removed = 0;
+  while (const dirent* entry = readdir(listing.get())) {
+    const std::string_view name = entry->d_name;
+    if (name == "." || name == "..") continue;
+    if (unlinkat(files_fd, entry->d_name, 0) != 0) {
+      return refused(fmt::format("cannot remove {}/{}: {}", kFilesName, name,
+                                 std::strerror(errno)));
+    }
+    ++removed;
+  }
+  if (removed > 0) {
+    spdlog::warn("data directory {}: removed {} files left by a mimicfs that did not unmount", dir,
+                 removed);
+  }
+  raise_descriptor_limit();
+  std::unique_ptr<HostDataStore> store(new HostDataStore(dir, marker_fd, files_fd));
+  marker_fd = -1;  // kept
+  files_fd = -1;
+  return store;
+}
+
+}  // namespace mimicfs

@@ -1,0 +1,97 @@
+// HostDataStore: file contents in sparse files under a host directory
+// (`mimicfs mount --data-dir DIR`), so a volume can hold more than the daemon's
+// memory. The memory store stays the default.
+//
+// DIR holds:
+//   mimicfs-data   the marker, "mimicfs data directory 1"; locked (flock) while
+//                  a daemon uses DIR, so two mounts never share it
+//   files/N        the contents of one emulated file, created at its first
+//                  write that holds data (an empty file has no host file)
+//
+// A host file is as sparse as the emulated file: zeros are never written
+// (skipped past the host file's end, punched inside it), zero() punches a hole
+// (or cuts the host file short at its end), and a page left all zero is
+// punched whole, so a page of zeros costs the host no block. Before the volume records a write, reserve()
+// allocates the host blocks for its data (fallocate, KEEP_SIZE): a full host
+// filesystem fails the write with ENOSPC and nothing written before is lost.
+//
+// The volume does not outlive its mount yet: a host file goes when its
+// emulated file goes, so every one is gone after a clean unmount, and those
+// left by a daemon that was killed are removed when DIR is next opened.
+// Each file holding data keeps a descriptor open; the soft RLIMIT_NOFILE is
+// raised to the hard one for them.
+#pragma once
+
+#include <atomic>
+#include <expected>
+#include <string>
+
+#include "backends/data_store.h"
+
+namespace mimicfs {
+
+class HostDataStore;
+
+class HostFileData final : public FileData {
+ public:
+  static constexpr uint64_t kPageSize = 4096;
+
+  HostFileData(HostDataStore& store, uint64_t number) : store_(store), number_(number) {}
+  ~HostFileData() override;
+  HostFileData(const HostFileData&) = delete;
+  HostFileData& operator=(const HostFileData&) = delete;
+
+  Result<void> reserve(uint64_t offset, std::span<const std::byte> data) override;
+  void write(uint64_t offset, std::span<const std::byte> data) override;
+  void read(uint64_t offset, std::span<std::byte> out) const override;
+  void zero(uint64_t offset, uint64_t length) override;
+  uint64_t stored_bytes() const override;
+
+  // The host file's name under DIR/files.
+  std::string name() const { return std::to_string(number_); }
+
+ private:
+  // Creates the host file at the first write; the errno when it cannot.
+  int open_host_file();
+  // Punches [offset, offset+length) inside the host file (writes zeros where
+  // the host cannot punch).
+  void punch(uint64_t offset, uint64_t length);
+  // Punches the page holding `offset` if it now reads as all zero.
+  void punch_page_if_zero(uint64_t offset);
+  [[noreturn]] void fail(const char* call) const;
+
+  HostDataStore& store_;
+  const uint64_t number_;
+  int fd_ = -1;
+  uint64_t host_end_ = 0;  // the host file's size: bytes past it read as zero
+};
+
+class HostDataStore final : public DataStore {
+ public:
+  static constexpr std::string_view kMarkerName = "mimicfs-data";
+  static constexpr std::string_view kMarkerText = "mimicfs data directory 1\n";
+
+  // Opens (or, when empty, makes) the data directory `dir`. The error is one
+  // line naming `dir` and what is wrong: missing, not a directory, not
+  // writable, not empty and not a data directory, a marker of another version,
+  // or in use by another daemon. Nothing in DIR is overwritten.
+  static std::expected<std::unique_ptr<HostDataStore>, std::string> open(const std::string& dir);
+  ~HostDataStore() override;
+
+  std::unique_ptr<FileData> create_file() override;
+
+  const std::string& directory() const { return directory_; }
+
+ private:
+  friend class HostFileData;
+  HostDataStore(std::string directory, int marker_fd, int files_fd);
+
+  const std::string directory_;
+  const int marker_fd_;  // holds the lock
+  const int files_fd_;   // DIR/files
+  std::atomic<uint64_t> next_number_{1};
+  std::atomic<bool> can_reserve_{true};  // false once the host refuses fallocate
+  std::atomic<bool> can_punch_{true};    // false once the host refuses to punch holes
+};
+
+}  // namespace mimicfs
