@@ -11,7 +11,7 @@
 #   scripts/bench.sh [--rounds N] [--only PARTS] [--transactions T] [--extents N]
 #                    [--memory] [--data-dir-gib G] [--json]
 #
-# PARTS, comma-separated (default all): io, pgbench, stats.
+# PARTS, comma-separated (default all): io, pgbench, stats, extents.
 #   io       five workloads (tests/bench/mimicfs_bench.cc) on every target, N
 #            rounds (default 5), with % of tmpfs and the ratios of mimicfs to both
 #            passthrough_ll runs; then each mimicfs daemon's RSS before the
@@ -23,6 +23,9 @@
 #            N extents (default 1000000) while a writer runs
 #            (tests/bench/stats_read_bench.cc); the daemon's RSS before, at the
 #            peak and after the files are deleted.
+#   extents  the engine alone (tests/bench/extent_scaling_bench.cc): heap bytes
+#            per extent and per inode, operations on a file of 10k, 100k and 1M
+#            extents with the growth of each, and 10M extents in one volume.
 # --memory   afterwards streams MEMORY_GIB (default 64) GiB of zeros into the
 #            ideal mount and prints the daemon's peak RSS; stopped when the RSS
 #            passes MEMORY_LIMIT_MIB (default: half of MemAvailable).
@@ -47,7 +50,7 @@ die() {
 }
 
 rounds=5
-parts="io,pgbench,stats"
+parts="io,pgbench,stats,extents"
 transactions=4000
 extents=1000000
 memory=0
@@ -75,7 +78,10 @@ done
 [[ "$extents" =~ ^[1-9][0-9]*$ ]] || die "--extents needs a positive whole number"
 [[ "$data_dir_gib" =~ ^[0-9]+$ ]] || die "--data-dir-gib needs a whole number of GiB"
 for part in ${parts//,/ }; do
-  case "$part" in io | pgbench | stats) ;; *) die "--only: unknown part '$part' (io, pgbench, stats)" ;; esac
+  case "$part" in
+    io | pgbench | stats | extents) ;;
+    *) die "--only: unknown part '$part' (io, pgbench, stats, extents)" ;;
+  esac
 done
 wants() { [[ ",$parts," == *",$1,"* ]]; }
 memory_gib="${MEMORY_GIB:-64}"
@@ -95,11 +101,12 @@ elif grep -q '^MIMICFS_BUILD_TESTS:BOOL=OFF' "$build/CMakeCache.txt"; then
   cmake -S . -B "$build" -DMIMICFS_BUILD_TESTS=ON >&2
 fi
 # Build output goes to stderr: stdout is only the figures.
-cmake --build "$build" --target mimicfs mimicfs_bench mimicfs_stats_bench \
+cmake --build "$build" --target mimicfs mimicfs_bench mimicfs_stats_bench mimicfs_extent_bench \
   ${JOBS:+--parallel "$JOBS"} >&2
 mimicfs="$(realpath "$build/fusefs/mimicfs")"
 bench="$(realpath "$build/tests/mimicfs_bench")"
 stats_bench="$(realpath "$build/tests/mimicfs_stats_bench")"
+extent_bench="$(realpath "$build/tests/mimicfs_extent_bench")"
 
 # libfuse's example as Debian ships it, built as its Makefile would (-O2).
 example=/usr/share/doc/libfuse3-dev/examples/passthrough_ll.c
@@ -311,6 +318,12 @@ if wants stats; then
   with_rss "$work/nfs" "$stats_bench" --extents "$extents" "$work/nfs" || status=1
 fi
 
+# --- extents ---------------------------------------------------------------------------
+if wants extents; then
+  echo
+  "$extent_bench" || status=1
+fi
+
 # --- memory (zeros) -------------------------------------------------------------------------
 if ((memory)); then
   echo
@@ -362,8 +375,8 @@ fill_and_watch() {
     status_kib "$pid" VmRSS >/dev/null || die "the mimicfs daemon (PID $pid) exited during the run"
   done
   echo "$3: ${gib} GiB written: daemon RSS before $(mib "$rss_before")," \
-    "peak $(mib "$(status_kib "$pid" VmHWM)"), at the end $(mib "$(status_kib "$pid" VmRSS)")" \
-    "${4:+; data directory at its peak $(mib "$peak_host")}"
+    "peak $(mib "$(status_kib "$pid" VmHWM)"), at the end" \
+    "$(mib "$(status_kib "$pid" VmRSS)")${4:+; data directory at its peak $(mib "$peak_host")}"
   rm -f "$dir"/fill.*
   "$mimicfs" ctl "$dir" sync
 }
