@@ -171,4 +171,40 @@ FreeSpaceSummary Allocator::summary() const {
   return s;
 }
 
+ImageJson Allocator::save() const {
+  std::lock_guard lock(mutex_);
+  std::vector<uint64_t> free, cursors;
+  free.reserve(free_by_start_.size() * 2);
+  for (const auto& [start, length] : free_by_start_) free.insert(free.end(), {start, length});
+  for (const auto& [group, block] : group_cursors_) cursors.insert(cursors.end(), {group, block});
+  return ImageJson{{"total_blocks", total_blocks_},
+                   {"free", pack_numbers(free)},
+                   {"reserved_blocks", reserved_blocks_},
+                   {"cursors", pack_numbers(cursors)}};
+}
+
+void Allocator::load(const ImageJson& saved) {
+  if (saved.at("total_blocks").get<uint64_t>() != total_blocks_) {
+    throw ImageError("the saved device has another size");
+  }
+  const std::vector<uint64_t> free = unpack_numbers(saved.at("free"), 2);
+  const std::vector<uint64_t> cursors = unpack_numbers(saved.at("cursors"), 2);
+  std::lock_guard lock(mutex_);
+  free_by_start_.clear();
+  free_by_length_.clear();
+  free_blocks_ = 0;
+  uint64_t end = 0;
+  for (size_t i = 0; i < free.size(); i += 2) {
+    if (free[i + 1] == 0 || free[i] < end || free[i] + free[i + 1] > total_blocks_) {
+      throw ImageError("the saved free space overlaps or lies past the device");
+    }
+    end = free[i] + free[i + 1];
+    add_free(free[i], free[i + 1]);
+  }
+  reserved_blocks_ = saved.at("reserved_blocks").get<uint64_t>();
+  if (reserved_blocks_ > free_blocks_) throw ImageError("more blocks reserved than free");
+  group_cursors_.clear();
+  for (size_t i = 0; i < cursors.size(); i += 2) group_cursors_[cursors[i]] = cursors[i + 1];
+}
+
 }  // namespace mimicfs

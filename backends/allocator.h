@@ -14,6 +14,7 @@
 #include "backends/extent_map.h"
 #include "backends/result.h"
 #include "backends/thread_annotations.h"
+#include "backends/volume_image.h"
 
 namespace mimicfs {
 
@@ -68,6 +69,11 @@ class Allocator {
   uint64_t group_of(uint64_t block) const { return block / group_blocks_; }
   uint64_t free_blocks() const;
   FreeSpaceSummary summary() const;
+
+  // Its free space, reservations and cursors for a volume image, and back into
+  // an Allocator of the same geometry.
+  ImageJson save() const;
+  void load(const ImageJson& saved);
 
  private:
   void add_free(uint64_t start, uint64_t length) REQUIRES(mutex_);

@@ -79,4 +79,17 @@ std::optional<BlockRange> BlockRangeSet::at_or_after(uint64_t block) const {
   return BlockRange{it->first, it->second};
 }
 
+ImageJson BlockRangeSet::save() const {
+  std::vector<uint64_t> numbers;
+  numbers.reserve(ranges_.size() * 2);
+  for (const auto& [start, length] : ranges_) numbers.insert(numbers.end(), {start, length});
+  return pack_numbers(numbers);
+}
+
+void BlockRangeSet::load(const ImageJson& saved) {
+  clear();
+  const std::vector<uint64_t> numbers = unpack_numbers(saved, 2);
+  for (size_t i = 0; i < numbers.size(); i += 2) add(numbers[i], numbers[i + 1]);
+}
+
 }  // namespace mimicfs

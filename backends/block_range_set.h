@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backends/extent_map.h"
+#include "backends/volume_image.h"
 
 namespace mimicfs {
 
@@ -30,6 +31,9 @@ class BlockRangeSet {
 
   const std::map<uint64_t, uint64_t>& ranges() const { return ranges_; }  // start -> length
   uint64_t blocks() const { return blocks_; }
+  // Its ranges for a volume image, and back (volume_image.h).
+  ImageJson save() const;
+  void load(const ImageJson& saved);
   bool empty() const { return ranges_.empty(); }
   void clear() {
     ranges_.clear();

@@ -134,4 +134,31 @@ void CostLayer::reset_statistics() {
   file_ns_.clear();
 }
 
+nlohmann::json CostLayer::save() {
+  nlohmann::json saved{{"emulated_ns", clock_.total_ns()}};
+  {
+    std::lock_guard lock(schedule_mutex_);
+    saved["worker_free_ns"] = worker_free_ns_;
+  }
+  std::lock_guard lock(files_mutex_);
+  nlohmann::json files = nlohmann::json::array();
+  for (const auto& [inode, ns] : file_ns_) files.push_back({inode, ns});
+  saved["files"] = std::move(files);
+  return saved;
+}
+
+void CostLayer::load(const nlohmann::json& saved) {
+  clock_.set_total(saved.at("emulated_ns").get<uint64_t>());
+  {
+    std::lock_guard lock(schedule_mutex_);
+    due_.clear();
+    worker_free_ns_ = saved.at("worker_free_ns").get<uint64_t>();
+  }
+  std::lock_guard lock(files_mutex_);
+  file_ns_.clear();
+  for (const auto& file : saved.at("files")) {
+    file_ns_[file.at(0).get<uint64_t>()] = file.at(1).get<uint64_t>();
+  }
+}
+
 }  // namespace mimicfs

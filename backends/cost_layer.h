@@ -45,6 +45,10 @@ class CostLayer final : public Layer {
   StatsSnapshot snapshot() override;
   Result<FileStats> file_stats(uint64_t inode) override;
   void reset_statistics() override;
+  // The emulated time, in total and per file, for a volume image (no task is
+  // pending: the volume settled its deferred work first), and back.
+  nlohmann::json save() EXCLUDES(files_mutex_, schedule_mutex_);
+  void load(const nlohmann::json& saved) EXCLUDES(files_mutex_, schedule_mutex_);
 
  protected:
   void leave(const Call& call, Work& work, int error) override;

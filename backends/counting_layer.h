@@ -16,6 +16,9 @@ class CountingLayer final : public Layer {
   // Adds the operation counters ("ops").
   StatsSnapshot snapshot() override;
   void reset_statistics() override;
+  // The counters for a volume image, and back.
+  nlohmann::json save() const { return counters_.save(); }
+  void load(const nlohmann::json& saved) { counters_.load(saved); }
 
  protected:
   void leave(const Call& call, Work& work, int error) override;

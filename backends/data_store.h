@@ -8,7 +8,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <expected>
 #include <span>
+#include <string>
 
 #include "backends/result.h"
 
@@ -24,6 +26,8 @@ class FileData {
   virtual Result<void> reserve(uint64_t /*offset*/, std::span<const std::byte> /*data*/) {
     return {};
   }
+  // What reserve() set aside for a write the volume then refused goes back.
+  virtual void unreserve(uint64_t /*offset*/, std::span<const std::byte> /*data*/) {}
   // Stores `data` at `offset`. Throws std::bad_alloc when memory runs out, and
   // std::system_error when the store's host fails.
   virtual void write(uint64_t offset, std::span<const std::byte> data) = 0;
@@ -33,12 +37,26 @@ class FileData {
   virtual void zero(uint64_t offset, uint64_t length) = 0;
   // Bytes of memory or disk the contents take (not the file size).
   virtual uint64_t stored_bytes() const = 0;
+  // What names the contents in a store that keeps them across mounts (see
+  // DataStore::reopen_file); "" where nothing is kept.
+  virtual std::string key() const { return ""; }
 };
 
 class DataStore {
  public:
   virtual ~DataStore() = default;
   virtual std::unique_ptr<FileData> create_file() = 0;
+  // The contents a FileData of an earlier mount had under `key` (its key()):
+  // the reason when they cannot be had. Only a store that keeps contents
+  // across mounts (keeps_contents()) has any.
+  virtual std::expected<std::unique_ptr<FileData>, std::string> reopen_file(
+      const std::string& key) {
+    return std::unexpected("file contents \"" + key + "\" are not kept by this store");
+  }
+  virtual bool keeps_contents() const { return false; }
+  // From now on the contents outlive their FileData: the volume was saved, and
+  // destroying it must not delete what the image refers to.
+  virtual void keep_contents() {}
 };
 
 }  // namespace mimicfs

@@ -74,4 +74,15 @@ DeviceStats DeviceSpace::stats(uint64_t capacity_bytes) const {
   return d;
 }
 
+ImageJson DeviceSpace::save() const {
+  ImageJson saved{{"allocator", allocator_.save()}};
+  if (references_) saved["references"] = references_->save();
+  return saved;
+}
+
+void DeviceSpace::load(const ImageJson& saved) {
+  allocator_.load(saved.at("allocator"));
+  if (references_) references_->load(saved.at("references"));
+}
+
 }  // namespace mimicfs

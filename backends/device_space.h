@@ -32,6 +32,10 @@ class DeviceSpace {
   const PlacementPolicy& placement() const { return *placement_; }
   const PreallocationPolicy* preallocation() const { return preallocation_.get(); }
   bool copy_on_write() const { return references_ != nullptr; }
+  // The allocator's and the copy-on-write references' state for a volume
+  // image, and back into a DeviceSpace of the same profile.
+  ImageJson save() const;
+  void load(const ImageJson& saved);
   // Adds newly allocated runs to the copy-on-write references (no-op elsewhere).
   void referenced(const std::vector<BlockRange>& runs);
   // Gives blocks a file no longer maps back: at once, or on a copy-on-write

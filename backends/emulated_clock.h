@@ -39,6 +39,8 @@ class EmulatedClock {
   void charge(const Cost& cost);
   uint64_t total_ns() const { return total_ns_.load(std::memory_order_relaxed); }
   void reset() { total_ns_.store(0, std::memory_order_relaxed); }
+  // The total of an earlier mount (a volume image).
+  void set_total(uint64_t ns) { total_ns_.store(ns, std::memory_order_relaxed); }
 
   LatencyMode mode() const;
   void set_mode(LatencyMode mode);

@@ -84,6 +84,22 @@ class Engine {
     return report;
   }
 
+  // The volume, its counters and its emulated time as an image (volume_image.h),
+  // synced first, as an unmount does; no operation may run.
+  ImageJson save_image() {
+    ImageJson image{{"volume", volume_.save_image()}};
+    image["counters"] = counting_.save();
+    image["time"] = cost_.save();
+    return image;
+  }
+  // An image into this new engine: the volume as it was saved, counters and
+  // emulated time included. Throws ImageError or nlohmann::json::exception.
+  void load_image(const ImageJson& image) {
+    volume_.load_image(image.at("volume"));
+    counting_.load(image.at("counters"));
+    cost_.load(image.at("time"));
+  }
+
  private:
   Volume volume_;
   FaultLayer faults_;

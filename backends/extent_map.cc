@@ -259,4 +259,27 @@ std::vector<Extent> ExtentMap::all() const {
   return out;
 }
 
+ImageJson ExtentMap::save() const {
+  std::vector<uint64_t> numbers;
+  numbers.reserve(extents_.size() * 4);
+  for (const auto& [logical, e] : extents_) {
+    numbers.insert(numbers.end(), {e.logical, e.physical, e.length, e.unwritten ? 1u : 0u});
+  }
+  return pack_numbers(numbers);
+}
+
+void ExtentMap::load(const ImageJson& saved) {
+  if (!extents_.empty()) throw std::logic_error("ExtentMap::load: the map is not empty");
+  const std::vector<uint64_t> numbers = unpack_numbers(saved, 4);
+  uint64_t end = 0;
+  for (size_t i = 0; i < numbers.size(); i += 4) {
+    const Extent e{numbers[i], numbers[i + 1], numbers[i + 2], numbers[i + 3] != 0};
+    if (e.length == 0 || e.logical < end || e.logical_end() < e.logical) {
+      throw ImageError("an extent map's records overlap or are out of order");
+    }
+    end = e.logical_end();
+    insert(e, extents_.end());
+  }
+}
+
 }  // namespace mimicfs

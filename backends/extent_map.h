@@ -18,6 +18,8 @@
 #include <optional>
 #include <vector>
 
+#include "backends/volume_image.h"
+
 namespace mimicfs {
 
 struct Extent {
@@ -95,6 +97,11 @@ class ExtentMap {
   // O(log n + k) for k extents at or past `end_block`.
   uint64_t count_holes(uint64_t end_block) const;
   std::vector<Extent> all() const;
+
+  // Its extents for a volume image, and back into an empty map, record for
+  // record (never merged: the image holds the records as they were).
+  ImageJson save() const;
+  void load(const ImageJson& saved);
 
  private:
   using Map = std::map<uint64_t, Extent>;  // keyed by Extent::logical

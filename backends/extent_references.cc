@@ -97,4 +97,36 @@ uint64_t ExtentReferences::data_extent_count() const {
   return extents_.size();
 }
 
+ImageJson ExtentReferences::save() const {
+  std::lock_guard lock(mutex_);
+  // Per data extent: start, length, k, then k (start, length) runs no file refers to.
+  std::vector<uint64_t> numbers;
+  for (const auto& [start, extent] : extents_) {
+    numbers.insert(numbers.end(), {start, extent.length, extent.unreferenced.ranges().size()});
+    for (const auto& [from, length] : extent.unreferenced.ranges()) {
+      numbers.insert(numbers.end(), {from, length});
+    }
+  }
+  return pack_numbers(numbers);
+}
+
+void ExtentReferences::load(const ImageJson& saved) {
+  const std::vector<uint64_t> numbers = unpack_numbers(saved);
+  std::lock_guard lock(mutex_);
+  extents_.clear();
+  unreferenced_blocks_ = 0;
+  for (size_t i = 0; i < numbers.size();) {
+    if (numbers.size() - i < 3 || (numbers.size() - i - 3) / 2 < numbers[i + 2]) {
+      throw ImageError("the saved copy-on-write extents are cut short");
+    }
+    DataExtent& extent = extents_[numbers[i]];
+    extent.length = numbers[i + 1];
+    const uint64_t runs = numbers[i + 2];
+    i += 3;
+    for (uint64_t r = 0; r < runs; ++r, i += 2) {
+      unreferenced_blocks_ += extent.unreferenced.add(numbers[i], numbers[i + 1]);
+    }
+  }
+}
+
 }  // namespace mimicfs

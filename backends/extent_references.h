@@ -42,6 +42,10 @@ class ExtentReferences {
   uint64_t unreferenced_blocks() const;
   uint64_t data_extent_count() const;
 
+  // Its data extents for a volume image, and back into an empty one.
+  ImageJson save() const;
+  void load(const ImageJson& saved);
+
  private:
   struct DataExtent {
     uint64_t length = 0;

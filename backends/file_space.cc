@@ -397,4 +397,27 @@ std::vector<BlockRange> FileSpace::restore_synced() {
   return take_back_synced();
 }
 
+ImageJson FileSpace::save() const {
+  if (!changed_.empty()) throw ImageError("a file's blocks changed since its last sync");
+  return ImageJson{
+      {"extents", extents_.save()},
+      {"delayed", delayed_.save()},
+      {"reservation", {reservation_.logical, reservation_.physical, reservation_.length}},
+      {"preallocation_next_window", preallocation_.next_window},
+      {"fallocated", fallocated_},
+      {"eof_trimmed", eof_trimmed_},
+  };
+}
+
+void FileSpace::load(const ImageJson& saved) {
+  extents_.load(saved.at("extents"));
+  delayed_.load(saved.at("delayed"));
+  const ImageJson& reservation = saved.at("reservation");
+  reservation_ = {reservation.at(0).get<uint64_t>(), reservation.at(1).get<uint64_t>(),
+                  reservation.at(2).get<uint64_t>()};
+  preallocation_.next_window = saved.at("preallocation_next_window").get<uint64_t>();
+  fallocated_ = saved.at("fallocated").get<bool>();
+  eof_trimmed_ = saved.at("eof_trimmed").get<bool>();
+}
+
 }  // namespace mimicfs

@@ -100,6 +100,12 @@ class FileSpace {
   // Both steps, for one file alone.
   std::vector<BlockRange> restore_synced();
 
+  // Its blocks for a volume image, and back into a new FileSpace (whose
+  // device's blocks are loaded from the same image). Only a synced file is
+  // saved (ImageError otherwise): the image holds no crash state.
+  ImageJson save() const;
+  void load(const ImageJson& saved);
+
  private:
   // A file's blocks set aside by an inode preallocation window: device blocks
   // [physical, physical+length), for file blocks from `logical` on.

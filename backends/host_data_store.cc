@@ -12,9 +12,12 @@
 
 #include <algorithm>
 #include <array>
+#include <charconv>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <system_error>
+#include <thread>
 
 #include "backends/zero_bytes.h"
 
@@ -23,6 +26,12 @@ namespace {
 
 constexpr uint64_t kPage = HostFileData::kPageSize;
 constexpr const char* kFilesName = "files";
+constexpr const char* kVolumeName = "volume.meta";
+constexpr const char* kVolumeNewName = "volume.meta.new";
+constexpr const char* kMountedName = "mounted";
+constexpr std::string_view kVolumeFormat = "mimicfs volume";
+constexpr uint64_t kVolumeVersion = 1;
+constexpr int kLockAttempts = 60;  // 50 ms apart: 3 s
 
 // Calls visit(offset, piece, zeros) for each run of `data` written at
 // `offset`, in order: runs whose pieces (the parts of `data` in each 4 KiB page
@@ -77,6 +86,36 @@ ssize_t read_all(int fd, std::byte* out, size_t length, uint64_t offset) {
   return static_cast<ssize_t>(done);
 }
 
+// A directory's first entry other than . and .. ("" when empty), or the errno.
+std::expected<std::string, int> first_entry(int dir_fd) {
+  const int list_fd = dup(dir_fd);
+  if (list_fd < 0) return std::unexpected(errno);
+  DIR* listing = fdopendir(list_fd);
+  if (!listing) {
+    const int error = errno;
+    ::close(list_fd);
+    return std::unexpected(error);
+  }
+  std::string found;
+  while (const dirent* entry = readdir(listing)) {
+    const std::string_view name = entry->d_name;
+    if (name == "." || name == "..") continue;
+    found = name;
+    break;
+  }
+  closedir(listing);
+  return found;
+}
+
+// `text` fit for a one-line message: control characters become '?'.
+std::string printable(std::string_view text) {
+  std::string out(text.substr(0, 80));
+  for (char& c : out) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+  }
+  return out;
+}
+
 // Lets the daemon keep a descriptor for each file holding data.
 void raise_descriptor_limit() {
   rlimit limit{};
@@ -95,6 +134,7 @@ void raise_descriptor_limit() {
 HostFileData::~HostFileData() {
   if (fd_ < 0) return;
   ::close(fd_);
+  if (store_.keep_ && host_end_ > 0) return;  // the saved volume refers to it (key())
   if (unlinkat(store_.files_fd_, name().c_str(), 0) != 0) {
     spdlog::warn("data directory {}: cannot remove files/{}: {}", store_.directory_, name(),
                  std::strerror(errno));
@@ -123,10 +163,12 @@ Result<void> HostFileData::reserve(uint64_t offset, std::span<const std::byte> d
       return;
     }
     if (!store_.can_reserve_.load(std::memory_order_relaxed)) return;
-    if (fallocate(fd_, FALLOC_FL_KEEP_SIZE, static_cast<off_t>(at),
-                  static_cast<off_t>(piece.size())) == 0) {
-      return;
-    }
+    int done;
+    do {
+      done = fallocate(fd_, FALLOC_FL_KEEP_SIZE, static_cast<off_t>(at),
+                       static_cast<off_t>(piece.size()));
+    } while (done != 0 && errno == EINTR);
+    if (done == 0) return;
     if (errno == EOPNOTSUPP) {
       // Writes go on; a full host then fails them with EIO, not ENOSPC.
       if (store_.can_reserve_.exchange(false)) {
@@ -138,28 +180,56 @@ Result<void> HostFileData::reserve(uint64_t offset, std::span<const std::byte> d
     call = "fallocate";
   });
   if (error == 0) return {};
+  // What runs were reserved before the failure go back.
+  unreserve(offset, data);
   if (error == ENOSPC || error == EDQUOT) return mimicfs::fail(ENOSPC);
+  if (error == EFBIG) return mimicfs::fail(EFBIG);  // past the host's largest file
   // Anything else is the host failing, as a device would: EIO.
   spdlog::error("data directory {}: files/{}: {}: {}", store_.directory_, name(), call,
                 std::strerror(error));
   return mimicfs::fail(EIO);
 }
 
-void HostFileData::write(uint64_t offset, std::span<const std::byte> data) {
+void HostFileData::unreserve(uint64_t offset, std::span<const std::byte> data) {
+  if (fd_ < 0 || !store_.can_reserve_.load(std::memory_order_relaxed)) return;
+  // Past the host file's end the reserved blocks hold nothing: punched, they go
+  // back. (Inside it they may fill holes, which read as zeros all the same.)
   for_each_run(offset, data, [&](uint64_t at, std::span<const std::byte> piece, bool zeros) {
-    if (zeros) {
-      // Nothing to write past the host file's end; inside it the old bytes go.
-      zero(at, piece.size());
-      return;
-    }
+    const uint64_t end = at + piece.size();
+    if (zeros || end <= host_end_) return;
+    const uint64_t from = std::max(at, host_end_);
+    (void)fallocate(fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(from),
+                    static_cast<off_t>(end - from));
+  });
+}
+
+void HostFileData::write(uint64_t offset, std::span<const std::byte> data) {
+  // Data runs first: a run of zeros that reaches the host file's end would cut
+  // it short, and the blocks reserved past it for the data with it.
+  for_each_run(offset, data, [&](uint64_t at, std::span<const std::byte> piece, bool zeros) {
+    if (zeros) return;
     if (fd_ < 0) {
       if (const int error = open_host_file(); error != 0) {
         errno = error;
         fail("open");
       }
     }
-    if (!write_all(fd_, piece.data(), piece.size(), at)) fail("pwrite");
+    if (!write_all(fd_, piece.data(), piece.size(), at)) {
+      // A short write may have made the host file longer: what it holds past
+      // host_end_ must still be known (zero() clears it, read() reads it).
+      const int error = errno;
+      struct stat st {};
+      if (fstat(fd_, &st) == 0) {
+        host_end_ = std::max<uint64_t>(host_end_, static_cast<uint64_t>(st.st_size));
+      }
+      errno = error;
+      fail("pwrite");
+    }
     host_end_ = std::max<uint64_t>(host_end_, at + piece.size());
+  });
+  // Zeros: nothing to write past the host file's end; inside it the old bytes go.
+  for_each_run(offset, data, [&](uint64_t at, std::span<const std::byte> piece, bool zeros) {
+    if (zeros) zero(at, piece.size());
   });
 }
 
@@ -203,8 +273,11 @@ void HostFileData::punch_page_if_zero(uint64_t offset) {
   const size_t length = std::min<uint64_t>(kPage, host_end_ - page);
   std::array<std::byte, kPage> bytes{};
   if (read_all(fd_, bytes.data(), length, page) < 0) fail("pread");
-  // The whole page, past the end too: a block the range only cut into is zeroed, not freed.
-  if (all_zero(bytes.data(), length)) punch(page, kPage);
+  // The whole page, past the end too: a block the range only cut into is
+  // zeroed, not freed. (A host that cannot punch has zeros there already.)
+  if (all_zero(bytes.data(), length) && store_.can_punch_.load(std::memory_order_relaxed)) {
+    punch(page, kPage);
+  }
 }
 
 void HostFileData::punch(uint64_t offset, uint64_t length) {
@@ -238,11 +311,12 @@ uint64_t HostFileData::stored_bytes() const {
 // ---------------------------------------------------------------------------
 // HostDataStore
 
-HostDataStore::HostDataStore(std::string directory, int marker_fd, int files_fd)
-    : directory_(std::move(directory)), marker_fd_(marker_fd), files_fd_(files_fd) {}
+HostDataStore::HostDataStore(std::string directory, int dir_fd, int marker_fd, int files_fd)
+    : directory_(std::move(directory)), dir_fd_(dir_fd), marker_fd_(marker_fd), files_fd_(files_fd) {}
 
 HostDataStore::~HostDataStore() {
   ::close(files_fd_);
+  ::close(dir_fd_);
   ::close(marker_fd_);  // and the lock with it
 }
 
@@ -250,11 +324,116 @@ std::unique_ptr<FileData> HostDataStore::create_file() {
   return std::make_unique<HostFileData>(*this, next_number_.fetch_add(1));
 }
 
+void HostDataStore::note_number(uint64_t number) {
+  uint64_t next = next_number_.load();
+  while (next <= number && !next_number_.compare_exchange_weak(next, number + 1)) {
+  }
+}
+
+std::expected<std::unique_ptr<FileData>, std::string> HostDataStore::reopen_file(
+    const std::string& key) {
+  uint64_t number = 0;
+  const auto [end, error] = std::from_chars(key.data(), key.data() + key.size(), number);
+  if (error != std::errc() || end != key.data() + key.size() || number == 0) {
+    return std::unexpected(fmt::format("\"{}\" does not name a file of files/", key));
+  }
+  const int fd = openat(files_fd_, key.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return std::unexpected(fmt::format("files/{}: {}", key, std::strerror(errno)));
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return std::unexpected(fmt::format("files/{} is not a regular file", key));
+  }
+  note_number(number);
+  return std::make_unique<HostFileData>(*this, number, fd, static_cast<uint64_t>(st.st_size));
+}
+
+std::expected<std::optional<ImageJson>, std::string> HostDataStore::load_volume() const {
+  auto refused = [&](std::string_view why) {
+    return std::unexpected(fmt::format("--data-dir {}: {}", directory_, why));
+  };
+  const int fd = openat(dir_fd_, kVolumeName, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) return std::optional<ImageJson>();
+    return refused(fmt::format("cannot open {}: {}", kVolumeName, std::strerror(errno)));
+  }
+  std::vector<std::uint8_t> bytes;
+  std::array<std::uint8_t, 1 << 16> buffer;
+  for (;;) {
+    const ssize_t n = ::read(fd, buffer.data(), buffer.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int error = errno;
+      ::close(fd);
+      return refused(fmt::format("cannot read {}: {}", kVolumeName, std::strerror(error)));
+    }
+    if (n == 0) break;
+    bytes.insert(bytes.end(), buffer.begin(), buffer.begin() + n);
+  }
+  ::close(fd);
+  ImageJson image = ImageJson::from_cbor(bytes, /*strict=*/true, /*allow_exceptions=*/false);
+  if (image.is_discarded() || !image.is_object() || !image.contains("format") ||
+      image["format"] != kVolumeFormat || !image.contains("version") ||
+      !image["version"].is_number_unsigned()) {
+    return refused(fmt::format("{} is not a saved mimicfs volume (corrupt?)", kVolumeName));
+  }
+  if (image["version"] != kVolumeVersion) {
+    return refused(fmt::format("{} is of version {}; this mimicfs reads version {}", kVolumeName,
+                               image["version"].get<uint64_t>(), kVolumeVersion));
+  }
+  return std::optional<ImageJson>(std::move(image));
+}
+
+std::expected<void, std::string> HostDataStore::save_volume(const ImageJson& image) const {
+  auto failed = [&](std::string_view what) {
+    return std::unexpected(fmt::format("data directory {}: cannot save the volume: {}: {}",
+                                       directory_, what, std::strerror(errno)));
+  };
+  ImageJson whole = image;
+  whole["format"] = kVolumeFormat;
+  whole["version"] = kVolumeVersion;
+  const std::vector<std::uint8_t> bytes = ImageJson::to_cbor(whole);
+  const int fd = openat(dir_fd_, kVolumeNewName, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return failed(kVolumeNewName);
+  const bool written = write_all(fd, reinterpret_cast<const std::byte*>(bytes.data()),
+                                 bytes.size(), 0) &&
+                       fsync(fd) == 0;
+  const int error = errno;
+  ::close(fd);
+  errno = error;
+  if (!written) return failed(kVolumeNewName);
+  // The contents it names first, then the name, then the directory.
+  if (syncfs(files_fd_) != 0) return failed("syncfs");
+  if (renameat(dir_fd_, kVolumeNewName, dir_fd_, kVolumeName) != 0) return failed("rename");
+  if (fsync(dir_fd_) != 0) return failed("fsync");
+  return {};
+}
+
+std::expected<void, std::string> HostDataStore::begin_serving() const {
+  const int fd = openat(dir_fd_, kMountedName, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0 || fsync(dir_fd_) != 0) {
+    const int error = errno;
+    if (fd >= 0) ::close(fd);
+    return std::unexpected(fmt::format("--data-dir {}: cannot make {}: {}", directory_,
+                                       kMountedName, std::strerror(error)));
+  }
+  ::close(fd);
+  return {};
+}
+
+void HostDataStore::end_serving() const {
+  if (unlinkat(dir_fd_, kMountedName, 0) != 0 || fsync(dir_fd_) != 0) {
+    spdlog::error("data directory {}: cannot remove {}: {}", directory_, kMountedName,
+                  std::strerror(errno));
+  }
+}
+
 std::expected<std::unique_ptr<HostDataStore>, std::string> HostDataStore::open(
-    const std::string& dir) {
+    const std::string& dir, bool check_only) {
   auto refused = [&](std::string_view why) {
     return std::unexpected(fmt::format("--data-dir {}: {}", dir, why));
   };
+  if (dir.empty()) return refused("an empty name");
   struct stat st {};
   if (stat(dir.c_str(), &st) != 0) return refused(std::strerror(errno));
   if (!S_ISDIR(st.st_mode)) return refused("not a directory");
@@ -271,78 +450,85 @@ std::expected<std::unique_ptr<HostDataStore>, std::string> HostDataStore::open(
   int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   Closer close_dir{dir_fd};
   if (dir_fd < 0) return refused(std::strerror(errno));
-  int marker_fd = openat(dir_fd, kMarkerName.data(), O_RDWR | O_CLOEXEC);
+  // Never a FIFO's open or read that waits, nor a link followed out of DIR.
+  int marker_fd = openat(dir_fd, kMarkerName.data(), O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
   Closer close_marker{marker_fd};
   if (marker_fd < 0 && errno != ENOENT) {
     return refused(fmt::format("cannot open {}: {}", kMarkerName, std::strerror(errno)));
   }
   if (marker_fd < 0) {
     // A new data directory, only ever in an empty one.
-    const int list_fd = dup(dir_fd);
-    std::unique_ptr<DIR, int (*)(DIR*)> listing(list_fd < 0 ? nullptr : fdopendir(list_fd),
-                                                closedir);
-    if (!listing) return refused(std::strerror(errno));
-    while (const dirent* entry = readdir(listing.get())) {
-      const std::string_view name = entry->d_name;
-      if (name == "." || name == "..") continue;
+    auto found = first_entry(dir_fd);
+    if (!found) return refused(std::strerror(found.error()));
+    if (!found->empty()) {
       return refused(fmt::format(
           "not empty and not a mimicfs data directory (found \"{}\"; give an empty directory)",
-          name));
+          printable(*found)));
     }
-    marker_fd = openat(dir_fd, kMarkerName.data(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    marker_fd = openat(dir_fd, kMarkerName.data(),
+                       O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (marker_fd < 0 ||
         !write_all(marker_fd, reinterpret_cast<const std::byte*>(kMarkerText.data()),
                    kMarkerText.size(), 0)) {
-      return refused(fmt::format("cannot write {}: {}", kMarkerName, std::strerror(errno)));
+      const int error = errno;
+      if (marker_fd >= 0) unlinkat(dir_fd, kMarkerName.data(), 0);  // no half-written marker
+      return refused(fmt::format("cannot write {}: {}", kMarkerName, std::strerror(error)));
     }
   } else {
+    struct stat marker_st {};
+    if (fstat(marker_fd, &marker_st) != 0 || !S_ISREG(marker_st.st_mode)) {
+      return refused(fmt::format("{} is not a regular file", kMarkerName));
+    }
     std::array<char, 256> text{};
     const ssize_t n = read_all(marker_fd, reinterpret_cast<std::byte*>(text.data()), text.size(), 0);
     const std::string_view found(text.data(), n < 0 ? 0 : static_cast<size_t>(n));
     if (found != kMarkerText) {
       constexpr std::string_view kPrefix = "mimicfs data directory ";
       if (found.starts_with(kPrefix) && found.ends_with('\n') && found.size() < 64) {
-        return refused(fmt::format("a mimicfs data directory of version {}; this mimicfs reads {}",
-                                   found.substr(kPrefix.size(), found.size() - kPrefix.size() - 1),
-                                   kMarkerText.substr(kPrefix.size(), 1)));
+        return refused(fmt::format(
+            "a mimicfs data directory of version {}; this mimicfs reads {}",
+            printable(found.substr(kPrefix.size(), found.size() - kPrefix.size() - 1)),
+            kMarkerText.substr(kPrefix.size(), 1)));
       }
       return refused(fmt::format("{} is not a mimicfs marker (corrupt?)", kMarkerName));
     }
   }
-  if (flock(marker_fd, LOCK_EX | LOCK_NB) != 0) {
-    return refused(errno == EWOULDBLOCK ? std::string("in use by another mimicfs mount")
-                                        : fmt::format("cannot lock: {}", std::strerror(errno)));
+  // A daemon whose volume was just unmounted saves it, then lets go: a
+  // mount right after an unmount waits for it a little.
+  for (int attempt = 0;; ++attempt) {
+    if (flock(marker_fd, LOCK_EX | LOCK_NB) == 0) break;
+    if (errno != EWOULDBLOCK) return refused(fmt::format("cannot lock: {}", std::strerror(errno)));
+    if (attempt == kLockAttempts) return refused("in use by another mimicfs mount");
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   if (mkdirat(dir_fd, kFilesName, 0700) != 0 && errno != EEXIST) {
     return refused(fmt::format("cannot make {}/: {}", kFilesName, std::strerror(errno)));
   }
-  int files_fd = openat(dir_fd, kFilesName, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  int files_fd = openat(dir_fd, kFilesName, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   Closer close_files{files_fd};
   if (files_fd < 0) {
     return refused(fmt::format("cannot open {}/: {}", kFilesName, std::strerror(errno)));
   }
-  // What a daemon that was killed left: its volume is gone with it.
-  const int list_fd = dup(files_fd);
-  std::unique_ptr<DIR, int (*)(DIR*)> listing(list_fd < 0 ? nullptr : fdopendir(list_fd),
-                                              closedir);
-  if (!listing) return refused(std::strerror(errno));
-  size_t removed = 0;
-  while (const dirent* entry = readdir(listing.get())) {
-    const std::string_view name = entry->d_name;
-    if (name == "." || name == "..") continue;
-    if (unlinkat(files_fd, entry->d_name, 0) != 0) {
-      return refused(fmt::format("cannot remove {}/{}: {}", kFilesName, name,
-                                 std::strerror(errno)));
+  // A daemon that served DIR and died without saving: its files changed after
+  // volume.meta was written, so neither matches the other any more.
+  if (faccessat(dir_fd, kMountedName, F_OK, 0) == 0) {
+    return refused(
+        "the mimicfs that served it last did not unmount (killed?), so its files no longer "
+        "match its saved volume; empty the directory to start afresh");
+  }
+  if (faccessat(dir_fd, kVolumeName, F_OK, 0) != 0) {
+    auto found = first_entry(files_fd);
+    if (!found) return refused(std::strerror(found.error()));
+    if (!found->empty()) {
+      return refused(fmt::format("{}/ holds \"{}\" but no volume is saved ({} is missing); "
+                                 "empty the directory to start afresh",
+                                 kFilesName, printable(*found), kVolumeName));
     }
-    ++removed;
   }
-  if (removed > 0) {
-    spdlog::warn("data directory {}: removed {} files left by a mimicfs that did not unmount", dir,
-                 removed);
-  }
-  raise_descriptor_limit();
-  std::unique_ptr<HostDataStore> store(new HostDataStore(dir, marker_fd, files_fd));
-  marker_fd = -1;  // kept
+  if (!check_only) raise_descriptor_limit();
+  std::unique_ptr<HostDataStore> store(new HostDataStore(dir, dir_fd, marker_fd, files_fd));
+  dir_fd = -1;  // kept
+  marker_fd = -1;
   files_fd = -1;
   return store;
 }

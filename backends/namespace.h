@@ -23,6 +23,7 @@
 #include "backends/profile.h"
 #include "backends/result.h"
 #include "backends/thread_annotations.h"
+#include "backends/volume_image.h"
 #include "backends/wall_clock.h"
 #include "backends/work.h"
 
@@ -89,6 +90,17 @@ class Namespace {
   // depth first; a file with several links once, under the first path found.
   void for_each_file(const std::function<void(const std::string&, const Inode&)>& visit)
       EXCLUDES(mutex_);
+
+  // Every linked inode (attributes, xattrs, entries, and a regular file's
+  // RegularFile::save) for a volume image: nothing may be pending in the
+  // journal (commit_all first). Inodes without a link are left out: the
+  // kernel's references and the handles end with the mount.
+  ImageJson save() EXCLUDES(mutex_);
+  // The saved inodes, into a namespace that holds only its root; `load_file`
+  // makes a regular file's RegularFile from what it saved.
+  using FileLoader =
+      std::function<std::unique_ptr<RegularFile>(uint64_t group, const ImageJson& saved)>;
+  void load(const ImageJson& saved, const FileLoader& load_file) EXCLUDES(mutex_);
 
  private:
   Result<std::shared_ptr<Inode>> directory_locked(uint64_t inode) REQUIRES(mutex_);

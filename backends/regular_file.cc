@@ -57,6 +57,7 @@ Result<size_t> RegularFile::write(uint64_t offset, std::span<const std::byte> da
   const uint64_t end = offset + data.size();
   const uint64_t first = offset / unit_;
   if (auto r = space_.write(first, div_up(end, unit_) - first, std::max(size_, end), work); !r) {
+    contents_->unreserve(offset, data);
     return std::unexpected(r.error());
   }
   size_ = std::max(size_, end);
@@ -249,8 +250,18 @@ void RegularFile::recover() {
     const uint64_t length = std::min(FileDurability::kPageBytes, synced_size - page);
     const uint64_t first = page / unit_;
     if (page_contents && space_.has_data(first, div_up(page + length, unit_) - first)) {
-      contents_->write(page, std::as_bytes(std::span(*page_contents))
-                                 .first(std::min<uint64_t>(length, page_contents->size())));
+      const auto synced = std::as_bytes(std::span(*page_contents))
+                              .first(std::min<uint64_t>(length, page_contents->size()));
+      // A full host store cannot take the page back: it reads as zeros, and
+      // the crash goes on for the other pages and files.
+      if (auto room = contents_->reserve(page, synced); !room) {
+        spdlog::error("crash recovery: the synced page at {} cannot be stored back ({}): it reads "
+                      "as zeros",
+                      page, errno_name(room.error().value));
+        contents_->zero(page, length);
+        continue;
+      }
+      contents_->write(page, synced);
     } else {
       contents_->zero(page, length);
     }
@@ -330,6 +341,18 @@ void RegularFile::drop_cache(uint64_t offset, uint64_t length) {
   } else {
     dirty_.remove(cache_.drop(offset, length));
   }
+}
+
+ImageJson RegularFile::save() const {
+  if (durability_.unsynced()) throw ImageError("a file holds data written since its last sync");
+  return ImageJson{{"size", size_}, {"space", space_.save()}, {"contents", contents_->key()}};
+}
+
+void RegularFile::load(const ImageJson& saved) {
+  size_ = saved.at("size").get<uint64_t>();
+  if (size_ > kMaxFileSize) throw ImageError("a file's size is past the largest offset");
+  space_.load(saved.at("space"));
+  durability_.synced(size_);
 }
 
 }  // namespace mimicfs

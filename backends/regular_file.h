@@ -113,6 +113,12 @@ class RegularFile {
   // The size, allocation, dirty and unsynced figures (FileStats::inode unset).
   FileStats stats() const;
 
+  // Its size, blocks and where its contents are (FileData::key) for a volume
+  // image, and back into a new RegularFile made with that FileData: durable,
+  // with a cold page cache. Only a synced file is saved (ImageError otherwise).
+  ImageJson save() const;
+  void load(const ImageJson& saved);
+
  private:
   // Saves the synced contents [offset, offset+length) is about to lose.
   void prepare_change(uint64_t offset, uint64_t length);

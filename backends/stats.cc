@@ -118,4 +118,34 @@ nlohmann::json to_json(const StatsSnapshot& s) {
   return j;
 }
 
+nlohmann::json OperationCounters::save() const {
+  std::lock_guard lock(errors_mutex_);
+  nlohmann::json saved = nlohmann::json::object();
+  for (size_t i = 0; i < counters_.size(); ++i) {
+    const Counter& c = counters_[i];
+    if (c.count == 0 && c.emulated_ns == 0 && errors_[i].empty()) continue;
+    nlohmann::json errors = nlohmann::json::array();
+    for (const auto& [error, count] : errors_[i]) errors.push_back({error, count});
+    saved[std::string(op_name(static_cast<Op>(i)))] = {
+        {"count", c.count.load()}, {"bytes", c.bytes.load()},
+        {"emulated_ns", c.emulated_ns.load()}, {"errors", std::move(errors)}};
+  }
+  return saved;
+}
+
+void OperationCounters::load(const nlohmann::json& saved) {
+  reset();
+  std::lock_guard lock(errors_mutex_);
+  for (size_t i = 0; i < counters_.size(); ++i) {
+    const auto it = saved.find(std::string(op_name(static_cast<Op>(i))));
+    if (it == saved.end()) continue;
+    counters_[i].count = it->at("count").get<uint64_t>();
+    counters_[i].bytes = it->at("bytes").get<uint64_t>();
+    counters_[i].emulated_ns = it->at("emulated_ns").get<uint64_t>();
+    for (const auto& error : it->at("errors")) {
+      errors_[i][error.at(0).get<int>()] = error.at(1).get<uint64_t>();
+    }
+  }
+}
+
 }  // namespace mimicfs

@@ -125,6 +125,9 @@ class OperationCounters {
   void add_time(Op op, uint64_t emulated_ns);
   std::map<std::string, OperationStats> snapshot() const;
   void reset();
+  // The counters for a volume image (by operation name), and back.
+  nlohmann::json save() const;
+  void load(const nlohmann::json& saved);
 
   // Records the outcome of an operation and passes the result through:
   // `return counters_.record(Op::kWrite, n, result);`

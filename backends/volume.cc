@@ -661,4 +661,37 @@ DeviceLayout Volume::layout() {
   return l;
 }
 
+// ---------------------------------------------------------------------------
+// Images
+
+ImageJson Volume::save_image() {
+  Work work;
+  deferred_.complete_all();
+  sync_all(work);
+  deferred_.complete_all();  // what the sync settled may queue more
+  return ImageJson{{"namespace", namespace_.save()},
+                   {"device", space_.save()},
+                   {"crashes", crashes_.load()}};
+}
+
+void Volume::load_image(const ImageJson& image) {
+  space_.load(image.at("device"));
+  namespace_.load(image.at("namespace"), [this](uint64_t group, const ImageJson& saved) {
+    const std::string key = saved.at("contents").get<std::string>();
+    std::unique_ptr<FileData> contents;
+    if (key.empty()) {
+      contents = store_->create_file();
+    } else {
+      auto reopened = store_->reopen_file(key);
+      if (!reopened) throw ImageError(reopened.error());
+      contents = std::move(*reopened);
+    }
+    auto file = std::make_unique<RegularFile>(profile_, space_, dirty_pages_, group,
+                                              std::move(contents));
+    file->load(saved);
+    return file;
+  });
+  crashes_ = image.at("crashes").get<uint64_t>();
+}
+
 }  // namespace mimicfs

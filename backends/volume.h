@@ -98,6 +98,13 @@ class Volume final : public FileSystem {
 
   bool complete_deferred(uint64_t id) override { return deferred_.complete(id); }
   size_t complete_all_deferred() override { return deferred_.complete_all(); }
+
+  // The whole volume for an image (volume_image.h): synced first, its deferred
+  // work done, then its namespace, files and device. No operation may run.
+  ImageJson save_image();
+  // An image into this new volume, its file contents reopened from the store.
+  // Throws ImageError (or nlohmann::json::exception) when the image is malformed.
+  void load_image(const ImageJson& image);
   std::string path(uint64_t inode) override;
   Result<FileStats> file_stats(uint64_t inode) override;
   Result<std::vector<Extent>> file_extents(uint64_t inode) override;

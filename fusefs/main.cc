@@ -92,6 +92,32 @@ std::string check_data_dir_apart(const std::string& data_dir, const std::string&
   return "";
 }
 
+// Why the volume saved in `data_dir` cannot be mounted with `profile` ("" when
+// it can): a volume keeps the profile it was made with.
+std::string check_saved_profile(const std::string& data_dir, const ImageJson& image,
+                                const Profile& profile) {
+  const auto saved = image.find("profile");
+  if (saved == image.end() || !saved->is_object() || !saved->contains("name") ||
+      !saved->contains("toml") || !(*saved)["name"].is_string() || !(*saved)["toml"].is_string()) {
+    return fmt::format("--data-dir {}: volume.meta names no profile (corrupt?)", data_dir);
+  }
+  const std::string name = (*saved)["name"].get<std::string>();
+  if (name != profile.name) {
+    return fmt::format(
+        "--data-dir {}: holds a volume made with profile {}; it cannot be mounted as {} "
+        "(give --profile {}, or an empty directory)",
+        data_dir, name, profile.name, name);
+  }
+  if ((*saved)["toml"].get<std::string>() != profile.to_toml()) {
+    return fmt::format(
+        "--data-dir {}: holds a volume made with profile {} and other settings than this "
+        "mount's (--set or --profile-file); give the same ones (`mimicfs profiles show` "
+        "prints a profile's)",
+        data_dir, name);
+  }
+  return "";
+}
+
 // The first malformed --fault rule's reason, or "".
 std::string check_fault_rules(const std::vector<std::string>& rules) {
   FaultInjector check;
@@ -298,17 +324,27 @@ int run(int argc, char** argv) {
     if (auto why = check_fuse_device(); !why.empty()) return usage_error(why);
     MountOptions options{mountpoint, std::move(*profile), foreground, adapter,
                          *latency,   fault_rules,         nullptr};
-    if (!data_dir.empty()) {
+    if (mount->count("--data-dir") > 0) {
       if (auto why = check_data_dir_apart(data_dir, mountpoint); !why.empty()) {
         return usage_error(why);
       }
       auto store = HostDataStore::open(data_dir);
       if (!store) return usage_error(store.error());
+      auto image = (*store)->load_volume();
+      if (!image) return usage_error(image.error());
+      if (*image) {
+        if (auto why = check_saved_profile(data_dir, **image, options.profile); !why.empty()) {
+          return usage_error(why);
+        }
+      }
+      options.data_dir = store->get();
+      options.image = std::move(*image);
       options.store = std::move(*store);
     }
     return mount_and_serve(std::move(options));
   }
   if (*run_app) {
+    set_up_logging("warn", "");
     auto profile = chosen_profile(run_profile.name, run_profile.file, run_profile.overrides);
     if (!profile) return usage_error(profile.error());
     auto latency = LatencyMode::parse(run_latency_text);
@@ -318,8 +354,16 @@ int run(int argc, char** argv) {
       return usage_error(why);
     }
     // Checked here for a one-line refusal; the mount opens it again.
-    if (!run_data_dir.empty()) {
-      if (auto store = HostDataStore::open(run_data_dir); !store) return usage_error(store.error());
+    if (run_app->count("--data-dir") > 0) {
+      auto store = HostDataStore::open(run_data_dir, /*check_only=*/true);
+      if (!store) return usage_error(store.error());
+      auto image = (*store)->load_volume();
+      if (!image) return usage_error(image.error());
+      if (*image) {
+        if (auto why = check_saved_profile(run_data_dir, **image, *profile); !why.empty()) {
+          return usage_error(why);
+        }
+      }
     }
     return run_with_mount(RunOptions{std::move(*profile), run_args, run_stats_out, *latency,
                                      run_fault_rules, run_data_dir});

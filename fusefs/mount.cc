@@ -53,6 +53,32 @@ std::string check_fuse_device() {
   return {};
 }
 
+namespace {
+
+// The volume into its data directory after the unmount, as a real unmount
+// syncs: the next mount of the directory restores it. When it cannot be saved
+// the `mounted` marker stays, and the next mount refuses the directory.
+void save_volume(Engine& engine, HostDataStore& data_dir, const Profile& profile) {
+  try {
+    ImageJson image = engine.save_image();
+    image["profile"] = {{"name", profile.name}, {"toml", profile.to_toml()}};
+    if (auto saved = data_dir.save_volume(image); !saved) {
+      spdlog::error("{}", saved.error());
+      data_dir.keep_contents();
+      return;
+    }
+  } catch (const std::exception& e) {
+    spdlog::error("data directory {}: cannot save the volume: {}", data_dir.directory(), e.what());
+    data_dir.keep_contents();
+    return;
+  }
+  data_dir.keep_contents();
+  data_dir.end_serving();
+  spdlog::info("saved the volume in {}", data_dir.directory());
+}
+
+}  // namespace
+
 int mount_and_serve(MountOptions options) {
   SystemWallClock wall_clock;
   if (!options.store) options.store = std::make_unique<MemoryDataStore>();
@@ -64,6 +90,35 @@ int mount_and_serve(MountOptions options) {
     }
   }
   FuseAdapter adapter(engine, options.adapter);
+  HostDataStore* const data_dir = options.data_dir;
+  if (options.image) {
+    try {
+      engine.load_image(*options.image);
+    } catch (const std::exception& e) {
+      // What was loaded goes with the engine; the host files stay for the image.
+      data_dir->keep_contents();
+      fmt::print(stderr, "mimicfs: --data-dir {}: its saved volume cannot be restored: {}\n",
+                 data_dir->directory(), e.what());
+      return kExitUsage;
+    }
+    options.image.reset();
+    spdlog::info("restored the volume saved in {}", data_dir->directory());
+  }
+  // Every way out before the volume is served leaves the saved one as it was.
+  auto abandon = [&] {
+    if (data_dir) data_dir->keep_contents();
+  };
+  if (data_dir) {
+    if (auto begun = data_dir->begin_serving(); !begun) {
+      abandon();
+      fmt::print(stderr, "mimicfs: {}\n", begun.error());
+      return kExitUsage;
+    }
+  }
+  auto abandon_serving = [&] {
+    abandon();
+    if (data_dir) data_dir->end_serving();
+  };
 
   // libfuse takes mount options as an argv.
   std::vector<std::string> words = {
@@ -79,17 +134,20 @@ int mount_and_serve(MountOptions options) {
   fuse_opt_free_args(&args);
   if (!session) {
     spdlog::error("cannot create a FUSE session");
+    abandon_serving();
     return kExitFailure;
   }
   if (fuse_set_signal_handlers(session) != 0) {
     fuse_session_destroy(session);
     spdlog::error("cannot install signal handlers");
+    abandon_serving();
     return kExitFailure;
   }
   if (fuse_session_mount(session, options.mountpoint.c_str()) != 0) {
     fuse_remove_signal_handlers(session);
     fuse_session_destroy(session);
     spdlog::error("cannot mount on {}", options.mountpoint);
+    abandon_serving();
     return kExitFailure;
   }
   // FUSE_HANDLE_KILLPRIV_V2 (no security.capability round trip before each
@@ -99,6 +157,7 @@ int mount_and_serve(MountOptions options) {
     fuse_session_unmount(session);
     fuse_remove_signal_handlers(session);
     fuse_session_destroy(session);
+    abandon_serving();
     return kExitFailure;
   }
   adapter.set_session(session);
@@ -118,6 +177,7 @@ int mount_and_serve(MountOptions options) {
   fuse_remove_signal_handlers(session);
   fuse_session_destroy(session);
   spdlog::info("unmounted {}", options.mountpoint);
+  if (data_dir) save_volume(engine, *data_dir, options.profile);
   // The loop returns 0 after an unmount, the signal number after SIGINT/SIGTERM/SIGHUP
   // (a clean stop too), and a negative errno when serving failed.
   return loop_status >= 0 ? kExitOk : kExitFailure;

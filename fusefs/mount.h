@@ -2,11 +2,13 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "backends/data_store.h"
 #include "backends/emulated_clock.h"
+#include "backends/host_data_store.h"
 #include "backends/profile.h"
 #include "fusefs/fuse_adapter.h"
 
@@ -20,6 +22,10 @@ struct MountOptions {
   LatencyMode latency;              // --latency
   std::vector<std::string> faults;  // --fault rules, already checked
   std::unique_ptr<DataStore> store;  // --data-dir's store, opened; null: file contents in memory
+  // The same store, which the volume is saved into at unmount (null: none),
+  // and the volume it saved last time, checked against the profile (none: new).
+  HostDataStore* data_dir = nullptr;
+  std::optional<ImageJson> image;
 };
 
 // One-line reason the directory cannot be a mountpoint (missing, not a directory,
@@ -30,7 +36,9 @@ std::string check_fuse_device();
 
 // Mounts and serves until SIGINT, SIGTERM, SIGHUP or an unmount. Without
 // `foreground` it returns in the parent (kExitOk) once the mount is in place and
-// serves from a detached child. Returns an exit status (exit_status.h).
+// serves from a detached child. With a data directory the saved volume is
+// restored first (one line and kExitUsage when it cannot be), and the volume is
+// saved into it after the unmount. Returns an exit status (exit_status.h).
 int mount_and_serve(MountOptions options);
 
 }  // namespace mimicfs

@@ -1,6 +1,7 @@
 #include "fusefs/temporary_mount.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -28,6 +29,19 @@ void unmount(const std::string& dir) {
   }
   fmt::print(stderr, "mimicfs: {} is busy; unmounting it lazily\n", dir);
   (void)spawn_and_wait({"fusermount3", "-u", "-z", "-q", dir});
+}
+
+// After the unmount the daemon saves the volume into its data directory, then
+// lets go of it (the flock on its marker): waits for that, up to a minute, so
+// that `run` returns with the volume saved.
+void wait_for_data_dir(const std::string& data_dir) {
+  const int fd = ::open((data_dir + "/mimicfs-data").c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  for (int attempt = 0; attempt < 1200; ++attempt) {
+    if (flock(fd, LOCK_EX | LOCK_NB) == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ::close(fd);
 }
 
 void remove_quietly(const std::string& path) {
@@ -61,7 +75,7 @@ std::expected<std::unique_ptr<TemporaryMount>, std::string> TemporaryMount::moun
   remove_quietly(profile_file);
   const bool ok = mounted && mounted->status == kExitOk;
   if (ok && SignalForwarding::received() == 0)
-    return std::unique_ptr<TemporaryMount>(new TemporaryMount(dir));
+    return std::unique_ptr<TemporaryMount>(new TemporaryMount(dir, data_dir));
   // A mount interrupted half-way may be in place: take it down before leaving.
   if (ok) unmount(dir);
   (void)spawn_and_wait({"fusermount3", "-u", "-q", dir});
@@ -76,6 +90,7 @@ std::expected<std::unique_ptr<TemporaryMount>, std::string> TemporaryMount::moun
 
 TemporaryMount::~TemporaryMount() {
   unmount(dir_);
+  if (!data_dir_.empty()) wait_for_data_dir(data_dir_);
   remove_quietly(dir_);
   remove_quietly(dir_ + ".log");
 }

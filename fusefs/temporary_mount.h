@@ -35,8 +35,10 @@ class TemporaryMount {
   int ctl(std::string_view command) const;
 
  private:
-  explicit TemporaryMount(std::string dir) : dir_(std::move(dir)) {}
+  TemporaryMount(std::string dir, std::string data_dir)
+      : dir_(std::move(dir)), data_dir_(std::move(data_dir)) {}
   std::string dir_;
+  std::string data_dir_;  // --data-dir, if any: waited for after the unmount
 };
 
 }  // namespace mimicfs

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <spawn.h>
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -64,6 +65,10 @@ class ScopedMount {
     }
     for (const auto& o : options.overrides) argv.insert(argv.end(), {"--set", o});
     if (!options.data_dir.empty()) argv.insert(argv.end(), {"--data-dir", options.data_dir});
+    data_dir_ = options.data_dir;
+    for (size_t i = 0; i + 1 < options.extra_arguments.size(); ++i) {
+      if (options.extra_arguments[i] == "--data-dir") data_dir_ = options.extra_arguments[i + 1];
+    }
     argv.insert(argv.end(), options.extra_arguments.begin(), options.extra_arguments.end());
     argv.push_back(path_);
     const std::string errors = path_ + ".stderr";
@@ -88,6 +93,7 @@ class ScopedMount {
       if (attempt == 19) run({"fusermount3", "-u", "-z", "-q", path_});
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
+    if (!data_dir_.empty()) wait_for_data_dir();
     std::error_code ec;
     std::filesystem::remove(path_, ec);
   }
@@ -130,6 +136,19 @@ class ScopedMount {
   uint64_t emulated_ns() const { return stats()["clock"]["emulated_ns"].get<uint64_t>(); }
 
  private:
+  // After the unmount the daemon saves the volume into its data directory and
+  // lets go of it: waits (up to a minute) until it has, so that the directory
+  // can be mounted again at once.
+  void wait_for_data_dir() const {
+    const int fd = ::open((data_dir_ + "/mimicfs-data").c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return;
+    for (int attempt = 0; attempt < 1200; ++attempt) {
+      if (flock(fd, LOCK_EX | LOCK_NB) == 0) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    ::close(fd);
+  }
+
   static std::string binary() {
     const char* configured = std::getenv("MIMICFS_BINARY");
     return configured && *configured ? configured : "mimicfs";
@@ -159,6 +178,7 @@ class ScopedMount {
   }
 
   std::string path_;
+  std::string data_dir_;  // --data-dir, if any
 };
 
 }  // namespace mimicfs

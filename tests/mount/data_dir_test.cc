@@ -5,12 +5,17 @@
 #include <fcntl.h>
 #include <linux/falloc.h>
 #include <sys/mount.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -81,13 +86,216 @@ TEST(DataDirectory, ContentsLiveInSparseHostFilesAndGoWithTheVolume) {
     close(fd);
     EXPECT_EQ(host_files(data_dir), 1u);
   }
-  EXPECT_EQ(host_files(data_dir), 0u) << "a clean unmount leaves no host file";
-  EXPECT_TRUE(fs::exists(data_dir + "/mimicfs-data")) << "DIR stays a data directory";
-  // And serves the next mount.
+  EXPECT_EQ(host_files(data_dir), 1u) << "the saved volume keeps its host file";
+  EXPECT_TRUE(fs::exists(data_dir + "/volume.meta"));
+  EXPECT_FALSE(fs::exists(data_dir + "/mounted"));
   {
-    MountedVolume again("nfs", {"--data-dir", data_dir});
-    EXPECT_TRUE(again.mounted()) << again.error();
+    MountedVolume again("ext4", {"--data-dir", data_dir});
+    ASSERT_TRUE(again.mounted()) << again.error();
+    ASSERT_EQ(unlink(again.file("table.ibd").c_str()), 0);
   }
+  EXPECT_EQ(host_files(data_dir), 0u) << "a file removed takes its host file with it";
+  fs::remove_all(data_dir);
+}
+
+// Every regular file under `dir`, by path, with its contents.
+std::map<std::string, std::string> contents_under(const std::string& dir) {
+  std::map<std::string, std::string> out;
+  for (const auto& entry : fs::recursive_directory_iterator(dir)) {
+    if (!entry.is_regular_file() || entry.is_symlink()) continue;
+    std::ifstream in(entry.path(), std::ios::binary);
+    std::stringstream text;
+    text << in.rdbuf();
+    out[fs::relative(entry.path(), dir).string()] = text.str();
+  }
+  return out;
+}
+
+// A database's files: a tablespace written, punched and grown, a preallocated
+// log, directories, xattrs, a symlink and a hard link, a removed file.
+void database_files(const MountedVolume& volume) {
+  ASSERT_EQ(mkdir(volume.file("db").c_str(), 0750), 0);
+  const int t = open(volume.file("db/t1.ibd").c_str(), O_RDWR | O_CREAT, 0640);
+  ASSERT_GE(t, 0);
+  for (int i = 0; i < 64; ++i) {
+    const auto page = pattern(16 * kKiB, i);
+    ASSERT_EQ(pwrite(t, page.data(), page.size(), i * 48 * kKiB), 16 * kKiB);
+  }
+  (void)fallocate(t, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 4 * kKiB, 100 * kKiB);
+  ASSERT_EQ(fsetxattr(t, "user.engine", "InnoDB", 6, 0), 0);
+  ASSERT_EQ(fsync(t), 0);
+  close(t);
+  const int log = open(volume.file("db/redo.log").c_str(), O_RDWR | O_CREAT, 0600);
+  ASSERT_GE(log, 0);
+  (void)posix_fallocate(log, 0, 2 * kMiB);
+  const auto entry = pattern(5000, 7);
+  ASSERT_EQ(pwrite(log, entry.data(), entry.size(), 0), 5000);
+  close(log);
+  ASSERT_EQ(symlink("db/t1.ibd", volume.file("latest").c_str()), 0);
+  ASSERT_EQ(link(volume.file("db/t1.ibd").c_str(), volume.file("backup.ibd").c_str()), 0);
+  const int gone = open(volume.file("gone").c_str(), O_RDWR | O_CREAT, 0644);
+  ASSERT_EQ(pwrite(gone, entry.data(), entry.size(), 0), 5000);
+  close(gone);
+  ASSERT_EQ(unlink(volume.file("gone").c_str()), 0);
+}
+
+TEST(DataDirectory, AVolumeSurvivesItsUnmountWithTheSameStatsAndContents) {
+  MIMICFS_REQUIRE_MOUNTABLE();
+  for (const std::string profile : {"xfs", "btrfs", "nfs"}) {
+    SCOPED_TRACE(profile);
+    const std::string data_dir = make_temp_dir();
+    nlohmann::json before;
+    std::map<std::string, std::string> files_before;
+    {
+      MountedVolume volume(profile, {"--data-dir", data_dir});
+      ASSERT_TRUE(volume.mounted()) << volume.error();
+      database_files(volume);
+      ASSERT_EQ(volume.ctl("sync"), 0);  // what the unmount would do
+      files_before = contents_under(volume.path());  // reads count: before the stats
+      before = volume.stats();
+    }
+    {
+      MountedVolume volume(profile, {"--data-dir", data_dir});
+      ASSERT_TRUE(volume.mounted()) << volume.error();
+      nlohmann::json after = volume.stats();
+      // The new mount's own look at its root (the kernel's GETATTR at mount)
+      // is an operation of this mount: one or two more getattr.
+      const uint64_t getattr_before = before["ops"]["getattr"]["count"].get<uint64_t>();
+      const uint64_t getattr_after = after["ops"]["getattr"]["count"].get<uint64_t>();
+      EXPECT_GE(getattr_after, getattr_before);
+      EXPECT_LE(getattr_after, getattr_before + 2);
+      after["ops"]["getattr"]["count"] = getattr_before;
+      EXPECT_EQ(after, before) << nlohmann::json::diff(before, after).dump();
+      EXPECT_EQ(contents_under(volume.path()), files_before);
+      char target[64] = {};
+      EXPECT_EQ(readlink(volume.file("latest").c_str(), target, sizeof target - 1), 9);
+      EXPECT_STREQ(target, "db/t1.ibd");
+      char value[16] = {};
+      EXPECT_EQ(getxattr(volume.file("db/t1.ibd").c_str(), "user.engine", value, sizeof value), 6);
+      struct stat st {};
+      ASSERT_EQ(stat(volume.file("backup.ibd").c_str(), &st), 0);
+      EXPECT_EQ(st.st_nlink, 2u);
+      // And it goes on: a write lands and is there the next time.
+      const auto more = pattern(kMiB, 3);
+      const int t = open(volume.file("db/t1.ibd").c_str(), O_RDWR);
+      ASSERT_EQ(pwrite(t, more.data(), more.size(), 8 * kMiB), kMiB);
+      close(t);
+    }
+    {
+      MountedVolume volume(profile, {"--data-dir", data_dir});
+      ASSERT_TRUE(volume.mounted()) << volume.error();
+      const int t = open(volume.file("db/t1.ibd").c_str(), O_RDONLY);
+      EXPECT_EQ(read_at(t, kMiB, 8 * kMiB), pattern(kMiB, 3));
+      close(t);
+    }
+    fs::remove_all(data_dir);
+  }
+}
+
+TEST(DataDirectory, AfterACrashTheNextMountHasTheDurableStateOnly) {
+  MIMICFS_REQUIRE_MOUNTABLE();
+  const std::string data_dir = make_temp_dir();
+  {
+    MountedVolume volume("ext4", {"--data-dir", data_dir});
+    ASSERT_TRUE(volume.mounted()) << volume.error();
+    const auto data = pattern(64 * kKiB, 1);
+    const int synced = open(volume.file("synced").c_str(), O_RDWR | O_CREAT, 0644);
+    ASSERT_EQ(pwrite(synced, data.data(), data.size(), 0), 64 * kKiB);
+    ASSERT_EQ(fsync(synced), 0);
+    ASSERT_EQ(pwrite(synced, data.data(), data.size(), 64 * kKiB), 64 * kKiB);  // not synced
+    close(synced);
+    const int root = open(volume.path().c_str(), O_RDONLY | O_DIRECTORY);
+    ASSERT_EQ(fsync(root), 0);  // "synced" is durable by name too
+    close(root);
+    const int lost = open(volume.file("lost").c_str(), O_RDWR | O_CREAT, 0644);
+    ASSERT_EQ(pwrite(lost, data.data(), data.size(), 0), 64 * kKiB);
+    close(lost);
+    ASSERT_EQ(volume.ctl("crash"), 0);
+  }
+  MountedVolume volume("ext4", {"--data-dir", data_dir});
+  ASSERT_TRUE(volume.mounted()) << volume.error();
+  struct stat st {};
+  ASSERT_EQ(stat(volume.file("synced").c_str(), &st), 0);
+  EXPECT_EQ(st.st_size, 64 * kKiB);
+  const auto data = pattern(64 * kKiB, 1);
+  EXPECT_EQ(contents_under(volume.path())["synced"], std::string(data.begin(), data.end()));
+  EXPECT_NE(stat(volume.file("lost").c_str(), &st), 0) << "created after the last commit";
+  fs::remove_all(data_dir);
+}
+
+TEST(DataDirectory, ASavedVolumeIsRefusedToAnotherProfileOrWhenItsFileIsBad) {
+  MIMICFS_REQUIRE_MOUNTABLE();
+  const std::string data_dir = make_temp_dir();
+  {
+    MountedVolume volume("xfs", {"--data-dir", data_dir});
+    ASSERT_TRUE(volume.mounted()) << volume.error();
+  }
+  const std::string mountpoint = make_temp_dir();
+  auto r = run_command({mimicfs_binary(), "mount", "--profile", "ext4", "--data-dir", data_dir,
+                        mountpoint});
+  EXPECT_EQ(r.exit_status, 2);
+  EXPECT_EQ(r.err, "mimicfs: --data-dir " + data_dir +
+                       ": holds a volume made with profile xfs; it cannot be mounted as ext4 "
+                       "(give --profile xfs, or an empty directory)\n");
+  r = run_command({mimicfs_binary(), "mount", "--profile", "xfs", "--set",
+                   "allocation.speculative_preallocation=false", "--data-dir", data_dir,
+                   mountpoint});
+  EXPECT_EQ(r.exit_status, 2);
+  EXPECT_NE(r.err.find("other settings than this mount's"), std::string::npos) << r.err;
+  std::ofstream(data_dir + "/volume.meta", std::ios::trunc) << "not cbor";
+  r = run_command({mimicfs_binary(), "mount", "--profile", "xfs", "--data-dir", data_dir,
+                   mountpoint});
+  EXPECT_EQ(r.exit_status, 2);
+  EXPECT_EQ(r.err, "mimicfs: --data-dir " + data_dir +
+                       ": volume.meta is not a saved mimicfs volume (corrupt?)\n");
+  EXPECT_FALSE(is_mounted(mountpoint));
+  fs::remove(mountpoint);
+  fs::remove_all(data_dir);
+}
+
+// The daemon serving `mountpoint`: the process with /dev/fuse open whose
+// command line names it.
+pid_t daemon_of(const std::string& mountpoint) {
+  for (const auto& proc : fs::directory_iterator("/proc")) {
+    const std::string pid = proc.path().filename();
+    if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream cmdline(proc.path() / "cmdline");
+    std::string arg;
+    bool names = false;
+    while (std::getline(cmdline, arg, '\0')) names = names || arg == mountpoint;
+    if (!names) continue;
+    std::error_code ec;
+    for (const auto& fd : fs::directory_iterator(proc.path() / "fd", ec)) {
+      if (fs::read_symlink(fd.path(), ec) == "/dev/fuse") return std::stoi(pid);
+    }
+  }
+  return -1;
+}
+
+TEST(DataDirectory, ADaemonKilledWhileServingLeavesADirectoryThatIsRefused) {
+  MIMICFS_REQUIRE_MOUNTABLE();
+  const std::string data_dir = make_temp_dir();
+  const std::string mountpoint = make_temp_dir();
+  auto r = run_command({mimicfs_binary(), "mount", "--profile", "nfs", "--data-dir", data_dir,
+                        mountpoint});
+  ASSERT_EQ(r.exit_status, 0) << r.err;
+  const auto data = pattern(100 * kKiB, 4);
+  const int fd = open((mountpoint + "/f").c_str(), O_RDWR | O_CREAT, 0644);
+  ASSERT_EQ(pwrite(fd, data.data(), data.size(), 0), 100 * kKiB);
+  close(fd);
+  const pid_t daemon = daemon_of(mountpoint);
+  ASSERT_GT(daemon, 0);
+  ASSERT_EQ(kill(daemon, SIGKILL), 0);
+  for (int i = 0; i < 100 && kill(daemon, 0) == 0; ++i) usleep(20'000);
+  run_command({"fusermount3", "-u", "-q", mountpoint});
+  r = run_command({mimicfs_binary(), "mount", "--profile", "nfs", "--data-dir", data_dir,
+                   mountpoint});
+  EXPECT_EQ(r.exit_status, 2);
+  EXPECT_EQ(r.err, "mimicfs: --data-dir " + data_dir +
+                       ": the mimicfs that served it last did not unmount (killed?), so its files "
+                       "no longer match its saved volume; empty the directory to start afresh\n");
+  EXPECT_FALSE(is_mounted(mountpoint));
+  fs::remove(mountpoint);
   fs::remove_all(data_dir);
 }
 
@@ -114,7 +322,7 @@ TEST(DataDirectory, ADirectoryInUseOrMissingIsRefusedWithOneLine) {
   fs::remove(second);
 }
 
-TEST(DataDirectory, RunKeepsContentsInTheDirectoryForTheCommand) {
+TEST(DataDirectory, RunKeepsTheVolumeInTheDirectoryFromOneCommandToTheNext) {
   MIMICFS_REQUIRE_MOUNTABLE();
   const std::string data_dir = make_temp_dir();
   auto r = run_command({mimicfs_binary(), "run", "--profile", "xfs", "--data-dir", data_dir, "--",
@@ -124,7 +332,11 @@ TEST(DataDirectory, RunKeepsContentsInTheDirectoryForTheCommand) {
                         data_dir});
   EXPECT_EQ(r.exit_status, 0) << r.err;
   EXPECT_EQ(r.out, "1\n300000\n");
-  EXPECT_EQ(host_files(data_dir), 0u);
+  EXPECT_EQ(r.err, "");
+  r = run_command({mimicfs_binary(), "run", "--profile", "xfs", "--data-dir", data_dir, "--",
+                   "sh", "-c", "wc -c < \"$MIMICFS_MOUNT/f\""});
+  EXPECT_EQ(r.exit_status, 0) << r.err;
+  EXPECT_EQ(r.out, "300000\n");
   fs::remove_all(data_dir);
 }
 

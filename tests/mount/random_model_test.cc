@@ -17,7 +17,6 @@
 #include <deque>
 #include <filesystem>
 #include <memory>
-#include <filesystem>
 #include <random>
 #include <sstream>
 #include <string>
@@ -186,7 +185,8 @@ TEST_P(RandomModel, FileMatchesInMemoryReferenceAfterEveryStep) {
   struct RemoveDir {
     const std::string& dir;
     ~RemoveDir() {
-      if (!dir.empty()) std::filesystem::remove_all(dir);
+      std::error_code ec;
+      if (!dir.empty()) std::filesystem::remove_all(dir, ec);
     }
   } remove_data_dir{data_dir};
   MountedVolume vol(c.profile, c.data_dir ? std::vector<std::string>{"--data-dir", data_dir}

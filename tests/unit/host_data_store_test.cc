@@ -155,11 +155,55 @@ TEST_F(HostDataStoreTest, ADirectoryInUseIsRefused) {
   EXPECT_TRUE(open_store()) << "the lock goes with the store";
 }
 
-TEST_F(HostDataStoreTest, FilesLeftByAKilledDaemonAreRemoved) {
+TEST_F(HostDataStoreTest, ADirectoryWhoseDaemonDiedServingIsRefusedAsItIs) {
+  {
+    auto store = open_store();
+    ASSERT_TRUE(store->begin_serving().has_value());
+    auto file = store->create_file();
+    file->write(0, pattern(100, 1));
+    store->keep_contents();  // a daemon killed: nothing removed, nothing saved
+  }
+  EXPECT_EQ(refusal(), "--data-dir " + dir_ +
+                           ": the mimicfs that served it last did not unmount (killed?), so its "
+                           "files no longer match its saved volume; empty the directory to start "
+                           "afresh");
+  EXPECT_TRUE(fs::exists(fs::path(dir_) / "files" / "1")) << "nothing removed";
+}
+
+TEST_F(HostDataStoreTest, FilesWithoutASavedVolumeAreRefused) {
   open_store().reset();
   std::ofstream(fs::path(dir_) / "files" / "17") << "stale";
-  auto store = open_store();
-  EXPECT_TRUE(fs::is_empty(fs::path(dir_) / "files"));
+  EXPECT_EQ(refusal(), "--data-dir " + dir_ +
+                           ": files/ holds \"17\" but no volume is saved (volume.meta is "
+                           "missing); empty the directory to start afresh");
+}
+
+TEST_F(HostDataStoreTest, ASavedVolumeIsReadBackAndOneOfAnotherVersionOrCorruptIsRefused) {
+  {
+    auto store = open_store();
+    EXPECT_FALSE(store->load_volume().value().has_value()) << "nothing saved yet";
+    ASSERT_TRUE(store->save_volume(ImageJson{{"volume", {{"x", 1}}}}).has_value());
+    auto loaded = store->load_volume();
+    ASSERT_TRUE(loaded.has_value()) << loaded.error();
+    ASSERT_TRUE(loaded->has_value());
+    EXPECT_EQ((**loaded)["volume"]["x"], 1);
+    EXPECT_EQ((**loaded)["version"], 1);
+  }
+  const fs::path meta = fs::path(dir_) / "volume.meta";
+  auto write_meta = [&](const std::vector<std::uint8_t>& bytes) {
+    std::ofstream(meta, std::ios::binary | std::ios::trunc)
+        .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  };
+  write_meta(ImageJson::to_cbor(ImageJson{{"format", "mimicfs volume"}, {"version", 9}}));
+  auto loaded = open_store()->load_volume();
+  ASSERT_FALSE(loaded.has_value());
+  EXPECT_EQ(loaded.error(),
+            "--data-dir " + dir_ + ": volume.meta is of version 9; this mimicfs reads version 1");
+  write_meta({0xa1, 0x66, 0x66, 0x6f});  // cut short
+  loaded = open_store()->load_volume();
+  ASSERT_FALSE(loaded.has_value());
+  EXPECT_EQ(loaded.error(),
+            "--data-dir " + dir_ + ": volume.meta is not a saved mimicfs volume (corrupt?)");
 }
 
 TEST_F(HostDataStoreTest, MissingOrNotADirectoryIsRefused) {
