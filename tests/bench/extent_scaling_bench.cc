@@ -11,7 +11,9 @@
 //    metadata). Printed: the heap bytes per extent, then the median and p99 of R
 //    operations (default 2000) at random places: a 1-byte write into a hole
 //    (a new extent), a punch of one extent, SEEK_DATA and SEEK_HOLE, and the
-//    file's stats; and each one's growth from the smallest size to the largest.
+//    file's stats; and each one's growth from the smallest size to the largest;
+//    and the volume image a --data-dir unmount writes: its size, and the time
+//    to save it (sync, encode) and to load it into a new engine.
 // 2. --total N (default 10000000): N extents across 10 files in one volume,
 //    and the process's RSS with them.
 // 3. --inodes N (default 100000): N empty files in 100 directories; heap bytes
@@ -182,6 +184,19 @@ std::map<std::string, Timing> measure_size(uint64_t extents, int repetitions) {
     fmt::print("  {:<20} median {:>9.0f} ns   p99 {:>9.0f} ns\n", name, timings[name].median_ns,
                timings[name].p99_ns);
   }
+  // The volume image a --data-dir unmount writes and the next mount reads.
+  auto seconds_since = [](auto start) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  auto phase = std::chrono::steady_clock::now();
+  const std::vector<std::uint8_t> cbor = ImageJson::to_cbor(volume.engine.save_image());
+  const double save_s = seconds_since(phase);
+  phase = std::chrono::steady_clock::now();
+  Volume restored;
+  restored.engine.load_image(ImageJson::from_cbor(cbor));
+  const double load_s = seconds_since(phase);
+  fmt::print("  {:<20} {:.1f} MiB; saved in {:.2f} s, loaded in {:.2f} s\n", "volume image",
+             static_cast<double>(cbor.size()) / (1 << 20), save_s, load_s);
   return timings;
 }
 
