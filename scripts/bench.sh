@@ -32,7 +32,7 @@
 # --data-dir-gib G  afterwards writes G GiB of non-zero data (cat of a 64 MiB
 #            random file, 128 KiB writes) into an nfs mount with --data-dir under
 #            $TMPDIR (a disk, not tmpfs), in files of 4 GiB of which the oldest
-#            is removed (and `ctl sync`ed) once 8 are kept, so the host needs 32
+#            is removed (and `ctl sync`ed) once 9 exist, so the host needs 36
 #            GiB; then min(G, 8) GiB into the ideal mount, whose contents are in
 #            memory. Prints each daemon's peak RSS and the host bytes at the peak.
 # --json     the io part as JSON (mimicfs_bench --json); the rest stays text.
