@@ -207,4 +207,23 @@ void Allocator::load(const ImageJson& saved) {
   for (size_t i = 0; i < cursors.size(); i += 2) group_cursors_[cursors[i]] = cursors[i + 1];
 }
 
+std::vector<BlockRange> Allocator::free_ranges() const {
+  std::lock_guard lock(mutex_);
+  std::vector<BlockRange> ranges;
+  ranges.reserve(free_by_start_.size());
+  for (const auto& [start, length] : free_by_start_) ranges.push_back({start, length});
+  return ranges;
+}
+
+std::vector<BlockRange> Allocator::metadata_ranges() const {
+  std::vector<BlockRange> ranges;
+  if (metadata_blocks_per_group_ == 0) return ranges;
+  for (uint64_t group = 0; group < group_count_; ++group) {
+    const uint64_t start = group * group_blocks_;
+    const uint64_t length = std::min(metadata_blocks_per_group_, total_blocks_ - start);
+    if (length > 0) ranges.push_back({start, length});
+  }
+  return ranges;
+}
+
 }  // namespace mimicfs

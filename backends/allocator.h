@@ -69,6 +69,9 @@ class Allocator {
   uint64_t group_of(uint64_t block) const { return block / group_blocks_; }
   uint64_t free_blocks() const;
   FreeSpaceSummary summary() const;
+  std::vector<BlockRange> free_ranges() const;
+  // The groups' own headers: never free, never a file's.
+  std::vector<BlockRange> metadata_ranges() const;
 
   // Its free space, reservations and cursors for a volume image, and back into
   // an Allocator of the same geometry.

@@ -48,15 +48,11 @@ class DataStore {
   virtual std::unique_ptr<FileData> create_file() = 0;
   // The contents a FileData of an earlier mount had under `key` (its key()):
   // the reason when they cannot be had. Only a store that keeps contents
-  // across mounts (keeps_contents()) has any.
+  // across mounts (one on the host) has any.
   virtual std::expected<std::unique_ptr<FileData>, std::string> reopen_file(
       const std::string& key) {
     return std::unexpected("file contents \"" + key + "\" are not kept by this store");
   }
-  virtual bool keeps_contents() const { return false; }
-  // From now on the contents outlive their FileData: the volume was saved, and
-  // destroying it must not delete what the image refers to.
-  virtual void keep_contents() {}
 };
 
 }  // namespace mimicfs

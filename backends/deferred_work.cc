@@ -45,4 +45,14 @@ DeferredStats DeferredWork::stats() const {
   return s;
 }
 
+uint64_t DeferredWork::completed() const {
+  std::lock_guard lock(mutex_);
+  return completed_;
+}
+
+void DeferredWork::set_completed(uint64_t count) {
+  std::lock_guard lock(mutex_);
+  completed_ = count;
+}
+
 }  // namespace mimicfs

@@ -31,6 +31,9 @@ class DeferredWork {
   bool complete(uint64_t id);
   // Completes every pending task, oldest first; returns how many.
   size_t complete_all();
+  // Tasks completed since the start (stats), and that count from a volume image.
+  uint64_t completed() const EXCLUDES(mutex_);
+  void set_completed(uint64_t count) EXCLUDES(mutex_);
 
   DeferredStats stats() const;
 

@@ -32,6 +32,10 @@ class DeviceSpace {
   const PlacementPolicy& placement() const { return *placement_; }
   const PreallocationPolicy* preallocation() const { return preallocation_.get(); }
   bool copy_on_write() const { return references_ != nullptr; }
+  // Copy-on-write: the data extents, whole (none elsewhere).
+  std::vector<BlockRange> data_extents() const {
+    return references_ ? references_->data_extents() : std::vector<BlockRange>{};
+  }
   // The allocator's and the copy-on-write references' state for a volume
   // image, and back into a DeviceSpace of the same profile.
   ImageJson save() const;

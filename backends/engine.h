@@ -87,6 +87,7 @@ class Engine {
   // The volume, its counters and its emulated time as an image (volume_image.h),
   // synced first, as an unmount does; no operation may run.
   ImageJson save_image() {
+    cost_.complete_all_deferred();  // the cost layer's schedule settles with it
     ImageJson image{{"volume", volume_.save_image()}};
     image["counters"] = counting_.save();
     image["time"] = cost_.save();

@@ -119,14 +119,28 @@ void ExtentReferences::load(const ImageJson& saved) {
     if (numbers.size() - i < 3 || (numbers.size() - i - 3) / 2 < numbers[i + 2]) {
       throw ImageError("the saved copy-on-write extents are cut short");
     }
-    DataExtent& extent = extents_[numbers[i]];
+    const uint64_t start = numbers[i];
+    if (extents_.contains(start)) throw ImageError("a copy-on-write extent is saved twice");
+    DataExtent& extent = extents_[start];
     extent.length = numbers[i + 1];
     const uint64_t runs = numbers[i + 2];
     i += 3;
     for (uint64_t r = 0; r < runs; ++r, i += 2) {
+      if (numbers[i] < start || numbers[i + 1] > extent.length ||
+          numbers[i] - start > extent.length - numbers[i + 1]) {
+        throw ImageError("a copy-on-write extent's unreferenced blocks lie outside it");
+      }
       unreferenced_blocks_ += extent.unreferenced.add(numbers[i], numbers[i + 1]);
     }
   }
+}
+
+std::vector<BlockRange> ExtentReferences::data_extents() const {
+  std::lock_guard lock(mutex_);
+  std::vector<BlockRange> ranges;
+  ranges.reserve(extents_.size());
+  for (const auto& [start, extent] : extents_) ranges.push_back({start, extent.length});
+  return ranges;
 }
 
 }  // namespace mimicfs

@@ -41,6 +41,7 @@ class ExtentReferences {
   // Blocks that stay allocated although no file refers to them.
   uint64_t unreferenced_blocks() const;
   uint64_t data_extent_count() const;
+  std::vector<BlockRange> data_extents() const;
 
   // Its data extents for a volume image, and back into an empty one.
   ImageJson save() const;

@@ -34,6 +34,9 @@ class FileSpace {
   const ExtentMap& extents() const { return extents_; }
   // Blocks the file holds or is promised (st_blocks): mapped and delayed.
   uint64_t blocks() const { return extents_.mapped_blocks() + delayed_.blocks(); }
+  uint64_t delayed_blocks() const { return delayed_.blocks(); }
+  // The device blocks its inode reservation window holds (length 0: none).
+  BlockRange reservation_window() const { return {reservation_.physical, reservation_.length}; }
   // True when any block of [first, first+count) holds data: written, or delayed.
   bool has_data(uint64_t first, uint64_t count) const;
   // SEEK_DATA and SEEK_HOLE in blocks: delayed blocks are data.

@@ -31,7 +31,10 @@ constexpr const char* kVolumeNewName = "volume.meta.new";
 constexpr const char* kMountedName = "mounted";
 constexpr std::string_view kVolumeFormat = "mimicfs volume";
 constexpr uint64_t kVolumeVersion = 1;
-constexpr int kLockAttempts = 60;  // 50 ms apart: 3 s
+constexpr int kLockAttempts = 60;     // 50 ms apart: 3 s
+constexpr int kSaveAttempts = 12000;  // 10 minutes
+constexpr std::string_view kSaving = "saving";
+constexpr std::string_view kSaveFailed = "save failed: ";
 
 // Calls visit(offset, piece, zeros) for each run of `data` written at
 // `offset`, in order: runs whose pieces (the parts of `data` in each 4 KiB page
@@ -86,25 +89,67 @@ ssize_t read_all(int fd, std::byte* out, size_t length, uint64_t offset) {
   return static_cast<ssize_t>(done);
 }
 
-// A directory's first entry other than . and .. ("" when empty), or the errno.
-std::expected<std::string, int> first_entry(int dir_fd) {
+// Calls visit(name) for each entry of a directory but . and .., until it
+// returns false: 0, or the errno when the directory cannot be listed.
+template <typename Visit>
+int for_each_entry(int dir_fd, Visit&& visit) {
   const int list_fd = dup(dir_fd);
-  if (list_fd < 0) return std::unexpected(errno);
+  if (list_fd < 0) return errno;
   DIR* listing = fdopendir(list_fd);
   if (!listing) {
     const int error = errno;
     ::close(list_fd);
-    return std::unexpected(error);
+    return error;
   }
-  std::string found;
   while (const dirent* entry = readdir(listing)) {
     const std::string_view name = entry->d_name;
     if (name == "." || name == "..") continue;
-    found = name;
-    break;
+    if (!visit(name)) break;
   }
   closedir(listing);
+  return 0;
+}
+
+// A directory's first entry other than . and .. ("" when empty), or the errno.
+std::expected<std::string, int> first_entry(int dir_fd) {
+  std::string found;
+  if (const int error = for_each_entry(dir_fd, [&](std::string_view name) {
+        found = name;
+        return false;
+      });
+      error != 0) {
+    return std::unexpected(error);
+  }
   return found;
+}
+
+// The first line of DIR/mounted ("" when missing or empty).
+std::string serving_state(int dir_fd) {
+  const int fd = openat(dir_fd, "mounted", O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return "";
+  std::array<char, 512> text{};
+  const ssize_t n = ::pread(fd, text.data(), text.size(), 0);
+  ::close(fd);
+  std::string line(text.data(), n > 0 ? static_cast<size_t>(n) : 0);
+  return line.substr(0, line.find('\n'));
+}
+
+// The largest number among a directory's entries named by one (0: none).
+std::expected<uint64_t, int> last_number(int dir_fd) {
+  uint64_t last = 0;
+  if (const int error = for_each_entry(dir_fd, [&](std::string_view name) {
+        uint64_t number = 0;
+        const char* end = name.data() + name.size();
+        if (auto [at, failed] = std::from_chars(name.data(), end, number);
+            failed == std::errc() && at == end) {
+          last = std::max(last, number);
+        }
+        return true;
+      });
+      error != 0) {
+    return std::unexpected(error);
+  }
+  return last;
 }
 
 // `text` fit for a one-line message: control characters become '?'.
@@ -134,7 +179,10 @@ void raise_descriptor_limit() {
 HostFileData::~HostFileData() {
   if (fd_ < 0) return;
   ::close(fd_);
-  if (store_.keep_ && host_end_ > 0) return;  // the saved volume refers to it (key())
+  // A host file with data outlives its FileData: a saved volume refers to it
+  // (key()), or the daemon stops without saving and DIR is refused until emptied.
+  // A file removed from the volume was emptied first (release()).
+  if (host_end_ > 0) return;
   if (unlinkat(store_.files_fd_, name().c_str(), 0) != 0) {
     spdlog::warn("data directory {}: cannot remove files/{}: {}", store_.directory_, name(),
                  std::strerror(errno));
@@ -334,8 +382,12 @@ std::expected<std::unique_ptr<FileData>, std::string> HostDataStore::reopen_file
     const std::string& key) {
   uint64_t number = 0;
   const auto [end, error] = std::from_chars(key.data(), key.data() + key.size(), number);
-  if (error != std::errc() || end != key.data() + key.size() || number == 0) {
-    return std::unexpected(fmt::format("\"{}\" does not name a file of files/", key));
+  if (error != std::errc() || end != key.data() + key.size() || number == 0 ||
+      key != std::to_string(number)) {
+    return std::unexpected(fmt::format("\"{}\" does not name a file of files/", printable(key)));
+  }
+  if (!reopened_.insert(number).second) {
+    return std::unexpected(fmt::format("files/{} is named by two files", key));
   }
   const int fd = openat(files_fd_, key.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
   if (fd < 0) return std::unexpected(fmt::format("files/{}: {}", key, std::strerror(errno)));
@@ -352,10 +404,15 @@ std::expected<std::optional<ImageJson>, std::string> HostDataStore::load_volume(
   auto refused = [&](std::string_view why) {
     return std::unexpected(fmt::format("--data-dir {}: {}", directory_, why));
   };
-  const int fd = openat(dir_fd_, kVolumeName, O_RDONLY | O_CLOEXEC);
+  const int fd = openat(dir_fd_, kVolumeName, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) {
     if (errno == ENOENT) return std::optional<ImageJson>();
     return refused(fmt::format("cannot open {}: {}", kVolumeName, std::strerror(errno)));
+  }
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return refused(fmt::format("{} is not a regular file", kVolumeName));
   }
   std::vector<std::uint8_t> bytes;
   std::array<std::uint8_t, 1 << 16> buffer;
@@ -371,7 +428,12 @@ std::expected<std::optional<ImageJson>, std::string> HostDataStore::load_volume(
     bytes.insert(bytes.end(), buffer.begin(), buffer.begin() + n);
   }
   ::close(fd);
-  ImageJson image = ImageJson::from_cbor(bytes, /*strict=*/true, /*allow_exceptions=*/false);
+  ImageJson image;
+  try {
+    image = ImageJson::from_cbor(bytes, /*strict=*/true, /*allow_exceptions=*/false);
+  } catch (const std::exception&) {  // some malformed inputs throw all the same
+    image = ImageJson(ImageJson::value_t::discarded);
+  }
   if (image.is_discarded() || !image.is_object() || !image.contains("format") ||
       image["format"] != kVolumeFormat || !image.contains("version") ||
       !image["version"].is_number_unsigned()) {
@@ -393,7 +455,8 @@ std::expected<void, std::string> HostDataStore::save_volume(const ImageJson& ima
   whole["format"] = kVolumeFormat;
   whole["version"] = kVolumeVersion;
   const std::vector<std::uint8_t> bytes = ImageJson::to_cbor(whole);
-  const int fd = openat(dir_fd_, kVolumeNewName, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  const int fd = openat(dir_fd_, kVolumeNewName,
+                        O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd < 0) return failed(kVolumeNewName);
   const bool written = write_all(fd, reinterpret_cast<const std::byte*>(bytes.data()),
                                  bytes.size(), 0) &&
@@ -410,7 +473,8 @@ std::expected<void, std::string> HostDataStore::save_volume(const ImageJson& ima
 }
 
 std::expected<void, std::string> HostDataStore::begin_serving() const {
-  const int fd = openat(dir_fd_, kMountedName, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+  const int fd = openat(dir_fd_, kMountedName, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
+                        0644);
   if (fd < 0 || fsync(dir_fd_) != 0) {
     const int error = errno;
     if (fd >= 0) ::close(fd);
@@ -419,6 +483,14 @@ std::expected<void, std::string> HostDataStore::begin_serving() const {
   }
   ::close(fd);
   return {};
+}
+
+void HostDataStore::note_serving(std::string_view state) const {
+  const int fd = openat(dir_fd_, kMountedName, O_WRONLY | O_TRUNC | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return;
+  const std::string line = printable(state) + "\n";
+  (void)write_all(fd, reinterpret_cast<const std::byte*>(line.data()), line.size(), 0);
+  ::close(fd);
 }
 
 void HostDataStore::end_serving() const {
@@ -493,12 +565,17 @@ std::expected<std::unique_ptr<HostDataStore>, std::string> HostDataStore::open(
       return refused(fmt::format("{} is not a mimicfs marker (corrupt?)", kMarkerName));
     }
   }
-  // A daemon whose volume was just unmounted saves it, then lets go: a
-  // mount right after an unmount waits for it a little.
+  // A daemon whose volume was just unmounted saves it (`mounted` says
+  // "saving"), then lets go: a mount waits for that, and a little for an
+  // unmount just begun.
   for (int attempt = 0;; ++attempt) {
     if (flock(marker_fd, LOCK_EX | LOCK_NB) == 0) break;
     if (errno != EWOULDBLOCK) return refused(fmt::format("cannot lock: {}", std::strerror(errno)));
-    if (attempt == kLockAttempts) return refused("in use by another mimicfs mount");
+    const bool saving = serving_state(dir_fd) == kSaving;
+    if (attempt >= (saving ? kSaveAttempts : kLockAttempts)) {
+      return refused(saving ? "its daemon is still saving the volume (waited 10 minutes)"
+                            : "in use by another mimicfs mount");
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   if (mkdirat(dir_fd, kFilesName, 0700) != 0 && errno != EEXIST) {
@@ -512,6 +589,13 @@ std::expected<std::unique_ptr<HostDataStore>, std::string> HostDataStore::open(
   // A daemon that served DIR and died without saving: its files changed after
   // volume.meta was written, so neither matches the other any more.
   if (faccessat(dir_fd, kMountedName, F_OK, 0) == 0) {
+    const std::string state = serving_state(dir_fd);
+    if (state.starts_with(kSaveFailed)) {
+      return refused(fmt::format(
+          "the mimicfs that served it last could not save the volume ({}), so its files no "
+          "longer match its saved volume; empty the directory to start afresh",
+          state.substr(kSaveFailed.size())));
+    }
     return refused(
         "the mimicfs that served it last did not unmount (killed?), so its files no longer "
         "match its saved volume; empty the directory to start afresh");
@@ -527,6 +611,12 @@ std::expected<std::unique_ptr<HostDataStore>, std::string> HostDataStore::open(
   }
   if (!check_only) raise_descriptor_limit();
   std::unique_ptr<HostDataStore> store(new HostDataStore(dir, dir_fd, marker_fd, files_fd));
+  // New host files never take the number of one already there.
+  if (auto last = last_number(files_fd); !last) {
+    return refused(fmt::format("cannot list {}/: {}", kFilesName, std::strerror(last.error())));
+  } else {
+    store->note_number(*last);
+  }
   dir_fd = -1;  // kept
   marker_fd = -1;
   files_fd = -1;

@@ -20,15 +20,18 @@
 // allocates the host blocks for its data (fallocate, KEEP_SIZE): a full host
 // filesystem fails the write with ENOSPC and nothing written before is lost.
 //
-// A host file goes when its emulated file goes; once the volume is saved
-// (keep_contents()) the rest stay for the next mount. Each file holding data
-// keeps a descriptor open; the soft RLIMIT_NOFILE is raised to the hard one.
+// A host file goes when its emulated file is emptied (removed, or truncated to
+// nothing); one holding data stays when its FileData goes, for the saved
+// volume that names it. Each file holding data keeps a descriptor open; the
+// soft RLIMIT_NOFILE is raised to the hard one.
 #pragma once
 
 #include <atomic>
 #include <expected>
 #include <optional>
+#include <set>
 #include <string>
+#include <string_view>
 
 #include "backends/data_store.h"
 #include "backends/volume_image.h"
@@ -94,8 +97,6 @@ class HostDataStore final : public DataStore {
   std::unique_ptr<FileData> create_file() override;
   std::expected<std::unique_ptr<FileData>, std::string> reopen_file(
       const std::string& key) override;
-  bool keeps_contents() const override { return true; }
-  void keep_contents() override { keep_ = true; }
 
   const std::string& directory() const { return directory_; }
 
@@ -104,8 +105,11 @@ class HostDataStore final : public DataStore {
   std::expected<std::optional<ImageJson>, std::string> load_volume() const;
   // Writes `image` as volume.meta, atomically (a new file renamed over it).
   std::expected<void, std::string> save_volume(const ImageJson& image) const;
-  // The `mounted` marker: made before the volume is served, removed once it is saved.
+  // The `mounted` marker: made before the volume is served, removed once it
+  // is saved. note_serving() says why it stays: "saving" (a mount waits for
+  // the save), or "save failed: REASON" (the next open says so).
   std::expected<void, std::string> begin_serving() const;
+  void note_serving(std::string_view state) const;
   void end_serving() const;
 
  private:
@@ -118,7 +122,7 @@ class HostDataStore final : public DataStore {
   const int dir_fd_;     // DIR
   const int marker_fd_;  // holds the lock
   const int files_fd_;   // DIR/files
-  bool keep_ = false;    // keep_contents(): host files outlive their FileData
+  std::set<uint64_t> reopened_;  // reopen_file()'s numbers: each once (loads are single-threaded)
   std::atomic<uint64_t> next_number_{1};
   std::atomic<bool> can_reserve_{true};  // false once the host refuses fallocate
   std::atomic<bool> can_punch_{true};    // false once the host refuses to punch holes

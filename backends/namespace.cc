@@ -519,6 +519,7 @@ timespec load_time(const ImageJson& saved) {
   return timespec{saved.at(0).get<time_t>(), saved.at(1).get<long>()};
 }
 
+
 }  // namespace
 
 ImageJson Namespace::save() {
@@ -616,9 +617,53 @@ void Namespace::load(const ImageJson& saved, const FileLoader& load_file) {
       directory.entries.emplace(unpack_bytes(entry.at(0)), child->second);
     }
   }
+  check_tree(loaded);
   next_inode_ = next_inode;
   next_directory_group_ = saved.at("next_directory_group").get<uint64_t>();
   inodes_ = std::move(loaded);
+}
+
+void Namespace::check_tree(const std::unordered_map<uint64_t, std::shared_ptr<Inode>>& loaded) const {
+  // From the root, each directory is reached once, through an entry in its
+  // parent; every inode is reached; links are what the entries make them.
+  std::unordered_map<uint64_t, uint32_t> links;  // inode -> entries naming it
+  std::unordered_map<uint64_t, uint32_t> subdirectories;
+  std::vector<const Inode*> pending = {loaded.at(kRootInode).get()};
+  std::unordered_map<uint64_t, bool> reached = {{kRootInode, true}};
+  std::unordered_map<uint64_t, bool> parent_holds_it = {{kRootInode, true}};
+  while (!pending.empty()) {
+    const Inode* directory = pending.back();
+    pending.pop_back();
+    for (const auto& [name, child] : directory->entries) {
+      if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos ||
+          name.size() > profile_.name_max) {
+        throw ImageError("a directory entry has a name no directory can hold");
+      }
+      if (child->number == kRootInode) throw ImageError("an entry names the root");
+      ++links[child->number];
+      if (child->parent == directory->number) parent_holds_it[child->number] = true;
+      if (child->is_directory()) {
+        if (reached.contains(child->number)) {
+          throw ImageError("a directory is reached twice (a cycle, or two parents)");
+        }
+        if (child->parent != directory->number) {
+          throw ImageError("a directory's parent is not the directory holding it");
+        }
+        ++subdirectories[directory->number];
+        pending.push_back(child.get());
+      }
+      reached[child->number] = true;
+    }
+  }
+  for (const auto& [number, inode] : loaded) {
+    if (!reached.contains(number)) throw ImageError("an inode no entry reaches");
+    const uint32_t expected =
+        inode->is_directory() ? 2 + subdirectories[number] : links[number];
+    if (inode->nlink.load() != expected) {
+      throw ImageError("an inode's link count is not its entries'");
+    }
+    if (!parent_holds_it.contains(number)) throw ImageError("an inode's parent holds no entry of it");
+  }
 }
 
 }  // namespace mimicfs

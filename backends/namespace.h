@@ -123,6 +123,9 @@ class Namespace {
   void settle_removal_locked(uint64_t inode, Work& work) REQUIRES(mutex_);
   bool settle_committed_locked(const std::vector<NamespaceJournal::Change>& committed, Work& work)
       REQUIRES(mutex_);
+  // ImageError unless the loaded inodes form the tree the entries say, from
+  // the root, with the link counts they make.
+  void check_tree(const std::unordered_map<uint64_t, std::shared_ptr<Inode>>& loaded) const;
   // A crash: the removed entry comes back when its name and directory allow.
   bool restore_entry_locked(const NamespaceJournal::Change& change) REQUIRES(mutex_);
 

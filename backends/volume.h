@@ -172,6 +172,11 @@ class Volume final : public FileSystem {
   // `allocated_end`: where an ALLOCATE that sets the size ends (0: none).
   void after_attribute_change(Inode& inode, uint64_t allocated_end = 0) REQUIRES(inode.mutex);
   FileStats file_stats_locked(const Inode& inode) const REQUIRES(inode.mutex);
+  // Every regular file in the table now (taken under the namespace lock).
+  std::vector<std::shared_ptr<Inode>> regular_files();
+  // ImageError unless every device block has one owner (free, metadata, a
+  // file's, btrfs's data extents) and the delayed blocks are the reserved ones.
+  void check_image(const ImageJson& image);
   DeviceStats device_stats() const;
 
   const Profile profile_;

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -57,24 +58,29 @@ namespace {
 
 // The volume into its data directory after the unmount, as a real unmount
 // syncs: the next mount of the directory restores it. When it cannot be saved
-// the `mounted` marker stays, and the next mount refuses the directory.
-void save_volume(Engine& engine, HostDataStore& data_dir, const Profile& profile) {
+// the `mounted` marker stays with the reason, and the next mount refuses the
+// directory saying why. False when it was not saved.
+bool save_volume(Engine& engine, HostDataStore& data_dir, const Profile& profile) {
+  // A signal now would kill the daemon half-way through the save.
+  for (int signal : {SIGINT, SIGTERM, SIGHUP}) std::signal(signal, SIG_IGN);
+  data_dir.note_serving("saving");
+  std::string failure;
   try {
     ImageJson image = engine.save_image();
     image["profile"] = {{"name", profile.name}, {"toml", profile.to_toml()}};
-    if (auto saved = data_dir.save_volume(image); !saved) {
-      spdlog::error("{}", saved.error());
-      data_dir.keep_contents();
-      return;
-    }
+    if (auto saved = data_dir.save_volume(image); !saved) failure = saved.error();
   } catch (const std::exception& e) {
-    spdlog::error("data directory {}: cannot save the volume: {}", data_dir.directory(), e.what());
-    data_dir.keep_contents();
-    return;
+    failure = fmt::format("data directory {}: cannot save the volume: {}", data_dir.directory(),
+                          e.what());
   }
-  data_dir.keep_contents();
+  if (!failure.empty()) {
+    spdlog::error("{}", failure);
+    data_dir.note_serving("save failed: " + failure);
+    return false;
+  }
   data_dir.end_serving();
   spdlog::info("saved the volume in {}", data_dir.directory());
+  return true;
 }
 
 }  // namespace
@@ -96,7 +102,6 @@ int mount_and_serve(MountOptions options) {
       engine.load_image(*options.image);
     } catch (const std::exception& e) {
       // What was loaded goes with the engine; the host files stay for the image.
-      data_dir->keep_contents();
       fmt::print(stderr, "mimicfs: --data-dir {}: its saved volume cannot be restored: {}\n",
                  data_dir->directory(), e.what());
       return kExitUsage;
@@ -105,18 +110,13 @@ int mount_and_serve(MountOptions options) {
     spdlog::info("restored the volume saved in {}", data_dir->directory());
   }
   // Every way out before the volume is served leaves the saved one as it was.
-  auto abandon = [&] {
-    if (data_dir) data_dir->keep_contents();
-  };
   if (data_dir) {
     if (auto begun = data_dir->begin_serving(); !begun) {
-      abandon();
       fmt::print(stderr, "mimicfs: {}\n", begun.error());
       return kExitUsage;
     }
   }
   auto abandon_serving = [&] {
-    abandon();
     if (data_dir) data_dir->end_serving();
   };
 
@@ -177,7 +177,7 @@ int mount_and_serve(MountOptions options) {
   fuse_remove_signal_handlers(session);
   fuse_session_destroy(session);
   spdlog::info("unmounted {}", options.mountpoint);
-  if (data_dir) save_volume(engine, *data_dir, options.profile);
+  if (data_dir && !save_volume(engine, *data_dir, options.profile)) return kExitFailure;
   // The loop returns 0 after an unmount, the signal number after SIGINT/SIGTERM/SIGHUP
   // (a clean stop too), and a negative errno when serving failed.
   return loop_status >= 0 ? kExitOk : kExitFailure;

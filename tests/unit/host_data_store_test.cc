@@ -93,7 +93,14 @@ TEST_F(HostDataStoreTest, AFileHasNoHostFileUntilItHoldsData) {
   const fs::path host = fs::path(dir_) / "files" / static_cast<HostFileData&>(*file).name();
   EXPECT_EQ(fs::file_size(host), 5100u);
   file.reset();
-  EXPECT_FALSE(fs::exists(host)) << "the host file goes with the emulated file";
+  EXPECT_TRUE(fs::exists(host)) << "a host file with data stays for the saved volume";
+  auto emptied = store->reopen_file(host.filename().string());
+  ASSERT_TRUE(emptied.has_value()) << emptied.error();
+  EXPECT_EQ(read(**emptied, 5000, 100), data);
+  (*emptied)->zero(0, 5100);
+  EXPECT_EQ((*emptied)->key(), "") << "an empty file is not kept";
+  emptied->reset();
+  EXPECT_FALSE(fs::exists(host)) << "an emptied file (a removed one) takes its host file";
 }
 
 TEST_F(HostDataStoreTest, ZerosInsideDataArePunchedAndAtTheEndCutShort) {
@@ -161,7 +168,7 @@ TEST_F(HostDataStoreTest, ADirectoryWhoseDaemonDiedServingIsRefusedAsItIs) {
     ASSERT_TRUE(store->begin_serving().has_value());
     auto file = store->create_file();
     file->write(0, pattern(100, 1));
-    store->keep_contents();  // a daemon killed: nothing removed, nothing saved
+    // A daemon killed: nothing removed, nothing saved.
   }
   EXPECT_EQ(refusal(), "--data-dir " + dir_ +
                            ": the mimicfs that served it last did not unmount (killed?), so its "

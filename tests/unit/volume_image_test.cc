@@ -9,6 +9,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -111,6 +112,9 @@ void second_part(FileSystem& fs) {
   fs.release(t2);
   ASSERT_TRUE(fs.unlink(kRoot, "hard-link").has_value());
   ASSERT_TRUE(fs.rename(kRoot, "empty", db, "empty", 0).has_value());
+  // A file empty at the save gets a host file of its own now.
+  const uint64_t empty = check(fs.lookup(db, "empty"), "lookup");
+  ASSERT_TRUE(fs.write(empty, 0, as_bytes(pattern(3000, 'e'))).has_value());
 }
 
 std::string contents(FileSystem& fs, const std::string& dir, const std::string& name) {
@@ -136,10 +140,8 @@ TEST_P(VolumeImage, ALoadedVolumeIsTheSavedOneAndGoesOnAsIfNeverUnmounted) {
     image = first.engine.save_image();
     saved_stats = to_json(first.fs.snapshot());
     saved_layout = to_json(first.fs.layout());
-    // As the mount does after the unmount: the image into volume.meta, and the
-    // host files kept for it.
+    // As the mount does after the unmount: the image into volume.meta.
     ASSERT_TRUE(first.raw->save_volume(image).has_value());
-    first.raw->keep_contents();
   }
   Stored second(profile, dir.path());
   auto loaded = second.raw->load_volume();
@@ -170,6 +172,78 @@ TEST_P(VolumeImage, ALoadedVolumeIsTheSavedOneAndGoesOnAsIfNeverUnmounted) {
                                                 "t1.ibd"),
                                "lookup");
   EXPECT_EQ(second.fs.getxattr(table, "user.engine").value_or(""), "InnoDB");
+}
+
+// A volume whose host file is missing is refused, and the other host files
+// stay (the directory keeps the volume as saved).
+TEST(VolumeImageLoad, AMissingHostFileIsRefusedAndTheOthersStay) {
+  TempDir dir;
+  {
+    Stored first("ext4", dir.path());
+    for (const char* name : {"a", "b", "c"}) {
+      const uint64_t inode = check(first.fs.create(kRoot, name, S_IFREG | 0644, 0, Owner{0, 0}),
+                                   "create");
+      ASSERT_TRUE(first.fs.write(inode, 0, as_bytes(pattern(10000, name[0]))).has_value());
+    }
+    ASSERT_TRUE(first.raw->save_volume(first.engine.save_image()).has_value());
+  }
+  fs::remove(fs::path(dir.path()) / "files" / "2");
+  Stored second("ext4", dir.path());
+  auto loaded = second.raw->load_volume();
+  ASSERT_TRUE(loaded.has_value() && loaded->has_value());
+  EXPECT_THROW(second.engine.load_image(**loaded), ImageError);
+  EXPECT_TRUE(fs::exists(fs::path(dir.path()) / "files" / "1"));
+  EXPECT_TRUE(fs::exists(fs::path(dir.path()) / "files" / "3"));
+}
+
+// Malformed trees and devices are refused at load, never served.
+TEST(VolumeImageLoad, AnInconsistentImageIsRefused) {
+  TempDir dir;
+  ImageJson image;
+  {
+    Stored first("xfs", dir.path());
+    const uint64_t d = check(first.fs.mkdir(kRoot, "d", 0755, Owner{0, 0}), "mkdir");
+    const uint64_t f = check(first.fs.create(d, "f", S_IFREG | 0644, 0, Owner{0, 0}), "create");
+    // Zeros: blocks on the device, no host file (each case loads into a new directory).
+    ASSERT_TRUE(first.fs.write(f, 0, as_bytes(zeros(10000))).has_value());
+    image = first.engine.save_image();
+  }
+  auto refused = [&](const std::function<void(ImageJson&)>& damage) {
+    ImageJson bad = image;
+    damage(bad);
+    TempDir other;
+    Stored second("xfs", other.path());
+    try {
+      second.engine.load_image(bad);
+    } catch (const std::exception& e) {
+      return std::string(e.what());
+    }
+    return std::string("loaded");
+  };
+  auto inode = [](ImageJson& bad, const char* name) -> ImageJson& {
+    for (ImageJson& i : bad["volume"]["namespace"]["inodes"]) {
+      if (unpack_bytes(i["name"]) == name) return i;
+    }
+    throw std::runtime_error("no such inode");
+  };
+  EXPECT_EQ(refused([&](ImageJson& bad) { inode(bad, "f")["nlink"] = 2; }),
+            "an inode's link count is not its entries'");
+  EXPECT_EQ(refused([&](ImageJson& bad) {
+              inode(bad, "d")["entries"].push_back({pack_bytes("loop"), kRoot});
+            }),
+            "an entry names the root");
+  EXPECT_EQ(refused([&](ImageJson& bad) {
+              inode(bad, "d")["entries"].push_back(
+                  {pack_bytes("again"), inode(bad, "d")["number"]});
+            }),
+            "a directory is reached twice (a cycle, or two parents)");
+  EXPECT_EQ(refused([&](ImageJson& bad) {
+              auto extents = unpack_numbers(inode(bad, "f")["file"]["space"]["extents"], 4);
+              ASSERT_EQ(extents.size(), 4u);
+              extents[1] = 1;  // into the first group's metadata
+              inode(bad, "f")["file"]["space"]["extents"] = pack_numbers(extents);
+            }),
+            "a file's block lies in a group's metadata");
 }
 
 INSTANTIATE_TEST_SUITE_P(Profiles, VolumeImage,
