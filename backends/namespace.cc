@@ -607,17 +607,23 @@ void Namespace::load(const ImageJson& saved, const FileLoader& load_file) {
     loaded.emplace(number, std::move(inode));
   }
   if (!loaded.contains(kRootInode)) throw ImageError("the root directory is missing");
-  for (const ImageJson& s : saved.at("inodes")) {
-    if (!s.contains("entries")) continue;
-    Inode& directory = *loaded.at(s.at("number").get<uint64_t>());
-    if (!directory.is_directory()) throw ImageError("entries in an inode that is no directory");
-    for (const ImageJson& entry : s.at("entries")) {
-      auto child = loaded.find(entry.at(1).get<uint64_t>());
-      if (child == loaded.end()) throw ImageError("an entry names an inode that is missing");
-      directory.entries.emplace(unpack_bytes(entry.at(0)), child->second);
+  try {
+    for (const ImageJson& s : saved.at("inodes")) {
+      if (!s.contains("entries")) continue;
+      Inode& directory = *loaded.at(s.at("number").get<uint64_t>());
+      if (!directory.is_directory()) throw ImageError("entries in an inode that is no directory");
+      for (const ImageJson& entry : s.at("entries")) {
+        auto child = loaded.find(entry.at(1).get<uint64_t>());
+        if (child == loaded.end()) throw ImageError("an entry names an inode that is missing");
+        directory.entries.emplace(unpack_bytes(entry.at(0)), child->second);
+      }
     }
+    check_tree(loaded);
+  } catch (...) {
+    // A bad image's entries may make a cycle of owners: broken, so they go.
+    for (auto& [number, inode] : loaded) inode->entries.clear();
+    throw;
   }
-  check_tree(loaded);
   next_inode_ = next_inode;
   next_directory_group_ = saved.at("next_directory_group").get<uint64_t>();
   inodes_ = std::move(loaded);
