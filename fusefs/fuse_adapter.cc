@@ -302,6 +302,8 @@ void on_rename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t n
 void on_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   serve(req, "open", ino, [&]() -> Reply {
     auto& self = adapter(req);
+    // An open holds no page lock: the worker's invalidation can go on meanwhile.
+    self.wait_for_pending_invalidations();
     OpenReply reply{*fi, std::make_unique<Handle>(), nullptr, std::nullopt};
     reply.handle->flags = fi->flags;
     reply.handle->boot = self.fs().crashes();  // before the open: a crash after it makes it stale
@@ -612,6 +614,7 @@ void FuseAdapter::detach() {
     std::lock_guard lock(queue_mutex_);
     stopping_ = true;
     queue_.clear();
+    pending_.store(0);
   }
   queue_changed_.notify_all();
   if (worker_.joinable()) worker_.join();
@@ -622,6 +625,7 @@ void FuseAdapter::invalidate_later(CrashReport report) {
   std::lock_guard lock(queue_mutex_);
   if (stopping_) return;
   queue_.push_back(std::move(report));
+  pending_.fetch_add(1);
   if (!worker_.joinable()) {
     worker_ = std::thread([this] {
       std::unique_lock lock(queue_mutex_);
@@ -635,6 +639,7 @@ void FuseAdapter::invalidate_later(CrashReport report) {
         invalidate(next);
         lock.lock();
         invalidating_ = false;
+        pending_.fetch_sub(1);
         queue_changed_.notify_all();
       }
     });
@@ -648,6 +653,11 @@ void FuseAdapter::wait_for_invalidations(std::chrono::milliseconds limit) {
           lock, limit, [this] { return stopping_ || (queue_.empty() && !invalidating_); })) {
     spdlog::warn("restart: the kernel's caches of the crashed volume are not all dropped yet");
   }
+}
+
+void FuseAdapter::wait_for_pending_invalidations() {
+  if (pending_.load() == 0) return;
+  wait_for_invalidations(std::chrono::seconds(10));
 }
 
 void FuseAdapter::invalidate_attributes(const std::vector<uint64_t>& inodes) {

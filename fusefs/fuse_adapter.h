@@ -60,6 +60,11 @@ class FuseAdapter {
   // (Work::changed_attributes); safe inside a request, before its reply.
   void invalidate_attributes(const std::vector<uint64_t>& inodes);
 
+  // An open must not find pages of a world a crash rule ended: the kernel keeps
+  // a file's pages across opens (keep_cache), so an open waits (at most a few
+  // seconds) for the invalidations still queued. Free when none are.
+  void wait_for_pending_invalidations();
+
  private:
   // Tells the kernel to forget entries and file pages a crash undid.
   void invalidate(const CrashReport& report);
@@ -78,6 +83,8 @@ class FuseAdapter {
   std::condition_variable queue_changed_;
   std::deque<CrashReport> queue_;  // guarded by queue_mutex_
   bool invalidating_ = false;      // guarded by queue_mutex_
+  // Reports queued or being told to the kernel; read without the lock by opens.
+  std::atomic<int> pending_{0};
   bool stopping_ = false;          // guarded by queue_mutex_
   // Started at the first crash inside an operation: after fuse_daemonize's fork.
   std::thread worker_;
