@@ -66,9 +66,16 @@ Cost CostModel::fallocate() const { return {0, profile_.round_trip_ns + profile_
 
 Cost CostModel::punch() const { return {0, profile_.round_trip_ns + profile_.punch_ns}; }
 
-Cost CostModel::unlink(uint64_t freed_extents) const {
-  return {0,
-          profile_.round_trip_ns + profile_.unlink_ns + freed_extents * profile_.unlink_extent_ns};
+Cost CostModel::freeing(uint64_t extents, uint64_t bytes) const {
+  constexpr uint64_t kMiB = 1 << 20;
+  return {0, saturate(Wide{extents} * profile_.unlink_extent_ns +
+                      (Wide{bytes} * profile_.unlink_mib_ns + kMiB - 1) / kMiB)};
+}
+
+Cost CostModel::unlink(uint64_t freed_extents, uint64_t freed_bytes) const {
+  Cost cost{0, profile_.round_trip_ns + profile_.unlink_ns};
+  cost += freeing(freed_extents, freed_bytes);
+  return cost;
 }
 
 Cost CostModel::of(const Work& work) const {
@@ -89,17 +96,17 @@ Cost CostModel::of(const Work& work) const {
   cost += times(work.commits, commit());
   cost += times(work.fallocates, fallocate());
   cost += times(work.punches, punch());
-  if (work.unlinks > 0 || work.extents_freed > 0) {
-    cost += Cost{0, saturate(Wide{work.unlinks} * (profile_.round_trip_ns + profile_.unlink_ns) +
-                             Wide{work.extents_freed} * profile_.unlink_extent_ns)};
+  if (work.unlinks > 0) {
+    cost += Cost{0, saturate(Wide{work.unlinks} * (profile_.round_trip_ns + profile_.unlink_ns))};
   }
+  cost += freeing(work.extents_freed, work.bytes_freed);
   return cost;
 }
 
 Cost CostModel::of(const DeferredTask& task) const {
   switch (task.kind) {
     case DeferredTask::Kind::kReclaim:
-      return {0, saturate(Wide{task.extents} * profile_.unlink_extent_ns)};
+      return freeing(task.extents, task.bytes);
   }
   return {};
 }

@@ -48,8 +48,12 @@ class CostModel {
   Cost open() const;
   Cost fallocate() const;
   Cost punch() const;
-  // An unlink; `freed_extents` when it was the file's last link.
-  Cost unlink(uint64_t freed_extents) const;
+  // An unlink; the extent records and bytes of blocks it frees when it was the
+  // file's last link (unless a background task frees them).
+  Cost unlink(uint64_t freed_extents, uint64_t freed_bytes) const;
+  // Freeing a file's blocks, in the unlink or in a background task: a part per
+  // extent record, a part per MiB of blocks (bitmaps or free-space trees).
+  Cost freeing(uint64_t extents, uint64_t bytes) const;
 
   // Everything one operation did (work.h), priced with the functions above;
   // its deferred tasks are not in it (they run later, in the background).

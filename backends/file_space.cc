@@ -340,6 +340,14 @@ void FileSpace::range_synced(uint64_t first, uint64_t count) {
   (void)synced_mapping_.unmap(first, count);
 }
 
+void FileSpace::drop_reservations() {
+  // A crash that undoes the removal finds them holes, as lose_unsynced() leaves them.
+  for (const auto& [start, length] : delayed_.ranges()) remember(start, length);
+  device_.allocator().unreserve(delayed_.blocks());
+  delayed_.clear();
+  discard_reservation();
+}
+
 void FileSpace::lose_unsynced() {
   // What was only in memory is gone: delayed blocks (their reservation too) and
   // the inode reservation. A delayed block was a hole at the sync unless a

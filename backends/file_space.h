@@ -79,6 +79,10 @@ class FileSpace {
   void close(uint64_t size, Work& work);
   // The file is gone: every block and reservation goes back.
   void release();
+  // The file is gone and a background task will free its blocks: what was only
+  // promised in memory (delayed blocks, the inode reservation) goes back now,
+  // as the kernel's eviction cancels delayed allocation before inactivation.
+  void drop_reservations();
 
   // Crash state. The current mapping is durable (a sync), of every block or of
   // blocks [first, first+count) only (O_DSYNC).

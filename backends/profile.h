@@ -65,6 +65,7 @@ struct Profile {
   uint64_t punch_ns = 0;          // each hole punch
   uint64_t unlink_ns = 0;         // each unlink, and each rmdir
   uint64_t unlink_extent_ns = 0;  // each extent the last unlink of a file frees
+  uint64_t unlink_mib_ns = 0;     // each MiB of blocks the last unlink of a file frees
   uint64_t extent_ns = 0;         // each extent past the first a device request spans
   uint64_t gap_fill_ns = 0;       // each allocation into a hole between allocated blocks
   uint64_t bandwidth_bytes_per_second = 0;  // device or network; 0: unlimited

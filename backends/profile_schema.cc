@@ -160,8 +160,9 @@ const std::vector<ProfileKey>& profile_keys() {
            "the blocks of a file's last unlink (or of its last close, when unlinked while "
            "open) are freed by a background task, as xfs's inode inactivation workers do since "
            "Linux 5.15: the unlink costs only itself, the task costs `cost.unlink_extent_ns` "
-           "per extent and frees the space when the emulated clock reaches its end "
-           "(`deferred` in stats.json; `ctl settle` finishes every task now)"),
+           "per extent and `cost.unlink_mib_ns` per MiB and frees the space when the emulated "
+           "clock reaches its end (`deferred` in stats.json; `ctl settle` finishes every task "
+           "now)"),
       nanoseconds("cost.round_trip_ns", &Profile::round_trip_ns,
                   "added to every request that reaches an NFS server, and to each round of a "
                   "device batch"),
@@ -179,6 +180,9 @@ const std::vector<ProfileKey>& profile_keys() {
       nanoseconds("cost.unlink_ns", &Profile::unlink_ns, "each unlink and rmdir"),
       nanoseconds("cost.unlink_extent_ns", &Profile::unlink_extent_ns,
                   "each extent record a file's last unlink frees (seed 004)"),
+      nanoseconds("cost.unlink_mib_ns", &Profile::unlink_mib_ns,
+                  "each MiB of blocks a file's last unlink frees: bitmap or free-space tree "
+                  "updates (seed 004)"),
       nanoseconds("cost.extent_ns", &Profile::extent_ns,
                   "each extent past the first that a device request spans"),
       nanoseconds("cost.gap_fill_ns", &Profile::gap_fill_ns,

@@ -91,6 +91,8 @@ class RegularFile {
   // Its contents, cached pages and durability state go (the size becomes 0);
   // its blocks stay until release(): a file whose blocks a background task frees.
   void drop_contents();
+  // Its delayed blocks and inode reservation go back (FileSpace::drop_reservations).
+  void drop_reservations() { space_.drop_reservations(); }
 
   // A power cut, in two steps (a volume runs the first on every file, then the
   // second on those that need it, so that blocks given up by one file are free

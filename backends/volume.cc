@@ -68,6 +68,7 @@ void Volume::last_link_locked(const std::shared_ptr<Inode>& file, Work& work) {
   // frees them, and costs them).
   if (!profile_.background_reclaim) {
     work.extents_freed += file->file->space().extents().extent_count();
+    work.bytes_freed += file->file->space().blocks() * unit_;
   }
   // As Linux's final iput: the last link of a file nobody has open frees its
   // blocks now; the kernel's cached reference only keeps the inode number.
@@ -99,6 +100,7 @@ void Volume::free_storage_locked(const std::shared_ptr<Inode>& inode, Work& work
   } else {
     inode->file->drop_page_cache();
   }
+  inode->file->drop_reservations();
   if (inode->reclaim_queued) return;
   inode->reclaim_queued = true;
   const FileSpace& space = inode->file->space();

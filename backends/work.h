@@ -71,9 +71,11 @@ struct Work {
   uint32_t commits = 0;
   uint32_t fallocates = 0;  // fallocate calls that allocated or zeroed
   uint32_t punches = 0;
-  // Unlinks and rmdirs, and the extents freed with a file's last link.
+  // Unlinks and rmdirs, and the extent records and bytes of blocks freed with a
+  // file's last link.
   uint32_t unlinks = 0;
   uint64_t extents_freed = 0;
+  uint64_t bytes_freed = 0;
   // Work queued for later by this operation.
   std::vector<DeferredTask> deferred;
 

@@ -487,7 +487,8 @@ TEST(Tmpfile, AnExclusiveOneIsNeverNamedAndGoesAtClose) {
   const uint64_t metadata = vol.stats()["device"]["metadata_bytes"].get<uint64_t>();
   for (int i = 0; i < 100 && vol.stats()["device"]["allocated_bytes"].get<uint64_t>() != metadata;
        ++i) {
-    usleep(10'000);  // the release that frees it follows close(2)
+    usleep(10'000);  // the release that queues its reclaim follows close(2)
+    ASSERT_EQ(vol.ctl("settle"), 0);  // xfs's background reclaim, done now
   }
   EXPECT_EQ(vol.stats()["device"]["allocated_bytes"].get<uint64_t>(), metadata);
 }

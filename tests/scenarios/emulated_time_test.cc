@@ -191,8 +191,10 @@ TEST(EmulatedTime, Seed002MisalignedODirectIsRefusedOnExt4ButNotOnNfs) {
 
 // ---------------------------------------------------------------------------
 // Seed 004 (InnoDB hole punching): dropping a table whose every other page was
-// punched took ~10x as long as a plain one on xfs, ~8x on btrfs, about the same
-// on ext4 (SSD) and ~9x on ext4 on a disk. Unlink costs per extent freed.
+// punched took 9.3x as long as a plain one on xfs, 7.9x on btrfs, about the same
+// on ext4 (SSD) and 8.8x on ext4 on a disk. Freeing costs per extent and per MiB;
+// on xfs a background task frees the blocks after the unlink returns, and the
+// drop is both.
 
 constexpr off_t kSeed004Size = 64 * kMiB;
 
@@ -213,7 +215,12 @@ uint64_t seed004_unlink_cost(const std::string& profile, bool punched) {
   const uint64_t extents = vol.file_stats("t.ibd")["extents"].get<uint64_t>();
   vol.reset_counters();
   EXPECT_EQ(unlink(vol.file("t.ibd").c_str()), 0);
-  const uint64_t cost = vol.stats()["ops"]["unlink"]["emulated_ns"].get<uint64_t>();
+  const nlohmann::json stats = vol.stats();
+  uint64_t cost = stats["ops"]["unlink"]["emulated_ns"].get<uint64_t>();
+  if (stats["deferred"]["pending_tasks"].get<uint64_t>() > 0) {
+    cost += stats["deferred"]["last_due_ns"].get<uint64_t>() -
+            stats["clock"]["emulated_ns"].get<uint64_t>();
+  }
   std::printf("seed 004 on %s, %s (%llu extents): unlink %.3f ms emulated\n", profile.c_str(),
               punched ? "punched" : "plain", static_cast<unsigned long long>(extents), cost / 1e6);
   return cost;
@@ -240,10 +247,11 @@ TEST_P(Seed004, UnlinkOfAPunchedFileCostsWhatTheSeedMeasured) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Profiles, Seed004,
-                         ::testing::Values(Seed004Case{"xfs", 8.0, 12.0},
-                                           Seed004Case{"btrfs", 6.5, 9.5},
-                                           Seed004Case{"ext4", 1.0, 2.0},
-                                           Seed004Case{"ext4-hdd", 7.0, 11.0}),
+                         // The seed's ratios within 30%.
+                         ::testing::Values(Seed004Case{"xfs", 6.5, 12.1},
+                                           Seed004Case{"btrfs", 5.5, 10.3},
+                                           Seed004Case{"ext4", 0.7, 1.3},
+                                           Seed004Case{"ext4-hdd", 6.2, 11.4}),
                          [](const auto& info) {
                            std::string name = info.param.profile;
                            std::replace(name.begin(), name.end(), '-', '_');

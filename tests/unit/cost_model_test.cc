@@ -24,6 +24,7 @@ Profile costly() {
   p.punch_ns = 500;
   p.unlink_ns = 600;
   p.unlink_extent_ns = 7;
+  p.unlink_mib_ns = 300;
   p.extent_ns = 11;
   p.gap_fill_ns = 13;
   p.bandwidth_bytes_per_second = 3'000'000'000;  // 3 bytes per ns: transfers round up
@@ -168,10 +169,14 @@ TEST(CostModel, MetadataOperationsAreARoundTripAndTheirWork) {
 TEST(CostModel, UnlinkPaysForEachFreedExtent) {
   const Profile p = costly();
   const CostModel costs(p);
-  EXPECT_EQ(costs.unlink(0).device_ns, 100u + 600u);
-  EXPECT_EQ(costs.unlink(1).device_ns, 100u + 600u + 7u);
-  EXPECT_EQ(costs.unlink(4096).device_ns, 100u + 600u + 4096u * 7u);
-  EXPECT_EQ(costs.unlink(4096).host_ns, 0u);
+  EXPECT_EQ(costs.unlink(0, 0).device_ns, 100u + 600u);
+  EXPECT_EQ(costs.unlink(1, 0).device_ns, 100u + 600u + 7u);
+  EXPECT_EQ(costs.unlink(4096, 0).device_ns, 100u + 600u + 4096u * 7u);
+  EXPECT_EQ(costs.unlink(4096, 0).host_ns, 0u);
+  // 300 ns per MiB of blocks freed, rounded up to the nanosecond.
+  EXPECT_EQ(costs.unlink(1, 3 << 20).device_ns, 100u + 600u + 7u + 900u);
+  EXPECT_EQ(costs.unlink(0, 4096).device_ns, 100u + 600u + 2u);  // 300/256 = 1.17
+  EXPECT_EQ(costs.freeing(2, 1 << 20).device_ns, 2u * 7u + 300u);
 }
 
 TEST(CostModel, BandwidthZeroIsUnlimited) {
@@ -189,7 +194,7 @@ TEST(CostModel, AllZeroProfileChargesNothing) {
   EXPECT_EQ(costs.buffered_copy(1 << 30).total(), 0u);
   EXPECT_EQ(costs.commit().total(), 0u);
   EXPECT_EQ(costs.metadata().total(), 0u);
-  EXPECT_EQ(costs.unlink(1000).total(), 0u);
+  EXPECT_EQ(costs.unlink(1000, 1 << 30).total(), 0u);
 }
 
 TEST(CostModel, HugeByteCountsDoNotOverflowTheProduct) {

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "backends/cost_model.h"
+
 #include <vector>
 
 #include "tests/unit/volume_fixture.h"
@@ -90,11 +92,13 @@ TEST(DeferredWork, BackgroundReclaimFreesTheSpaceWhenTheClockGetsThere) {
   StatsSnapshot s = r.fs.volume.snapshot();
   EXPECT_EQ(s.deferred.pending_tasks, 1u);
   EXPECT_EQ(s.deferred.pending_free_bytes, file_bytes);
-  EXPECT_EQ(s.deferred.last_due_ns, s.clock.emulated_ns + 256 * p.unlink_extent_ns);
+  // The task's time: its extent records and its MiB of blocks.
+  const uint64_t reclaim_ns = CostModel(p).freeing(256, file_bytes).total();
+  EXPECT_EQ(s.deferred.last_due_ns, s.clock.emulated_ns + reclaim_ns);
 
-  r.pass_time(256 * p.unlink_extent_ns / 2);
+  r.pass_time(reclaim_ns / 2);
   EXPECT_EQ(r.fs.volume.snapshot().deferred.pending_tasks, 1u);
-  r.pass_time(256 * p.unlink_extent_ns);
+  r.pass_time(reclaim_ns);
   s = r.fs.volume.snapshot();
   EXPECT_EQ(s.deferred.pending_tasks, 0u);
   EXPECT_EQ(s.deferred.completed_tasks, 1u);
@@ -105,9 +109,11 @@ TEST(DeferredWork, BackgroundReclaimFreesTheSpaceWhenTheClockGetsThere) {
 // first takes longer than the second unlink).
 TEST(DeferredWork, BackgroundTasksRunOneAfterAnother) {
   Reclaim r;
-  const uint64_t extent_ns = r.fs.volume.profile().unlink_extent_ns;
+  const CostModel costs(r.fs.volume.profile());
   const uint64_t a = r.fragmented("a", 1000);
   const uint64_t b = r.fragmented("b", 50);
+  const uint64_t a_ns = costs.freeing(1000, r.fs.stats(a).allocated_bytes).total();
+  const uint64_t b_ns = costs.freeing(50, r.fs.stats(b).allocated_bytes).total();
   Work first, second;
   ASSERT_TRUE(r.fs.volume.unlink(kRoot, "a", first).has_value());
   const uint64_t after_first = r.fs.engine.cost().emulated_ns();
@@ -118,7 +124,7 @@ TEST(DeferredWork, BackgroundTasksRunOneAfterAnother) {
   EXPECT_EQ(second.deferred[0].extents, 50u);
   r.fs.volume.forget(a, 1);
   r.fs.volume.forget(b, 1);
-  EXPECT_EQ(r.fs.volume.snapshot().deferred.last_due_ns, after_first + 1050 * extent_ns);
+  EXPECT_EQ(r.fs.volume.snapshot().deferred.last_due_ns, after_first + a_ns + b_ns);
 }
 
 TEST(DeferredWork, SettleAndCrashCompleteEveryTask) {

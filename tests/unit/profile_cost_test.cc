@@ -87,6 +87,7 @@ fallocate_ns = 6
 punch_ns = 7
 unlink_ns = 8
 unlink_extent_ns = 9
+unlink_mib_ns = 17
 extent_ns = 10
 gap_fill_ns = 11
 bandwidth_bytes_per_second = 12
@@ -113,6 +114,7 @@ metadata = "synchronous"
   EXPECT_EQ(p.punch_ns, 7u);
   EXPECT_EQ(p.unlink_ns, 8u);
   EXPECT_EQ(p.unlink_extent_ns, 9u);
+  EXPECT_EQ(p.unlink_mib_ns, 17u);
   EXPECT_EQ(p.extent_ns, 10u);
   EXPECT_EQ(p.gap_fill_ns, 11u);
   EXPECT_EQ(p.bandwidth_bytes_per_second, 12u);
@@ -215,6 +217,7 @@ void expect_same_cost_keys(const Profile& a, const Profile& b, std::string_view 
   EXPECT_EQ(a.punch_ns, b.punch_ns) << name;
   EXPECT_EQ(a.unlink_ns, b.unlink_ns) << name;
   EXPECT_EQ(a.unlink_extent_ns, b.unlink_extent_ns) << name;
+  EXPECT_EQ(a.unlink_mib_ns, b.unlink_mib_ns) << name;
   EXPECT_EQ(a.extent_ns, b.extent_ns) << name;
   EXPECT_EQ(a.gap_fill_ns, b.gap_fill_ns) << name;
   EXPECT_EQ(a.bandwidth_bytes_per_second, b.bandwidth_bytes_per_second) << name;
@@ -251,6 +254,7 @@ TEST(ProfileCostKeys, NonDefaultValuesRoundTripThroughToToml) {
   original.punch_ns = 7;
   original.unlink_ns = 8;
   original.unlink_extent_ns = 9;
+  original.unlink_mib_ns = 17;
   original.extent_ns = 10;
   original.gap_fill_ns = 11;
   original.bandwidth_bytes_per_second = 12;

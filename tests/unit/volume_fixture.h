@@ -30,6 +30,7 @@ namespace volume_fixture {
 inline constexpr uint64_t kRoot = FileSystem::kRootInode;
 inline constexpr uint64_t kKiB = 1024;
 inline constexpr uint64_t kMiB = 1024 * kKiB;
+inline constexpr uint64_t kGiB = 1024 * kMiB;
 inline constexpr int kPunch = FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE;
 
 // Timestamps the test chooses; it never reads the real clock.

@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "backends/cost_model.h"
 #include "backends/volume.h"
 #include "tests/unit/volume_fixture.h"
 
@@ -388,50 +389,102 @@ TEST(VolumeTime, FillingHolesCostsTheDeviceMoreThanWritingOnce) {
   EXPECT_GE(filled, 3 * once) << "filled " << filled << " ns, once " << once << " ns";
 }
 
-// Unlinking a 64 MiB file with every other 8 KiB punched, relative to a plain
-// one (seed 004's table drop).
-double punched_unlink_ratio(std::string_view profile) {
-  auto unlink_ns = [&](bool punched) -> uint64_t {
-    Fs fs(profile);
-    const uint64_t f = fs.create_open("table");
-    write_big(fs, f, 0, 64 * kMiB);
-    fs.fsync(f);
-    if (punched) {
-      for (uint64_t offset = 0; offset < 64 * kMiB; offset += 16 * kKiB) {
-        EXPECT_TRUE(fs.punch(f, offset, 8 * kKiB).has_value());
-      }
-      fs.fsync(f);
+// Seed 004's table drop: a file with every other 8 KiB punched against a plain
+// one, dropped (the unlink, and on xfs the background reclaim it queues). The
+// seed measured 26 GiB plain against 16 GiB punched: xfs 9.3x, btrfs 7.9x, ext4
+// 1.0x, and 8.8x on a disk (ext4-hdd). The model keeps each ratio within 30% at
+// 64 MiB, 512 MiB (through the volume) and the seed's scale (the cost model).
+struct Seed004Drop {
+  std::string profile;
+  double seed_ratio;
+};
+
+void PrintTo(const Seed004Drop& c, std::ostream* os) { *os << c.profile; }
+
+struct DropCost {
+  uint64_t unlink_ns = 0;   // the unlink itself
+  uint64_t reclaim_ns = 0;  // the background task it queued (xfs)
+  uint64_t total() const { return unlink_ns + reclaim_ns; }
+};
+
+// Writes `size` bytes of zeros (the memory store keeps none: only the layout
+// matters), punches every other 8 KiB if asked, syncs, closes and unlinks.
+DropCost drop(std::string_view profile, uint64_t size, bool punched) {
+  Fs fs(profile);
+  const uint64_t f = fs.create_open("table");
+  const std::string zeros(kMiB, '\0');
+  for (uint64_t offset = 0; offset < size; offset += kMiB) {
+    EXPECT_TRUE(fs.write(f, offset, zeros).has_value());
+  }
+  fs.fsync(f);
+  if (punched) {
+    for (uint64_t offset = 8 * kKiB; offset < size; offset += 16 * kKiB) {
+      EXPECT_TRUE(fs.punch(f, offset, 8 * kKiB).has_value());
     }
-    fs.flush(f);
-    fs.volume.release(f);
-    fs.volume.reset_statistics();
-    fs.remove("table", f);
-    return op_ns(fs, "unlink");
-  };
-  const uint64_t plain = unlink_ns(false);
-  const uint64_t punched = unlink_ns(true);
-  EXPECT_GT(plain, 0u) << profile;
-  const double ratio = static_cast<double>(punched) / static_cast<double>(plain);
-  ::testing::Test::RecordProperty("punched_unlink_ratio", std::to_string(ratio));
-  return ratio;
+    fs.fsync(f);
+  }
+  fs.flush(f);
+  fs.volume.release(f);
+  if (punched) EXPECT_EQ(fs.stats(f).extents, size / (16 * kKiB)) << profile;
+  fs.volume.reset_statistics();
+  fs.remove("table", f);
+  DropCost cost;
+  cost.unlink_ns = op_ns(fs, "unlink");
+  const StatsSnapshot s = fs.volume.snapshot();
+  if (s.deferred.pending_tasks > 0) cost.reclaim_ns = s.deferred.last_due_ns - s.clock.emulated_ns;
+  return cost;
 }
 
-TEST(VolumeTime, UnlinkOfAPunchedFileOnXfsCostsAboutTenTimesMore) {
-  const double ratio = punched_unlink_ratio("xfs");
-  EXPECT_GE(ratio, 8.0);
-  EXPECT_LE(ratio, 12.0);
+class Seed004DropCost : public ::testing::TestWithParam<Seed004Drop> {};
+
+TEST_P(Seed004DropCost, PunchedOverPlainHoldsAtEverySize) {
+  const Seed004Drop& c = GetParam();
+  for (const uint64_t size : {64 * kMiB, 512 * kMiB}) {
+    const DropCost plain = drop(c.profile, size, false);
+    const DropCost punched = drop(c.profile, size, true);
+    ASSERT_GT(plain.total(), 0u);
+    const double ratio = static_cast<double>(punched.total()) / plain.total();
+    ::testing::Test::RecordProperty("ratio_" + std::to_string(size / kMiB) + "MiB",
+                                    std::to_string(ratio));
+    EXPECT_GE(ratio, 0.7 * c.seed_ratio) << c.profile << " at " << size / kMiB << " MiB";
+    EXPECT_LE(ratio, 1.3 * c.seed_ratio) << c.profile << " at " << size / kMiB << " MiB";
+  }
+  // The seed's own scale, priced by the cost model: 26 GiB plain (in extents of
+  // the longest length) against 16 GiB with every other 8 KiB punched.
+  const Profile profile = builtin(c.profile);
+  const CostModel costs(profile);
+  const uint64_t plain_bytes = 26 * kGiB;
+  const uint64_t longest = profile.max_extent_bytes != 0 ? profile.max_extent_bytes
+                                                         : profile.cow_extent_max_bytes;
+  const uint64_t plain_extents = longest == 0 ? 1 : (plain_bytes + longest - 1) / longest;
+  const double seed_scale =
+      static_cast<double>(costs.unlink(16 * kGiB / (16 * kKiB), 8 * kGiB).total()) /
+      costs.unlink(plain_extents, plain_bytes).total();
+  ::testing::Test::RecordProperty("ratio_seed_scale", std::to_string(seed_scale));
+  EXPECT_GE(seed_scale, 0.7 * c.seed_ratio) << c.profile;
+  EXPECT_LE(seed_scale, 1.3 * c.seed_ratio) << c.profile;
 }
 
-TEST(VolumeTime, UnlinkOfAPunchedFileOnBtrfsCostsAboutEightTimesMore) {
-  const double ratio = punched_unlink_ratio("btrfs");
-  EXPECT_GE(ratio, 6.5);
-  EXPECT_LE(ratio, 9.5);
-}
+INSTANTIATE_TEST_SUITE_P(Profiles, Seed004DropCost,
+                         ::testing::Values(Seed004Drop{"xfs", 9.3}, Seed004Drop{"btrfs", 7.9},
+                                           Seed004Drop{"ext4", 1.0},
+                                           Seed004Drop{"ext4-hdd", 8.8}),
+                         [](const auto& info) {
+                           std::string name = info.param.profile;
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name;
+                         });
 
-TEST(VolumeTime, UnlinkOfAPunchedFileOnExt4CostsLessThanTwiceMore) {
-  const double ratio = punched_unlink_ratio("ext4");
-  EXPECT_GE(ratio, 1.0);
-  EXPECT_LE(ratio, 2.0);
+// xfs's inode inactivation workers: the unlink of a punched file returns at
+// about the plain cost, the freeing waits in the background and grows with the
+// extents.
+TEST(VolumeTime, XfsUnlinkReturnsAtThePlainCostAndReclaimsLater) {
+  const DropCost plain = drop("xfs", 64 * kMiB, false);
+  const DropCost punched = drop("xfs", 64 * kMiB, true);
+  const DropCost bigger = drop("xfs", 128 * kMiB, true);
+  EXPECT_LE(punched.unlink_ns, 2 * plain.unlink_ns);
+  EXPECT_GT(punched.reclaim_ns, 5 * plain.reclaim_ns);
+  EXPECT_GT(bigger.reclaim_ns, punched.reclaim_ns * 19 / 10);
 }
 
 TEST(VolumeTime, WriterPastTheDirtyLimitWritesBack) {
@@ -620,10 +673,11 @@ TEST(VolumeCrash, PartOfTheUnsyncedOverwritesPersistInAtomicUnits) {
 // An unlink not yet committed is undone by a crash: the file comes back with
 // its synced contents. Its blocks were free meanwhile (another file may have
 // taken them: it gets new ones); a commit makes the unlink durable.
+// (xfs frees them at once here: its background reclaim has its own tests.)
 TEST(VolumeCrash, AnUncommittedUnlinkIsUndone) {
   for (std::string_view profile : {"ext4", "xfs", "btrfs"}) {
     SCOPED_TRACE(profile);
-    Fs fs(profile);
+    Fs fs(with(profile, {"allocation.background_reclaim=false"}));
     const uint64_t f = fs.create_open("t.ibd");
     ASSERT_TRUE(fs.write(f, 0, pattern(64 * kKiB, 's')).has_value());
     fs.fsync(f);
