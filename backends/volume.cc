@@ -68,7 +68,7 @@ void Volume::last_link_locked(const std::shared_ptr<Inode>& file, Work& work) {
   // frees them, and costs them).
   if (!profile_.background_reclaim) {
     work.extents_freed += file->file->space().extents().extent_count();
-    work.bytes_freed += file->file->space().blocks() * unit_;
+    work.bytes_freed += file->file->space().extents().mapped_blocks() * unit_;
   }
   // As Linux's final iput: the last link of a file nobody has open frees its
   // blocks now; the kernel's cached reference only keeps the inode number.

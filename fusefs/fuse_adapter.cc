@@ -302,8 +302,6 @@ void on_rename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t n
 void on_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   serve(req, "open", ino, [&]() -> Reply {
     auto& self = adapter(req);
-    // An open holds no page lock: the worker's invalidation can go on meanwhile.
-    self.wait_for_pending_invalidations();
     OpenReply reply{*fi, std::make_unique<Handle>(), nullptr, std::nullopt};
     reply.handle->flags = fi->flags;
     reply.handle->boot = self.fs().crashes();  // before the open: a crash after it makes it stale
@@ -320,8 +318,9 @@ void on_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     self.invalidate_attributes(work.changed_attributes);  // O_TRUNC cleared S_ISUID
     if (!opened) return ErrorReply{opened.error().value};
     // As for explicit_inval_data above: the pages cached from an earlier open
-    // are still the file's.
-    reply.info.keep_cache = 1;
+    // are still the file's, unless a crash rule's invalidation may not have
+    // reached the kernel yet.
+    reply.info.keep_cache = self.invalidations_pending() ? 0 : 1;
     reply.interrupted = [&self, ino] { self.fs().release(ino); };
     return reply;
   });
@@ -614,10 +613,10 @@ void FuseAdapter::detach() {
     std::lock_guard lock(queue_mutex_);
     stopping_ = true;
     queue_.clear();
-    pending_.store(0);
   }
   queue_changed_.notify_all();
   if (worker_.joinable()) worker_.join();
+  pending_.store(0);
   session_.store(nullptr);
 }
 
@@ -653,11 +652,6 @@ void FuseAdapter::wait_for_invalidations(std::chrono::milliseconds limit) {
           lock, limit, [this] { return stopping_ || (queue_.empty() && !invalidating_); })) {
     spdlog::warn("restart: the kernel's caches of the crashed volume are not all dropped yet");
   }
-}
-
-void FuseAdapter::wait_for_pending_invalidations() {
-  if (pending_.load() == 0) return;
-  wait_for_invalidations(std::chrono::seconds(10));
 }
 
 void FuseAdapter::invalidate_attributes(const std::vector<uint64_t>& inodes) {

@@ -60,10 +60,11 @@ class FuseAdapter {
   // (Work::changed_attributes); safe inside a request, before its reply.
   void invalidate_attributes(const std::vector<uint64_t>& inodes);
 
-  // An open must not find pages of a world a crash rule ended: the kernel keeps
-  // a file's pages across opens (keep_cache), so an open waits (at most a few
-  // seconds) for the invalidations still queued. Free when none are.
-  void wait_for_pending_invalidations();
+  // True while a crash rule's invalidations are queued or being told to the
+  // kernel: an open then asks the kernel to drop the file's cached pages itself
+  // (no keep_cache), so it never finds pages of the world the crash ended. It
+  // does not wait for the worker: under a freeze that waits for the restart.
+  bool invalidations_pending() const { return pending_.load() > 0; }
 
  private:
   // Tells the kernel to forget entries and file pages a crash undid.

@@ -1073,8 +1073,8 @@ TEST_P(AllocationModel, RandomOperationsKeepTheInvariants) {
     EXPECT_GT(enospc, 0);  // the device did fill up along the way
   }
 
-  // Deleting the file gives everything back (xfs: once its background reclaim
-  // is done; its delayed blocks at once).
+  // Deleting the file gives everything back (with background reclaim: once
+  // its task is done).
   ASSERT_NO_THROW({
     fs.flush(file);
     fs.volume.release(file);
