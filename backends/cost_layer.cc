@@ -9,6 +9,7 @@ CostLayer::CostLayer(FileSystem& target, LatencyMode latency)
 
 void CostLayer::leave(const Call&, Work& work, int error) {
   Cost cost{0, work.fault_latency_ns};
+  if (work.waited_for_deferred) cost.device_ns += wait_for_worker();
   if (error == 0) cost += costs_.of(work);
   const uint64_t total = cost.total();
   work.emulated_ns = total;
@@ -26,9 +27,19 @@ void CostLayer::schedule(const Work& work) {
   std::lock_guard lock(schedule_mutex_);
   for (const DeferredTask& task : work.deferred) {
     const uint64_t start = std::max(worker_free_ns_, clock_.total_ns());
-    worker_free_ns_ = start + costs_.of(task).total();
+    const uint64_t task_ns = costs_.of(task).total();
+    worker_free_ns_ = start + task_ns;
+    task_ns_ += task_ns;
     due_.emplace(worker_free_ns_, task.id);
   }
+}
+
+uint64_t CostLayer::wait_for_worker() {
+  // The core completed the tasks; the operation waited until the worker would
+  // have finished them. Their schedule entries complete nothing when reached.
+  std::lock_guard lock(schedule_mutex_);
+  const uint64_t now = clock_.total_ns();
+  return worker_free_ns_ > now ? worker_free_ns_ - now : 0;
 }
 
 void CostLayer::complete_due() {
@@ -107,6 +118,7 @@ StatsSnapshot CostLayer::snapshot() {
   {
     std::lock_guard lock(schedule_mutex_);
     s.deferred.last_due_ns = due_.empty() ? 0 : due_.rbegin()->first;
+    s.deferred.task_ns = task_ns_;
   }
   for (auto& [path, file] : s.files) file.emulated_ns = file_ns(file.inode);
   return s;
@@ -128,6 +140,7 @@ void CostLayer::reset_statistics() {
     for (const auto& [due, id] : due_) rebased.emplace(due - std::min(due, now), id);
     due_ = std::move(rebased);
     worker_free_ns_ -= std::min(worker_free_ns_, now);
+    task_ns_ = 0;
   }
   clock_.reset();
   std::lock_guard lock(files_mutex_);
@@ -139,6 +152,7 @@ nlohmann::json CostLayer::save() {
   {
     std::lock_guard lock(schedule_mutex_);
     saved["worker_free_ns"] = worker_free_ns_;
+    saved["task_ns"] = task_ns_;
   }
   std::lock_guard lock(files_mutex_);
   nlohmann::json files = nlohmann::json::array();
@@ -153,6 +167,7 @@ void CostLayer::load(const nlohmann::json& saved) {
     std::lock_guard lock(schedule_mutex_);
     due_.clear();
     worker_free_ns_ = saved.at("worker_free_ns").get<uint64_t>();
+    task_ns_ = saved.at("task_ns").get<uint64_t>();
   }
   std::lock_guard lock(files_mutex_);
   file_ns_.clear();

@@ -59,6 +59,9 @@ class CostLayer final : public Layer {
   void schedule(const Work& work) EXCLUDES(schedule_mutex_);
   // Completes what the clock has reached.
   void complete_due() EXCLUDES(schedule_mutex_, files_mutex_);
+  // What an operation that waited for the background worker (Work::waited_for_deferred)
+  // is charged: until the worker's last task would have ended.
+  uint64_t wait_for_worker() EXCLUDES(schedule_mutex_);
 
   const CostModel costs_;
   EmulatedClock clock_;
@@ -67,6 +70,7 @@ class CostLayer final : public Layer {
   std::mutex schedule_mutex_;
   std::multimap<uint64_t, uint64_t> due_ GUARDED_BY(schedule_mutex_);  // emulated ns -> task id
   uint64_t worker_free_ns_ GUARDED_BY(schedule_mutex_) = 0;  // the background worker's end
+  uint64_t task_ns_ GUARDED_BY(schedule_mutex_) = 0;        // deferred.task_ns
 };
 
 }  // namespace mimicfs

@@ -162,7 +162,8 @@ const std::vector<ProfileKey>& profile_keys() {
            "Linux 5.15: the unlink costs only itself, the task costs `cost.unlink_extent_ns` "
            "per extent and `cost.unlink_mib_ns` per MiB and frees the space when the emulated "
            "clock reaches its end (`deferred` in stats.json; `ctl settle` finishes every task "
-           "now)"),
+           "now). statfs counts that space as free, and an allocation that finds no space "
+           "waits for every task, charged the wait, and is retried (xfs_inodegc_flush)"),
       nanoseconds("cost.round_trip_ns", &Profile::round_trip_ns,
                   "added to every request that reaches an NFS server, and to each round of a "
                   "device batch"),

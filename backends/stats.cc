@@ -83,6 +83,7 @@ nlohmann::json to_json(const StatsSnapshot& s) {
       {"pending_free_bytes", s.deferred.pending_free_bytes},
       {"completed_tasks", s.deferred.completed_tasks},
       {"last_due_ns", s.deferred.last_due_ns},
+      {"task_ns", s.deferred.task_ns},
   };
   j["ops"] = nlohmann::json::object();
   for (const auto& [name, op] : s.ops) {

@@ -96,6 +96,7 @@ struct DeferredStats {
   uint64_t pending_free_bytes = 0;  // blocks still allocated that the tasks will free
   uint64_t completed_tasks = 0;
   uint64_t last_due_ns = 0;  // emulated time at which the last pending task completes
+  uint64_t task_ns = 0;      // the worker's time for every task queued since the last reset
 };
 
 struct ClockStats {

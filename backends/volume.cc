@@ -327,8 +327,22 @@ Result<size_t> Volume::read(uint64_t inode, uint64_t offset, std::span<std::byte
   return node.file->read(offset, out, (flags & O_DIRECT) != 0, work);
 }
 
+template <typename Attempt>
+auto Volume::retry_after_reclaim(Work& work, Attempt&& attempt) -> decltype(attempt()) {
+  auto result = attempt();
+  if (result || result.error().value != ENOSPC || !profile_.background_reclaim) return result;
+  if (deferred_.complete_all() == 0) return result;
+  work.waited_for_deferred = true;
+  return attempt();
+}
+
 Result<size_t> Volume::write(uint64_t inode, uint64_t offset, std::span<const std::byte> data,
                              int flags, Work& work) {
+  return retry_after_reclaim(work, [&] { return do_write(inode, offset, data, flags, work); });
+}
+
+Result<size_t> Volume::do_write(uint64_t inode, uint64_t offset, std::span<const std::byte> data,
+                                int flags, Work& work) {
   auto found = file_for_io(inode, offset, data.size(), flags);
   if (!found) return std::unexpected(found.error());
   Inode& node = **found;
@@ -418,6 +432,12 @@ Result<void> Volume::do_fallocate(Inode& node, int mode, uint64_t offset, uint64
 
 Result<void> Volume::fallocate(uint64_t inode, int mode, uint64_t offset, uint64_t length,
                                Work& work) {
+  return retry_after_reclaim(work,
+                             [&] { return fallocate_once(inode, mode, offset, length, work); });
+}
+
+Result<void> Volume::fallocate_once(uint64_t inode, int mode, uint64_t offset, uint64_t length,
+                                    Work& work) {
   auto node = namespace_.find(inode);
   if (!node) return fail(ENOENT);
   work.file = node->number;
@@ -471,7 +491,11 @@ Result<FilesystemStats> Volume::statfs(Work&) {
   s.fragment_size = profile_.statfs_fragment_size;
   // As ext4 and xfs report it: group metadata is not part of the size.
   s.blocks = (profile_.capacity_bytes - space.metadata_blocks * unit_) / s.fragment_size;
-  s.blocks_free = (space.free_blocks - space.reserved_blocks) * unit_ / s.fragment_size;
+  // What background tasks are freeing counts as free: an allocation that
+  // needs it waits for them (retry_after_reclaim).
+  s.blocks_free = ((space.free_blocks - space.reserved_blocks) * unit_ +
+                   deferred_.stats().pending_free_bytes) /
+                  s.fragment_size;
   s.blocks_available = s.blocks_free;
   s.files = Namespace::kMaxInodes;
   s.files_free = Namespace::kMaxInodes - namespace_.inode_count();

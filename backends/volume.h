@@ -161,6 +161,15 @@ class Volume final : public FileSystem {
   bool kill_suidgid_locked(Inode& inode) REQUIRES(inode.mutex);
   Result<void> do_fallocate(Inode& inode, int mode, uint64_t offset, uint64_t length, Work& work)
       REQUIRES(inode.mutex);
+  Result<size_t> do_write(uint64_t inode, uint64_t offset, std::span<const std::byte> data,
+                          int flags, Work& work);
+  Result<void> fallocate_once(uint64_t inode, int mode, uint64_t offset, uint64_t length,
+                              Work& work);
+  // Runs `attempt`; when it finds no space and background tasks are freeing
+  // some, completes every task (as xfs flushes its inode inactivation queue
+  // before it gives up an allocation) and runs it once more. No lock held.
+  template <typename Attempt>
+  auto retry_after_reclaim(Work& work, Attempt&& attempt) -> decltype(attempt());
   // Around a change of a regular file's size, attributes or allocation: on a
   // synchronous profile (NFS) the client writes back and commits the file
   // first, and the server commits the change before it replies.

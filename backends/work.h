@@ -83,6 +83,10 @@ struct Work {
   // rule's power cut due when the operation completes (crash=after).
   uint64_t fault_latency_ns = 0;
   bool crash_after = false;
+  // Set by the core: an allocation found no space while background tasks were
+  // freeing some, so it waited for every one of them (xfs_inodegc_flush) and was
+  // retried. The cost layer charges the operation the wait.
+  bool waited_for_deferred = false;
   PowerCut power_cut;
   // Set by the CostLayer: what all of the above cost, in emulated nanoseconds.
   uint64_t emulated_ns = 0;

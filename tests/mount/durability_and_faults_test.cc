@@ -4,6 +4,7 @@
 #include <linux/falloc.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -416,6 +417,42 @@ TEST(DeferredWork, SettleFinishesBackgroundReclaim) {
   EXPECT_EQ(settled["deferred"]["pending_tasks"], 0);
   EXPECT_EQ(settled["deferred"]["completed_tasks"], 1);
   EXPECT_EQ(settled["device"]["allocated_bytes"], allocated - 128 * 4096);
+}
+
+// xfs (its profile reclaims in the background): a deleted file's space is free
+// for df at once, and a write that needs it waits for the reclaim instead of
+// failing with ENOSPC, as xfs flushes its inode inactivation queue.
+TEST(DeferredWork, ADeletedFilesSpaceIsUsableAtOnce) {
+  MIMICFS_REQUIRE_MOUNTABLE();
+  MountedVolume vol("xfs", {"--set", "device.capacity_bytes=8388608", "--set",
+                            "device.allocation_group_bytes=0", "--set",
+                            "device.group_metadata_bytes=0", "--set",
+                            "allocation.speculative_preallocation=false"});
+  ASSERT_TRUE(vol.mounted()) << vol.error();
+  struct statvfs empty {};
+  ASSERT_EQ(statvfs(vol.path().c_str(), &empty), 0);
+  const std::string data(5 << 20, 'd');
+  int fd = open(vol.file("a").c_str(), O_CREAT | O_RDWR, 0644);
+  ASSERT_GE(fd, 0);
+  write_at(fd, data, 0);
+  ASSERT_EQ(fsync(fd), 0);
+  close(fd);
+  ASSERT_EQ(unlink(vol.file("a").c_str()), 0);
+  // The task is queued at the unlink, or at the release that follows close(2).
+  for (int i = 0; i < 100 && vol.stats()["deferred"]["pending_tasks"] != 1; ++i) usleep(10'000);
+  ASSERT_EQ(vol.stats()["deferred"]["pending_tasks"], 1);
+  struct statvfs deleted {};
+  ASSERT_EQ(statvfs(vol.path().c_str(), &deleted), 0);
+  EXPECT_EQ(deleted.f_bfree, empty.f_bfree) << "what the reclaim frees counts as free";
+  fd = open(vol.file("b").c_str(), O_CREAT | O_RDWR, 0644);
+  ASSERT_GE(fd, 0);
+  EXPECT_EQ(pwrite(fd, data.data(), data.size(), 0), static_cast<ssize_t>(data.size()))
+      << strerror(errno);
+  EXPECT_EQ(fsync(fd), 0);
+  close(fd);
+  const nlohmann::json after = vol.stats();
+  EXPECT_EQ(after["deferred"]["pending_tasks"], 0);
+  EXPECT_EQ(after["device"]["allocated_bytes"].get<uint64_t>(), data.size()) << "b's blocks only";
 }
 
 TEST(Crash, AFileCreatedSinceTheLastCommitIsGoneOnAJournalProfile) {

@@ -488,6 +488,7 @@ TEST(Tmpfile, AnExclusiveOneIsNeverNamedAndGoesAtClose) {
   for (int i = 0; i < 100 && vol.stats()["device"]["allocated_bytes"].get<uint64_t>() != metadata;
        ++i) {
     usleep(10'000);  // the release that frees it follows close(2)
+    ASSERT_EQ(vol.ctl("settle"), 0);  // xfs's background reclaim, done now
   }
   EXPECT_EQ(vol.stats()["device"]["allocated_bytes"].get<uint64_t>(), metadata);
 }

@@ -127,6 +127,41 @@ TEST(DeferredWork, BackgroundTasksRunOneAfterAnother) {
   EXPECT_EQ(r.fs.volume.snapshot().deferred.last_due_ns, after_first + a_ns + b_ns);
 }
 
+// A full device: what a deleted file's task will free counts as free in statfs,
+// and a write that needs it waits for the worker instead of failing (xfs
+// flushes its inactivation queue on ENOSPC), charged the wait.
+TEST(DeferredWork, AnAllocationThatFindsNoSpaceWaitsForTheReclaim) {
+  for (const bool reclaim : {true, false}) {
+    SCOPED_TRACE(reclaim);
+    Fs fs(with("xfs", {reclaim ? "allocation.background_reclaim=true"
+                               : "allocation.background_reclaim=false",
+                       "device.capacity_bytes=1048576", "device.allocation_group_bytes=0",
+                       "device.group_metadata_bytes=0",
+                       "allocation.speculative_preallocation=false"}));
+    const uint64_t empty = fs.statfs_free();
+    const uint64_t f = fs.create_open("big");
+    ASSERT_TRUE(fs.write(f, 0, pattern(768 * kKiB, 'b')).has_value());
+    fs.fsync(f);
+    fs.flush(f);
+    fs.volume.release(f);
+    fs.remove("big", f);
+    EXPECT_EQ(fs.statfs_free(), empty);
+    EXPECT_EQ(fs.volume.snapshot().deferred.pending_tasks, reclaim ? 1u : 0u);
+    const uint64_t g = fs.create_open("next");
+    const uint64_t due = fs.volume.snapshot().deferred.last_due_ns;
+    Work write;
+    ASSERT_TRUE(fs.volume.write(g, 0, as_bytes(pattern(768 * kKiB, 'n')), 0, write).has_value());
+    EXPECT_EQ(write.waited_for_deferred, reclaim);
+    EXPECT_EQ(fs.volume.snapshot().deferred.pending_tasks, 0u);
+    // The write waited until the worker was done: the clock is past the task's end.
+    if (reclaim) EXPECT_GE(fs.volume.snapshot().clock.emulated_ns, due);
+    // Without free space either way, a write fails as before.
+    const uint64_t h = fs.create_open("more");
+    EXPECT_EQ(fs.volume.write(h, 0, as_bytes(pattern(512 * kKiB, 'm')), 0).error().value,
+              ENOSPC);
+  }
+}
+
 TEST(DeferredWork, SettleAndCrashCompleteEveryTask) {
   for (const bool crash : {false, true}) {
     Reclaim r;

@@ -129,10 +129,10 @@ void hammer(Fs& fs, int thread, int operations, std::atomic<int>& unexpected,
 class EngineStress : public testing::TestWithParam<std::string> {};
 
 TEST_P(EngineStress, ConcurrentOperationsKeepTheVolumeConsistent) {
-  // "xfs_background_reclaim": xfs with deferred reclaim, whose tasks complete
-  // on other threads' operations.
-  const bool background = GetParam().ends_with("_background_reclaim");
-  Fs fs(background ? with("xfs", {"allocation.background_reclaim=true"}) : builtin(GetParam()));
+  // "xfs" reclaims in the background: its tasks complete on other threads'
+  // operations; "xfs_freeing_at_unlink" frees in the unlink.
+  const bool at_unlink = GetParam().ends_with("_freeing_at_unlink");
+  Fs fs(at_unlink ? with("xfs", {"allocation.background_reclaim=false"}) : builtin(GetParam()));
   // Crashes and fault firings log a warning each: thousands here.
   const auto level = spdlog::get_level();
   spdlog::set_level(spdlog::level::err);
@@ -166,7 +166,7 @@ TEST_P(EngineStress, ConcurrentOperationsKeepTheVolumeConsistent) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Profiles, EngineStress,
-                         testing::Values("ext4", "xfs", "btrfs", "nfs", "xfs_background_reclaim"),
+                         testing::Values("ext4", "xfs", "btrfs", "nfs", "xfs_freeing_at_unlink"),
                          [](const auto& info) { return info.param; });
 
 }  // namespace

@@ -488,7 +488,8 @@ TEST(VolumeTime, XfsUnlinkReturnsAtThePlainCostAndReclaimsLater) {
   EXPECT_GT(punched.reclaim_ns, 5 * plain.reclaim_ns);
   EXPECT_GT(bigger.reclaim_ns, punched.reclaim_ns * 19 / 10);
   // The whole drop costs what it costs without the workers.
-  EXPECT_EQ(punched.total(), drop(builtin("xfs"), 64 * kMiB, true).total());
+  EXPECT_EQ(punched.total(),
+            drop(with("xfs", {"allocation.background_reclaim=false"}), 64 * kMiB, true).total());
 }
 
 TEST(VolumeTime, WriterPastTheDirtyLimitWritesBack) {
