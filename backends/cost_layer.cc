@@ -9,7 +9,7 @@ CostLayer::CostLayer(FileSystem& target, LatencyMode latency)
 
 void CostLayer::leave(const Call&, Work& work, int error) {
   Cost cost{0, work.fault_latency_ns};
-  if (work.waited_for_deferred) cost.device_ns += wait_for_worker();
+  if (work.waited_for_deferred) cost.host_ns += wait_for_worker();  // waits, holds no device slot
   if (error == 0) cost += costs_.of(work);
   const uint64_t total = cost.total();
   work.emulated_ns = total;
@@ -89,6 +89,8 @@ CrashReport CostLayer::crash(Work& work) {
         }
       }
     }
+    // Log recovery finished what the worker had left: it is free from now on.
+    if (due_.empty()) worker_free_ns_ = std::min(worker_free_ns_, clock_.total_ns());
   }
   forget_destroyed(work);
   return report;
@@ -167,7 +169,7 @@ void CostLayer::load(const nlohmann::json& saved) {
     std::lock_guard lock(schedule_mutex_);
     due_.clear();
     worker_free_ns_ = saved.at("worker_free_ns").get<uint64_t>();
-    task_ns_ = saved.at("task_ns").get<uint64_t>();
+    task_ns_ = saved.value("task_ns", uint64_t{0});  // a statistic, newer than the format
   }
   std::lock_guard lock(files_mutex_);
   file_ns_.clear();

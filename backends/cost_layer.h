@@ -7,7 +7,9 @@
 // Deferred work: a task an operation queued (Work::deferred) runs on one
 // background worker per volume, after the tasks before it; it completes, and
 // the core applies its effect, when the clock reaches its end. Its cost is not
-// the operation's: background work takes no foreground time.
+// the operation's: background work takes no foreground time, but for an
+// allocation that found no space and waited for the worker
+// (Work::waited_for_deferred): it is charged the wait.
 //
 // Thread-safety: the clock is lock-free; per-file times and the schedule are
 // guarded by files_mutex_ and schedule_mutex_, leaf locks never held while

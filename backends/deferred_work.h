@@ -5,12 +5,15 @@
 // reports it in its Work; the task completes, and its effect applies, when a
 // layer above calls complete() (CostLayer: once the emulated clock has reached
 // it), or at once on complete_all() (a crash: log recovery finishes it; `ctl
-// settle`). Until then the blocks stay allocated and the stats show the task.
+// settle`; an allocation that found no space: flush(), which also waits for the
+// effects other threads are running). Until then the blocks stay allocated and
+// the stats show the task (its bytes until its effect is done).
 //
 // Thread-safe: mutex_ is a leaf lock; an effect runs with no lock of this
 // class held (it takes the inode's mutex and the allocator's).
 #pragma once
 
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -31,6 +34,10 @@ class DeferredWork {
   bool complete(uint64_t id);
   // Completes every pending task, oldest first; returns how many.
   size_t complete_all();
+  // complete_all(), then waits until no effect is running on another thread:
+  // afterwards every block a task was to free is free. Call with no lock held
+  // that an effect takes (an inode's): xfs_inodegc_flush.
+  void flush();
   // Tasks completed since the start (stats), and that count from a volume image.
   uint64_t completed() const EXCLUDES(mutex_);
   void set_completed(uint64_t count) EXCLUDES(mutex_);
@@ -47,6 +54,10 @@ class DeferredWork {
   std::map<uint64_t, Pending> pending_ GUARDED_BY(mutex_);  // by id
   uint64_t next_id_ GUARDED_BY(mutex_) = 1;
   uint64_t completed_ GUARDED_BY(mutex_) = 0;
+  // Effects running now, and the bytes their tasks free (still in the stats).
+  uint64_t running_ GUARDED_BY(mutex_) = 0;
+  uint64_t running_bytes_ GUARDED_BY(mutex_) = 0;
+  std::condition_variable finished_;
 };
 
 }  // namespace mimicfs

@@ -108,7 +108,8 @@ const std::vector<ProfileKey>& profile_keys() {
        true, 1, uint64_t{1} << 30},
       {"statfs.fragment_size", &Profile::statfs_fragment_size, "bytes",
        "`f_frsize`; `f_blocks` (the capacity less group metadata), `f_bfree` and `f_bavail` "
-       "(free less what delayed allocation has reserved) count these",
+       "(free less what delayed allocation has reserved, plus what background reclaim will "
+       "free) count these",
        true, 1, uint64_t{1} << 30},
       {"statfs.name_max", &Profile::name_max, "bytes", "`f_namelen`; longer names get ENAMETOOLONG",
        true, 1, 255},

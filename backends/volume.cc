@@ -329,10 +329,14 @@ Result<size_t> Volume::read(uint64_t inode, uint64_t offset, std::span<std::byte
 
 template <typename Attempt>
 auto Volume::retry_after_reclaim(Work& work, Attempt&& attempt) -> decltype(attempt()) {
+  const uint64_t boot = crashes();
   auto result = attempt();
   if (result || result.error().value != ENOSPC || !profile_.background_reclaim) return result;
-  if (deferred_.complete_all() == 0) return result;
+  // As xfs: flush the queue (tasks another thread is running included) and
+  // retry once, whatever the flush freed.
+  deferred_.flush();
   work.waited_for_deferred = true;
+  if (crashes() != boot) return fail(EIO);  // the power went meanwhile
   return attempt();
 }
 

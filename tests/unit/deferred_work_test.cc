@@ -154,7 +154,9 @@ TEST(DeferredWork, AnAllocationThatFindsNoSpaceWaitsForTheReclaim) {
     EXPECT_EQ(write.waited_for_deferred, reclaim);
     EXPECT_EQ(fs.volume.snapshot().deferred.pending_tasks, 0u);
     // The write waited until the worker was done: the clock is past the task's end.
-    if (reclaim) EXPECT_GE(fs.volume.snapshot().clock.emulated_ns, due);
+    if (reclaim) {
+      EXPECT_GE(fs.volume.snapshot().clock.emulated_ns, due);
+    }
     // Without free space either way, a write fails as before.
     const uint64_t h = fs.create_open("more");
     EXPECT_EQ(fs.volume.write(h, 0, as_bytes(pattern(512 * kKiB, 'm')), 0).error().value,

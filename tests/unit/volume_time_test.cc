@@ -426,7 +426,9 @@ DropCost drop(const Profile& profile, uint64_t size, bool punched) {
   }
   fs.flush(f);
   fs.volume.release(f);
-  if (punched) EXPECT_EQ(fs.stats(f).extents, size / (16 * kKiB)) << name;
+  if (punched) {
+    EXPECT_EQ(fs.stats(f).extents, size / (16 * kKiB)) << name;
+  }
   fs.volume.reset_statistics();
   fs.remove("table", f);
   DropCost cost;
