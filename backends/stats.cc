@@ -85,6 +85,12 @@ nlohmann::json to_json(const StatsSnapshot& s) {
       {"last_due_ns", s.deferred.last_due_ns},
       {"task_ns", s.deferred.task_ns},
   };
+  j["open"] = {
+      {"handles", s.open.handles},
+      {"files", s.open.files},
+      {"unlinked_files", s.open.unlinked_files},
+      {"unlinked_bytes", s.open.unlinked_bytes},
+  };
   j["ops"] = nlohmann::json::object();
   for (const auto& [name, op] : s.ops) {
     nlohmann::json errors = nlohmann::json::object();

@@ -99,6 +99,15 @@ struct DeferredStats {
   uint64_t task_ns = 0;      // the worker's time for every task queued since the last reset
 };
 
+// Descriptors the kernel still holds open on regular files (its RELEASE comes
+// after close(2) returns), and the files among them no name points to any more.
+struct OpenStats {
+  uint64_t handles = 0;
+  uint64_t files = 0;
+  uint64_t unlinked_files = 0;
+  uint64_t unlinked_bytes = 0;  // their allocated blocks: freed at the last release
+};
+
 struct ClockStats {
   std::string mode = "virtual";  // "virtual", "real" or "real:SCALE"
   uint64_t emulated_ns = 0;      // every operation's emulated time
@@ -110,6 +119,7 @@ struct StatsSnapshot {
   ClockStats clock;
   DeviceStats device;
   DeferredStats deferred;
+  OpenStats open;
   std::map<std::string, OperationStats> ops;        // only operations that happened
   std::map<std::string, FileStats> files;           // by path, "/" rooted; regular files only
   nlohmann::json faults = nlohmann::json::array();  // FaultInjector::to_json()

@@ -672,6 +672,15 @@ StatsSnapshot Volume::snapshot() {
   s.profile = profile_.name;
   s.device = device_stats();
   s.deferred = deferred_.stats();
+  for (const std::shared_ptr<Inode>& node : regular_files()) {
+    std::lock_guard lock(node->mutex);
+    if (node->open_handles == 0) continue;
+    s.open.handles += node->open_handles;
+    ++s.open.files;
+    if (node->nlink.load() > 0) continue;
+    ++s.open.unlinked_files;
+    s.open.unlinked_bytes += node->file->space().blocks() * unit_;
+  }
   namespace_.for_each_file([&](const std::string& path, const Inode& node) {
     assert_held(node.mutex);
     s.files.emplace(path, file_stats_locked(node));

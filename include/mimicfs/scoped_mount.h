@@ -134,6 +134,17 @@ class ScopedMount {
   }
   // Every operation's emulated time so far (clock.emulated_ns), in nanoseconds.
   uint64_t emulated_ns() const { return stats()["clock"]["emulated_ns"].get<uint64_t>(); }
+  // close(2) returns before the kernel sends the daemon its RELEASE: until it
+  // arrives, a file unlinked while open keeps its blocks and a last close's trim
+  // has not happened. Waits (up to 10 s) until no descriptor is open on the
+  // volume (stats.json's open.handles is 0); false if one still is.
+  bool wait_for_releases() const {
+    for (int attempt = 0; attempt < 1000; ++attempt) {
+      if (stats()["open"]["handles"].get<uint64_t>() == 0) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return false;
+  }
 
  private:
   // After the unmount the daemon saves the volume into its data directory and

@@ -62,6 +62,18 @@ class Mount:
         """Zeroes the operation counters (the allocation state is kept)."""
         self.ctl("reset")
 
+    def wait_for_releases(self, timeout=10.0):
+        """Waits until no descriptor is open on the volume; False if one still is.
+
+        close() returns before the kernel sends the daemon its RELEASE: until
+        then an unlinked file keeps its blocks (stats.json's open.handles)."""
+        deadline = time.monotonic() + timeout
+        while self.stats()["open"]["handles"] != 0:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.01)
+        return True
+
 
 def _run_quietly(argv):
     try:

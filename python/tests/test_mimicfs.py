@@ -55,3 +55,16 @@ def test_fixture_mounts_for_the_test(mimicfs_mount):
     second = mimicfs_mount("nfs42")
     assert first.stats()["profile"] == "btrfs"
     assert second.stats()["profile"] == "nfs42"
+
+
+def test_an_unlinked_file_holds_its_blocks_until_released():
+    with mimicfs.mount("xfs", **{"allocation.background_reclaim": False}) as vol:
+        with open(vol.file("#sql-ib1.ibd"), "wb") as f:
+            f.write(b"x" * (1 << 20))
+            os.unlink(vol.file("#sql-ib1.ibd"))
+            held = vol.stats()["open"]
+            assert held["handles"] == 1
+            assert held["unlinked_files"] == 1
+            assert held["unlinked_bytes"] >= 1 << 20
+        assert vol.wait_for_releases()
+        assert vol.stats()["open"]["unlinked_bytes"] == 0

@@ -195,6 +195,7 @@ TEST(Backends, BtrfsOverwriteIsCopyOnWrite) {
   ASSERT_EQ(pread(fd, back.data(), back.size(), 512 * kKiB), 64 * kKiB);
   EXPECT_EQ(std::string(back.begin(), back.end()), std::string(64 * kKiB, '\0'));
   close(fd);
+  ASSERT_TRUE(vol.wait_for_releases());
   ASSERT_EQ(unlink(path.c_str()), 0);
   device = vol.stats()["device"];
   EXPECT_EQ(device["unreferenced_bytes"], 0);

@@ -484,12 +484,9 @@ TEST(Tmpfile, AnExclusiveOneIsNeverNamedAndGoesAtClose) {
   EXPECT_EQ(link_descriptor(fd.get(), vol.file("nope")), -1);
   EXPECT_EQ(errno, ENOENT) << errno_text();
   ASSERT_EQ(fd.close(), 0);
+  ASSERT_TRUE(vol.wait_for_releases());  // the release that frees it follows close(2)
+  ASSERT_EQ(vol.ctl("settle"), 0);         // xfs's background reclaim, done now
   const uint64_t metadata = vol.stats()["device"]["metadata_bytes"].get<uint64_t>();
-  for (int i = 0; i < 100 && vol.stats()["device"]["allocated_bytes"].get<uint64_t>() != metadata;
-       ++i) {
-    usleep(10'000);  // the release that frees it follows close(2)
-    ASSERT_EQ(vol.ctl("settle"), 0);  // xfs's background reclaim, done now
-  }
   EXPECT_EQ(vol.stats()["device"]["allocated_bytes"].get<uint64_t>(), metadata);
 }
 
@@ -1179,15 +1176,16 @@ TEST(Unlink, OpenFileStaysReadableUntilClosed) {
   EXPECT_EQ(read_at(fd.get(), 4, data.size()), "more");
   EXPECT_EQ(fstat_of(fd.get()).st_nlink, 0u);
   EXPECT_GT(vol.stats()["device"]["allocated_bytes"].get<uint64_t>(), 0u);
+  const nlohmann::json open = vol.stats()["open"];
+  EXPECT_EQ(open["handles"], 1);
+  EXPECT_EQ(open["unlinked_files"], 1);
+  EXPECT_EQ(open["unlinked_bytes"], vol.stats()["device"]["allocated_bytes"]);
   ASSERT_EQ(fd.close(), 0);
-  // The blocks are freed when the kernel forgets the inode, after the last close
-  // of an unlinked file. FORGET has no reply, so it may still be in flight.
-  uint64_t allocated = 1;
-  for (int attempt = 0; attempt < 100 && allocated != 0; ++attempt) {
-    if (attempt > 0) usleep(20'000);
-    allocated = vol.stats()["device"]["allocated_bytes"].get<uint64_t>();
-  }
-  EXPECT_EQ(allocated, 0u);
+  EXPECT_TRUE(vol.wait_for_releases());
+  // The last release of an unlinked file frees its blocks (the kernel sends it
+  // after close(2) has returned).
+  EXPECT_EQ(vol.stats()["open"]["unlinked_files"], 0);
+  EXPECT_EQ(vol.stats()["device"]["allocated_bytes"], 0);
 }
 
 // --- running out of space -------------------------------------------------------------

@@ -80,6 +80,7 @@ TEST_P(PageCompression, PunchingHalfOfEveryPage) {
   EXPECT_EQ(st.st_size, kFileSize) << "KEEP_SIZE";
   EXPECT_EQ(st.st_blocks * 512, kFileSize / 2) << "st_blocks halves with the punches";
   ASSERT_EQ(close(fd), 0);
+  ASSERT_TRUE(vol.wait_for_releases());
 
   const nlohmann::json after = vol.stats();
   const auto& file = after["files"]["/t1.ibd"];

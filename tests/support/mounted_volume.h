@@ -74,6 +74,8 @@ class MountedVolume {
   int ctl(const std::string& command) const { return mount_->ctl(command); }
   // clock.emulated_ns from stats.json.
   uint64_t emulated_ns() const { return mount_->emulated_ns(); }
+  // Waits until the kernel has sent every RELEASE (ScopedMount::wait_for_releases).
+  bool wait_for_releases() const { return mount_->wait_for_releases(); }
 
  private:
   void mount(ScopedMount::Options options, const std::vector<std::string>& extra);

@@ -642,9 +642,16 @@ TEST(Volume, UnlinkedOpenFileStaysReadableUntilReleased) {
   EXPECT_TRUE(fs.write(file, 0, "STILL").has_value());
   EXPECT_EQ(fs.device_allocated(), allocated);
   EXPECT_TRUE(fs.volume.snapshot().files.empty());
+  const OpenStats open = fs.volume.snapshot().open;
+  EXPECT_EQ(open.handles, 1u);
+  EXPECT_EQ(open.files, 1u);
+  EXPECT_EQ(open.unlinked_files, 1u);
+  EXPECT_EQ(open.unlinked_bytes, allocated) << "what the last release will free";
 
   fs.volume.release(file);
   EXPECT_EQ(fs.device_allocated(), 0u) << "the last close of an unlinked file frees it";
+  EXPECT_EQ(fs.volume.snapshot().open.handles, 0u);
+  EXPECT_EQ(fs.volume.snapshot().open.unlinked_files, 0u);
   EXPECT_TRUE(fs.volume.getattr(file).has_value()) << "until the kernel forgets it";
   fs.volume.forget(file, 1);
   EXPECT_EQ(error_of(fs.volume.getattr(file)), Errno{ENOENT});
