@@ -13,19 +13,19 @@ Allocator::Allocator(DeviceGeometry geometry)
                         ? std::max<uint64_t>(geometry.total_blocks, 1)
                         : geometry.group_blocks),
       group_count_((total_blocks_ + group_blocks_ - 1) / group_blocks_),
-      metadata_blocks_per_group_(geometry.metadata_blocks) {
-  // Groups without metadata are one free extent, as on the real device.
-  if (metadata_blocks_per_group_ == 0) {
-    if (total_blocks_ > 0) add_free(0, total_blocks_);
-    return;
+      metadata_(std::move(geometry.metadata)) {
+  // Free space is what the metadata leaves: groups without any are one free
+  // extent, as on the real device.
+  uint64_t next = 0;
+  for (const BlockRange& run : metadata_) {
+    if (run.start < next || run.start + run.length > total_blocks_) {
+      throw std::invalid_argument("Allocator: metadata runs overlap or lie past the device");
+    }
+    if (run.start > next) add_free(next, run.start - next);
+    metadata_blocks_ += run.length;
+    next = run.start + run.length;
   }
-  for (uint64_t group = 0; group < group_count_; ++group) {
-    const uint64_t start = group * group_blocks_;
-    const uint64_t length = std::min(group_blocks_, total_blocks_ - start);
-    const uint64_t metadata = std::min(metadata_blocks_per_group_, length);
-    metadata_blocks_ += metadata;
-    if (length > metadata) add_free(start + metadata, length - metadata);
-  }
+  if (next < total_blocks_) add_free(next, total_blocks_ - next);
 }
 
 Result<void> Allocator::reserve(uint64_t count) {
@@ -70,6 +70,7 @@ Result<std::vector<BlockRange>> Allocator::allocate(uint64_t goal, uint64_t coun
   reserved_blocks_ -= reserved;
   uint64_t position = total_blocks_ == 0 ? 0 : goal % total_blocks_;
   const uint64_t group = group_of(position);
+  position = whole_fit_near(position, count);
   while (count > 0) {
     // The free extent containing `position`, else the first one after it, else wrap.
     auto it = free_by_start_.upper_bound(position);
@@ -98,6 +99,27 @@ Result<std::vector<BlockRange>> Allocator::allocate(uint64_t goal, uint64_t coun
   }
   group_cursors_[group] = position;
   return runs;
+}
+
+uint64_t Allocator::whole_fit_near(uint64_t position, uint64_t count) const {
+  // As the filesystems' allocators look first for a free extent that holds the
+  // whole request near the goal (xfs's by-size btree, btrfs's find_free_extent,
+  // ext4's goal and best-fit passes): a free run too short for it at the goal
+  // (a few blocks left before a group's inode chunk) is passed over for the
+  // next one in the group that holds it all, among the next few.
+  constexpr int kLookAhead = 8;
+  auto it = free_by_start_.upper_bound(position);
+  if (it != free_by_start_.begin() && std::prev(it)->first + std::prev(it)->second > position) {
+    --it;
+    if (it->first + it->second - position >= count) return position;
+  }
+  const uint64_t group_end = std::min((group_of(position) + 1) * group_blocks_, total_blocks_);
+  for (int looked = 0; it != free_by_start_.end() && looked < kLookAhead; ++it, ++looked) {
+    if (it->first >= group_end) break;
+    if (it->first < position) continue;
+    if (it->second >= count) return it->first;
+  }
+  return position;
 }
 
 void Allocator::release(BlockRange range) {
@@ -151,7 +173,15 @@ uint64_t Allocator::cursor(uint64_t group) const {
   std::lock_guard lock(mutex_);
   auto it = group_cursors_.find(group);
   if (it != group_cursors_.end()) return it->second;
-  return std::min(group * group_blocks_ + metadata_blocks_per_group_, total_blocks_ - 1);
+  // The group's first block past the metadata at its start.
+  uint64_t block = group * group_blocks_;
+  auto run = std::upper_bound(metadata_.begin(), metadata_.end(), block,
+                              [](uint64_t b, const BlockRange& r) { return b < r.start; });
+  if (run != metadata_.begin()) {
+    const BlockRange& before = *std::prev(run);
+    if (before.start + before.length > block) block = before.start + before.length;
+  }
+  return std::min(block, total_blocks_ - 1);
 }
 
 uint64_t Allocator::free_blocks() const {
@@ -212,17 +242,6 @@ std::vector<BlockRange> Allocator::free_ranges() const {
   std::vector<BlockRange> ranges;
   ranges.reserve(free_by_start_.size());
   for (const auto& [start, length] : free_by_start_) ranges.push_back({start, length});
-  return ranges;
-}
-
-std::vector<BlockRange> Allocator::metadata_ranges() const {
-  std::vector<BlockRange> ranges;
-  if (metadata_blocks_per_group_ == 0) return ranges;
-  for (uint64_t group = 0; group < group_count_; ++group) {
-    const uint64_t start = group * group_blocks_;
-    const uint64_t length = std::min(metadata_blocks_per_group_, total_blocks_ - start);
-    if (length > 0) ranges.push_back({start, length});
-  }
   return ranges;
 }
 

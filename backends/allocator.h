@@ -27,13 +27,14 @@ struct FreeSpaceSummary {
   uint64_t largest_free_extent = 0;  // blocks
 };
 
-// The device is divided into allocation groups (ext4's block groups, xfs's
-// allocation groups, btrfs's block groups), each starting with `metadata_blocks`
-// that are never free: a file that crosses a group boundary is split there.
+// The device is divided into allocation groups (ext4's flex groups, xfs's
+// allocation groups, btrfs's block groups) and holds the filesystem's own
+// structures (group headers, inode tables, a log: mkfs_geometry.h), which are
+// never free: a file that grows across one is split there.
 struct DeviceGeometry {
   uint64_t total_blocks = 0;
-  uint64_t group_blocks = 0;     // 0: the whole device is one group
-  uint64_t metadata_blocks = 0;  // at the start of every group
+  uint64_t group_blocks = 0;         // 0: the whole device is one group
+  std::vector<BlockRange> metadata;  // sorted, apart, inside the device
 };
 
 class Allocator {
@@ -66,12 +67,13 @@ class Allocator {
   // shared cursor); the group's first data block when it has had none.
   uint64_t cursor(uint64_t group) const;
   uint64_t group_count() const { return group_count_; }
+  uint64_t group_blocks() const { return group_blocks_; }
   uint64_t group_of(uint64_t block) const { return block / group_blocks_; }
   uint64_t free_blocks() const;
   FreeSpaceSummary summary() const;
   std::vector<BlockRange> free_ranges() const;
-  // The groups' own headers: never free, never a file's.
-  std::vector<BlockRange> metadata_ranges() const;
+  // The filesystem's own structures: never free, never a file's.
+  const std::vector<BlockRange>& metadata_ranges() const { return metadata_; }
 
   // Its free space, reservations and cursors for a volume image, and back into
   // an Allocator of the same geometry.
@@ -79,6 +81,7 @@ class Allocator {
   void load(const ImageJson& saved);
 
  private:
+  uint64_t whole_fit_near(uint64_t position, uint64_t count) const REQUIRES(mutex_);
   void add_free(uint64_t start, uint64_t length) REQUIRES(mutex_);
   void remove_free(std::map<uint64_t, uint64_t>::iterator it) REQUIRES(mutex_);
 
@@ -86,7 +89,7 @@ class Allocator {
   const uint64_t total_blocks_;
   const uint64_t group_blocks_;
   const uint64_t group_count_;
-  const uint64_t metadata_blocks_per_group_;
+  const std::vector<BlockRange> metadata_;
   uint64_t metadata_blocks_ = 0;
   uint64_t reserved_blocks_ GUARDED_BY(mutex_) = 0;
   std::map<uint64_t, uint64_t> group_cursors_ GUARDED_BY(mutex_);              // group -> block

@@ -2,10 +2,21 @@
 
 #include <fmt/format.h>
 
+#include "backends/mkfs_geometry.h"
+
 #include <limits>
 #include <stdexcept>
 
 namespace mimicfs {
+namespace {
+
+DeviceGeometry geometry_of(const Profile& profile) {
+  auto geometry = device_geometry(profile);
+  if (!geometry) throw std::invalid_argument(geometry_error(profile));
+  return std::move(*geometry);
+}
+
+}  // namespace
 
 DeviceSpace::DeviceSpace(const Profile& profile)
     : unit_(profile.allocation_unit),
@@ -18,9 +29,7 @@ DeviceSpace::DeviceSpace(const Profile& profile)
       writeback_blocks_((profile.writeback_bytes + unit_ - 1) / unit_),
       placement_(make_placement_policy(profile.placement)),
       preallocation_(make_preallocation_policy(profile)),
-      allocator_(DeviceGeometry{profile.capacity_bytes / unit_,
-                                profile.allocation_group_bytes / unit_,
-                                profile.group_metadata_bytes / unit_}),
+      allocator_(geometry_of(profile)),
       references_(profile.copy_on_write
                       ? std::make_unique<ExtentReferences>(profile.cow_extent_max_bytes / unit_)
                       : nullptr) {

@@ -16,6 +16,9 @@ nlohmann::json to_json(const DeviceLayout& layout) {
       {"free_extents", layout.device.free_extents},
       {"largest_free_extent_bytes", layout.device.largest_free_extent_bytes},
   };
+  nlohmann::json metadata = nlohmann::json::array();
+  for (const BlockRange& run : layout.metadata) metadata.push_back({run.start, run.length});
+  j["device"]["metadata_extents"] = std::move(metadata);
   j["files"] = nlohmann::json::object();
   for (const auto& [path, file] : layout.files) {
     nlohmann::json extents = nlohmann::json::array();

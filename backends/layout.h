@@ -27,6 +27,7 @@ struct DeviceLayout {
   DeviceStats device;
   uint64_t allocation_group_bytes = 0;  // 0: one group
   uint64_t group_metadata_bytes = 0;
+  std::vector<BlockRange> metadata;  // in units: the filesystem's own structures
   std::map<std::string, FileLayout> files;  // by path, as in stats.json
 };
 

@@ -1,5 +1,6 @@
 #include "backends/profile.h"
 
+#include "backends/mkfs_geometry.h"
 #include "backends/profile_schema.h"
 
 #define TOML_HEADER_ONLY 1
@@ -154,6 +155,11 @@ std::expected<void, std::string> validate(const Profile& p, std::string_view sou
                    fmt::format("{} ({}) must be a multiple of device.allocation_unit ({})", key,
                                value, unit));
     }
+  }
+  if (const std::string why = geometry_error(p); !why.empty()) {
+    return error({"device.geometry", "device.capacity_bytes", "device.allocation_group_bytes",
+                  "device.group_metadata_bytes"},
+                 why);
   }
   if (p.allocation_group_bytes > p.capacity_bytes) {
     return error({"device.capacity_bytes", "device.allocation_group_bytes"},

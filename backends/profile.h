@@ -28,6 +28,7 @@ struct Profile {
   // [device]: the emulated device or server filesystem.
   uint64_t allocation_unit = 4096;          // bytes; the unit a write allocates
   uint64_t capacity_bytes = 0;              // a multiple of allocation_unit
+  std::string geometry = "groups";          // "groups", "mkfs.xfs" or "mkfs.ext4" (mkfs_geometry.h)
   uint64_t allocation_group_bytes = 0;      // bytes; 0: the device is one group
   uint64_t group_metadata_bytes = 0;        // bytes at the start of each group, never free
   uint64_t max_extent_bytes = 0;            // bytes; the longest extent record, 0: no limit

@@ -15,6 +15,7 @@ constexpr uint64_t kMaxBytes = uint64_t{1} << 60;
 constexpr uint64_t kMaxNs = uint64_t{3600} * 1'000'000'000;
 
 constexpr std::string_view kPlacements[] = {"goal", "shared_cursor"};
+constexpr std::string_view kGeometries[] = {"groups", "mkfs.xfs", "mkfs.ext4"};
 constexpr std::string_view kMetadataDurabilities[] = {"journal", "log_tree", "synchronous"};
 constexpr FallocateModeName kModeNames[] = {
     {FallocateMode::kAllocate, "allocate"},
@@ -80,6 +81,12 @@ const std::vector<ProfileKey>& profile_keys() {
        "emulated device size, a multiple of the unit; a write that needs more gets ENOSPC and "
        "changes nothing",
        true, 1, kMaxBytes},
+      {"device.geometry", &Profile::geometry, "",
+       "where the groups and the filesystem's own structures are. `groups`: as the next two "
+       "keys say. `mkfs.xfs`, `mkfs.ext4`: derived from the capacity as the real mkfs does "
+       "(allocation groups, log, per-AG reservations; block groups, superblock backups, flex_bg "
+       "bitmaps and inode tables, journal), and the next two keys stay 0",
+       false, 0, 0, false, kGeometries, "geometry"},
       bytes("device.allocation_group_bytes", &Profile::allocation_group_bytes, 0, kMaxBytes,
             "ext4's flex group, xfs's allocation group, btrfs's data block group, a multiple of "
             "the unit; at most 2^20 groups. 0: one group. A new directory goes to the next "

@@ -692,8 +692,9 @@ DeviceLayout Volume::layout() {
   DeviceLayout l;
   l.profile = profile_.name;
   l.device = device_stats();
-  l.allocation_group_bytes = profile_.allocation_group_bytes;
+  l.allocation_group_bytes = space_.allocator().group_blocks() * unit_;
   l.group_metadata_bytes = profile_.group_metadata_bytes;
+  l.metadata = space_.allocator().metadata_ranges();
   namespace_.for_each_file([&](const std::string& path, const Inode& node) {
     assert_held(node.mutex);
     l.files.emplace(path,

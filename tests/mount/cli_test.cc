@@ -157,7 +157,7 @@ TEST_F(CommandLine, ProfileFileInheritsFromABuiltin) {
   EXPECT_EQ(show.exit_status, 0) << show.err;
   EXPECT_TRUE(Contains(show.out, "speculative_preallocation = false"));
   EXPECT_TRUE(Contains(show.out, "placement = 'shared_cursor'"));
-  EXPECT_TRUE(Contains(show.out, "allocation_group_bytes = 274877906944"));
+  EXPECT_TRUE(Contains(show.out, "geometry = 'mkfs.xfs'"));
   auto overridden = Mimicfs({"profiles", "show", "xfs", "--set", "allocation.placement=goal"});
   EXPECT_EQ(overridden.exit_status, 0) << overridden.err;
   EXPECT_TRUE(Contains(overridden.out, "placement = 'goal'"));

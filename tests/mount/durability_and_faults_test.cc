@@ -426,6 +426,7 @@ TEST(DeferredWork, SettleFinishesBackgroundReclaim) {
 TEST(DeferredWork, ADeletedFilesSpaceIsUsableAtOnce) {
   MIMICFS_REQUIRE_MOUNTABLE();
   MountedVolume vol("xfs", {"--set", "device.capacity_bytes=8388608", "--set",
+                            "device.geometry=groups", "--set",
                             "device.allocation_group_bytes=0", "--set",
                             "device.group_metadata_bytes=0", "--set",
                             "allocation.speculative_preallocation=false"});

@@ -1,4 +1,5 @@
 #include "backends/allocator.h"
+#include "backends/mkfs_geometry.h"
 
 #include <gtest/gtest.h>
 
@@ -79,10 +80,24 @@ TEST(Allocator, AllocationSplitAcrossFreeExtentsReturnsSeveralRuns) {
   Allocator allocator(DeviceGeometry{100});
   ASSERT_EQ(take(allocator, 10, 10), (Ranges{{10, 10}}));
   ASSERT_EQ(take(allocator, 30, 10), (Ranges{{30, 10}}));
-  // Free: [0,10) [20,30) [40,100). From goal 5: 5 blocks, then 10, then 5.
-  EXPECT_EQ(take(allocator, 5, 20), (Ranges{{5, 5}, {20, 10}, {40, 5}}));
-  EXPECT_EQ(allocator.free_blocks(), 100u - 40u);
-  EXPECT_EQ(allocator.cursor(0), 45u);
+  // Free: [0,10) [20,30) [40,100). No free extent holds 65: from goal 5, 5
+  // blocks, then 10, then 50.
+  EXPECT_EQ(take(allocator, 5, 65), (Ranges{{5, 5}, {20, 10}, {40, 50}}));
+  EXPECT_EQ(allocator.free_blocks(), 100u - 85u);
+  EXPECT_EQ(allocator.cursor(0), 90u);
+}
+
+// As xfs's by-size search and btrfs's find_free_extent: a free run at the goal
+// too short for the request is passed over for the next one that holds it all;
+// a request it holds takes it.
+TEST(Allocator, AShortRunAtTheGoalIsPassedOverForOneThatHoldsTheRequest) {
+  Allocator allocator(DeviceGeometry{100});
+  ASSERT_EQ(take(allocator, 10, 10), (Ranges{{10, 10}}));
+  ASSERT_EQ(take(allocator, 30, 10), (Ranges{{30, 10}}));
+  // Free: [0,10) [20,30) [40,100).
+  EXPECT_EQ(take(allocator, 5, 20), (Ranges{{40, 20}}));
+  EXPECT_EQ(take(allocator, 5, 3), (Ranges{{5, 3}}));
+  EXPECT_EQ(take(allocator, 8, 8), (Ranges{{20, 8}}));
 }
 
 TEST(Allocator, AdjacentRunsAreMerged) {
@@ -204,7 +219,7 @@ TEST(Allocator, FailedAllocationLeavesCursorAlone) {
 // Every group starts with metadata blocks that are never free, so the free
 // space is one extent per group.
 TEST(Allocator, GroupMetadataIsNeverFree) {
-  Allocator allocator(DeviceGeometry{100, 25, 2});
+  Allocator allocator(uniform_groups(100, 25, 2));
   const FreeSpaceSummary s = allocator.summary();
   EXPECT_EQ(s.total_blocks, 100u);
   EXPECT_EQ(s.metadata_blocks, 8u);
@@ -218,25 +233,25 @@ TEST(Allocator, GroupMetadataIsNeverFree) {
 
 // A last, shorter group still has its metadata, but never more blocks than it has.
 TEST(Allocator, LastPartialGroupHasMetadataToo) {
-  Allocator partial(DeviceGeometry{110, 25, 2});
+  Allocator partial(uniform_groups(110, 25, 2));
   EXPECT_EQ(partial.group_count(), 5u);
   EXPECT_EQ(partial.summary().metadata_blocks, 10u);
   EXPECT_EQ(partial.summary().free_blocks, 100u);
-  Allocator tiny(DeviceGeometry{101, 25, 2});  // the last group is a single block
+  Allocator tiny(uniform_groups(101, 25, 2));  // the last group is a single block
   EXPECT_EQ(tiny.summary().metadata_blocks, 9u);
   EXPECT_EQ(tiny.summary().free_blocks, 92u);
 }
 
 // No group size, or one larger than the device, is one group.
 TEST(Allocator, NoGroupSizeIsOneGroup) {
-  EXPECT_EQ(Allocator(DeviceGeometry{100, 0, 0}).group_count(), 1u);
-  EXPECT_EQ(Allocator(DeviceGeometry{100, 1000, 0}).group_count(), 1u);
-  EXPECT_EQ(Allocator(DeviceGeometry{100, 0, 3}).summary().metadata_blocks, 3u);
+  EXPECT_EQ(Allocator(uniform_groups(100, 0, 0)).group_count(), 1u);
+  EXPECT_EQ(Allocator(uniform_groups(100, 1000, 0)).group_count(), 1u);
+  EXPECT_EQ(Allocator(uniform_groups(100, 0, 3)).summary().metadata_blocks, 3u);
 }
 
 // Groups without metadata are one free extent: a boundary splits nothing.
 TEST(Allocator, GroupsWithoutMetadataAreOneFreeExtent) {
-  Allocator allocator(DeviceGeometry{100, 25, 0});
+  Allocator allocator(uniform_groups(100, 25, 0));
   EXPECT_EQ(allocator.group_count(), 4u);
   EXPECT_EQ(allocator.summary().free_extents, 1u);
   EXPECT_EQ(take(allocator, 20, 10), (Ranges{{20, 10}}));
@@ -245,7 +260,7 @@ TEST(Allocator, GroupsWithoutMetadataAreOneFreeExtent) {
 // An allocation crossing into the next group skips its metadata, so it comes back
 // as two runs (ext4: a file crossing a block group is split there).
 TEST(Allocator, AllocationCrossingAGroupSkipsItsMetadata) {
-  Allocator allocator(DeviceGeometry{100, 25, 2});
+  Allocator allocator(uniform_groups(100, 25, 2));
   EXPECT_EQ(take(allocator, 20, 10), (Ranges{{20, 5}, {27, 5}}));
   EXPECT_EQ(allocator.free_blocks(), 82u);
   EXPECT_EQ(allocator.summary().metadata_blocks, 8u);
@@ -253,13 +268,13 @@ TEST(Allocator, AllocationCrossingAGroupSkipsItsMetadata) {
 
 // A goal inside a group's metadata moves to the group's first data block.
 TEST(Allocator, GoalInsideMetadataMovesToTheFirstDataBlock) {
-  Allocator allocator(DeviceGeometry{100, 25, 2});
+  Allocator allocator(uniform_groups(100, 25, 2));
   EXPECT_EQ(take(allocator, 25, 3), (Ranges{{27, 3}}));
 }
 
 // Filling the device never hands out a metadata block.
 TEST(Allocator, FillingTheDeviceNeverAllocatesMetadata) {
-  Allocator allocator(DeviceGeometry{100, 25, 2});
+  Allocator allocator(uniform_groups(100, 25, 2));
   const Ranges runs = take(allocator, 0, 92);
   for (const BlockRange& run : runs) {
     for (uint64_t b = run.start; b < run.start + run.length; ++b) {
@@ -272,7 +287,7 @@ TEST(Allocator, FillingTheDeviceNeverAllocatesMetadata) {
 
 // Each group has its own cursor; an unused group's is its first data block.
 TEST(Allocator, CursorIsPerGroup) {
-  Allocator allocator(DeviceGeometry{100, 25, 2});
+  Allocator allocator(uniform_groups(100, 25, 2));
   EXPECT_EQ(allocator.cursor(0), 2u);
   EXPECT_EQ(allocator.cursor(1), 27u);
   EXPECT_EQ(allocator.cursor(3), 77u);
@@ -368,7 +383,7 @@ TEST(Allocator, OverdrawingTheReservationThrowsLogicError) {
 // A crash gives a file back the blocks it had at its last sync: exactly those
 // blocks, only when every one is free, and never the blocks promised to others.
 TEST(Allocator, ClaimTakesExactlyFreeBlocks) {
-  Allocator allocator(DeviceGeometry{100, 0, 0});
+  Allocator allocator(uniform_groups(100, 0, 0));
   ASSERT_TRUE(allocator.claim({10, 5}).has_value());
   EXPECT_EQ(allocator.free_blocks(), 95u);
   EXPECT_EQ(error_of(allocator.claim({12, 1})), Errno{EBUSY});

@@ -135,7 +135,8 @@ TEST(DeferredWork, AnAllocationThatFindsNoSpaceWaitsForTheReclaim) {
     SCOPED_TRACE(reclaim);
     Fs fs(with("xfs", {reclaim ? "allocation.background_reclaim=true"
                                : "allocation.background_reclaim=false",
-                       "device.capacity_bytes=1048576", "device.allocation_group_bytes=0",
+                       "device.capacity_bytes=1048576", "device.geometry=groups",
+                       "device.allocation_group_bytes=0",
                        "device.group_metadata_bytes=0",
                        "allocation.speculative_preallocation=false"}));
     const uint64_t empty = fs.statfs_free();

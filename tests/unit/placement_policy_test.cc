@@ -1,3 +1,4 @@
+#include "backends/mkfs_geometry.h"
 #include "backends/placement_policy.h"
 
 #include <gtest/gtest.h>
@@ -9,7 +10,7 @@ namespace {
 
 // A file with no blocks starts where its group's last allocation ended.
 TEST(GoalPlacement, EmptyFileStartsAtTheGroupCursor) {
-  Allocator allocator(DeviceGeometry{1000, 100, 4});
+  Allocator allocator(uniform_groups(1000, 100, 4));
   ExtentMap file;
   const GoalPlacement placement;
   EXPECT_EQ(placement.goal(file, 0, 2, allocator), 204u);  // group 2's first data block
@@ -55,7 +56,7 @@ TEST(GoalPlacement, NoRoomBeforeTheFirstBlockFallsBackToTheCursor) {
 // The goal is the group's cursor whatever the file has: writers in one group
 // interleave (seed 003).
 TEST(SharedCursorPlacement, GoalIsTheGroupCursorRegardlessOfTheFile) {
-  Allocator allocator(DeviceGeometry{1000, 100, 4});
+  Allocator allocator(uniform_groups(1000, 100, 4));
   ExtentMap file;
   file.map(0, 500, 4, false);
   const SharedCursorPlacement placement;

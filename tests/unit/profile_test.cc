@@ -469,8 +469,9 @@ TEST(Profile, EveryDocumentedBuiltinLoads) {
 TEST(Profile, Ext4HasGroupsDelayedAllocationAndInodeWindows) {
   const Profile ext4 = builtin("ext4");
   EXPECT_EQ(ext4.allocation_unit, 4096u);
-  EXPECT_EQ(ext4.allocation_group_bytes, uint64_t{2} << 30);  // a flex group of 16
-  EXPECT_EQ(ext4.group_metadata_bytes, 16u * (2 * 4096 + (2u << 20)));
+  EXPECT_EQ(ext4.geometry, "mkfs.ext4");  // flex groups of 16, as mkfs_geometry.h derives
+  EXPECT_EQ(ext4.allocation_group_bytes, 0u);
+  EXPECT_EQ(ext4.group_metadata_bytes, 0u);
   EXPECT_EQ(ext4.max_extent_bytes, 32768u * 4096);
   EXPECT_EQ(ext4.placement, "goal");
   EXPECT_TRUE(ext4.delayed_allocation);
@@ -484,8 +485,8 @@ TEST(Profile, Ext4HasGroupsDelayedAllocationAndInodeWindows) {
 // xfs: a shared cursor per allocation group and speculative EOF preallocation.
 TEST(Profile, XfsHasSharedCursorAndSpeculativePreallocation) {
   const Profile xfs = builtin("xfs");
-  EXPECT_EQ(xfs.allocation_group_bytes, uint64_t{256} << 30);
-  EXPECT_EQ(xfs.group_metadata_bytes, 65536u);
+  EXPECT_EQ(xfs.geometry, "mkfs.xfs");
+  EXPECT_EQ(xfs.allocation_group_bytes, 0u);
   EXPECT_EQ(xfs.placement, "shared_cursor");
   EXPECT_TRUE(xfs.delayed_allocation);
   EXPECT_TRUE(xfs.speculative_preallocation);
@@ -750,8 +751,11 @@ TEST(Profile, OverriddenCapacityIsValidatedAgainstTheGeometry) {
   const std::string small = override_error(ext4, {"device.capacity_bytes=65536"});
   expect_one_line(small);
   EXPECT_EQ(small.rfind("--set ", 0), 0u) << small;
-  EXPECT_NE(small.find("device.allocation_group_bytes"), std::string::npos) << small;
   EXPECT_NE(small.find("device.capacity_bytes"), std::string::npos) << small;
+  EXPECT_NE(small.find("mkfs.ext4"), std::string::npos) << small;
+  const std::string keys = override_error(ext4, {"device.allocation_group_bytes=65536"});
+  expect_one_line(keys);
+  EXPECT_NE(keys.find("device.geometry = \"groups\""), std::string::npos) << keys;
 
   const std::string odd = override_error(ext4, {"device.capacity_bytes=5000"});
   expect_one_line(odd);
@@ -759,8 +763,7 @@ TEST(Profile, OverriddenCapacityIsValidatedAgainstTheGeometry) {
   EXPECT_NE(odd.find("device.capacity_bytes"), std::string::npos) << odd;
 
   auto fits =
-      apply_overrides(ext4, {"device.capacity_bytes=65536", "device.allocation_group_bytes=0",
-                             "device.group_metadata_bytes=0"});
+      apply_overrides(ext4, {"device.capacity_bytes=65536", "device.geometry=groups"});
   ASSERT_TRUE(fits.has_value()) << fits.error();
   EXPECT_EQ(fits->capacity_bytes, 65536u);
 }

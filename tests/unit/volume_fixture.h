@@ -60,7 +60,8 @@ inline Profile with(std::string_view name, const std::vector<std::string>& overr
 // so ENOSPC is easy to reach.
 inline Profile small(std::string_view name, uint64_t capacity_bytes) {
   return with(name, {fmt::format("device.capacity_bytes={}", capacity_bytes),
-                     "device.allocation_group_bytes=0", "device.group_metadata_bytes=0"});
+                     "device.geometry=groups", "device.allocation_group_bytes=0",
+                     "device.group_metadata_bytes=0"});
 }
 
 inline std::span<const std::byte> as_bytes(std::string_view text) {

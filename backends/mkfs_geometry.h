@@ -1,0 +1,70 @@
+// mkfs geometry: where a filesystem's own structures sit on a freshly made
+// device of a given capacity, derived as Debian 12's mkfs.xfs (xfsprogs 6.1)
+// and mkfs.ext4 (e2fsprogs 1.47) derive them, in the profile's block size
+// (`mkfs.ext4 -b 4096`). A file that grows across one of these structures is
+// split there, so a small test device has the real one's extent breaks.
+//
+// tests/unit/mkfs_geometry_test.cc compares the result with what the tools
+// print for images of several sizes. docs/profiles.md, "Geometry", lists what
+// is and is not derived.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "backends/allocator.h"
+#include "backends/result.h"
+
+namespace mimicfs {
+
+struct Profile;
+
+// `device.geometry = "groups"`: every group of `group_blocks` starts with
+// `header_blocks` of metadata (the profile's own two keys).
+DeviceGeometry uniform_groups(uint64_t total_blocks, uint64_t group_blocks,
+                              uint64_t header_blocks);
+
+// mkfs.xfs's data section on one device without stripe hints: the allocation
+// group size from calc_default_ag_geometry, each group's headers and free-list
+// blocks, the root inode chunk, the internal log in the middle group, and each
+// group's per-AG reservation for refcount and free-inode btree growth, which
+// data never gets (kept at the group's end here).
+struct XfsGeometry {
+  uint64_t ag_blocks = 0;
+  uint64_t ag_count = 0;
+  uint64_t data_blocks = 0;  // what the filesystem covers (a too-small last AG is dropped)
+  uint64_t log_start = 0;
+  uint64_t log_blocks = 0;
+  std::vector<uint64_t> reserved_blocks;  // per AG, as `xfs_db -c "agresv N"` says
+};
+Result<XfsGeometry> mkfs_xfs(uint64_t total_blocks, uint64_t block_size);
+
+// mkfs.ext4 with its defaults (flex_bg of 16, sparse_super, 256-byte inodes,
+// resize_inode, 64bit): 32768 blocks per group (at 4 KiB), the primary and
+// backup superblocks with their descriptor and reserved-descriptor blocks, each
+// flex group's bitmaps and inode tables at its start, and the journal where
+// mkfs puts it, in the middle of the device.
+struct Ext4Geometry {
+  uint64_t blocks = 0;  // after mkfs drops a last group too small to use
+  uint64_t blocks_per_group = 0;
+  uint64_t group_count = 0;
+  uint64_t descriptor_blocks = 0;
+  uint64_t reserved_gdt_blocks = 0;
+  uint64_t inodes_per_group = 0;
+  uint64_t inode_table_blocks = 0;  // per group
+  uint64_t flex_group_size = 16;    // groups
+  uint64_t journal_start = 0;
+  uint64_t journal_blocks = 0;
+  uint64_t journal_index_block = 0;  // its extent-tree block, 0 when it has none
+  std::vector<uint64_t> backup_groups;  // the groups that hold a superblock copy
+};
+Result<Ext4Geometry> mkfs_ext4(uint64_t total_blocks, uint64_t block_size);
+
+// The geometry `profile` asks for, or why its capacity cannot have it.
+Result<DeviceGeometry> device_geometry(const Profile& profile);
+
+// One line saying why a profile's geometry is refused, for profile validation.
+std::string geometry_error(const Profile& profile);
+
+}  // namespace mimicfs

@@ -1,0 +1,165 @@
+// The derived geometry against Debian's own mkfs.xfs and mkfs.ext4, run on
+// sparse image files of several sizes (no mount: xfs_db, dumpe2fs and debugfs
+// read the images). Skipped where the tools are missing, unless
+// MIMICFS_REQUIRE_MKFS=1 (CI installs xfsprogs and e2fsprogs).
+#include "backends/mkfs_geometry.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <regex>
+#include <string>
+
+namespace mimicfs {
+namespace {
+
+constexpr uint64_t kMiB = uint64_t{1} << 20;
+constexpr uint64_t kGiB = uint64_t{1} << 30;
+constexpr uint64_t kBlock = 4096;
+
+std::string output_of(const std::string& command) {
+  std::string out;
+  FILE* pipe = popen((command + " 2>/dev/null").c_str(), "r");
+  if (!pipe) return out;
+  char buffer[4096];
+  while (size_t n = fread(buffer, 1, sizeof buffer, pipe)) out.append(buffer, n);
+  pclose(pipe);
+  return out;
+}
+
+bool have(const std::string& tool) {
+  return system(("command -v " + tool + " >/dev/null 2>&1").c_str()) == 0;
+}
+
+#define REQUIRE_TOOLS(...)                                                  \
+  do {                                                                      \
+    for (const char* tool : {__VA_ARGS__}) {                                \
+      if (have(tool)) continue;                                             \
+      const char* required = getenv("MIMICFS_REQUIRE_MKFS");                \
+      if (required && std::string(required) == "1") FAIL() << tool << " missing"; \
+      GTEST_SKIP() << tool << " is not installed";                          \
+    }                                                                       \
+  } while (0)
+
+// A sparse image of `bytes` in a temporary directory, removed at the end.
+class Image {
+ public:
+  explicit Image(uint64_t bytes) {
+    char dir[] = "/tmp/mimicfs-mkfs.XXXXXX";
+    dir_ = mkdtemp(dir);
+    path_ = dir_ + "/image";
+    std::filesystem::resize_file(
+        (std::fclose(std::fopen(path_.c_str(), "w")), std::filesystem::path(path_)), bytes);
+  }
+  ~Image() { std::filesystem::remove_all(dir_); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string dir_;
+  std::string path_;
+};
+
+uint64_t field(const std::string& text, const std::string& name) {
+  std::smatch m;
+  if (!std::regex_search(text, m, std::regex(name + R"(\s*[=:]\s*(\d+))"))) {
+    ADD_FAILURE() << "no " << name << " in:\n" << text;
+    return 0;
+  }
+  return std::stoull(m[1]);
+}
+
+class MkfsXfs : public testing::TestWithParam<uint64_t> {};
+
+TEST_P(MkfsXfs, AgsLogAndReservationsAreMkfsOwn) {
+  REQUIRE_TOOLS("mkfs.xfs", "xfs_db");
+  const uint64_t bytes = GetParam();
+  Image image(bytes);
+  ASSERT_EQ(system(("mkfs.xfs -q -f " + image.path() + " >/dev/null 2>&1").c_str()), 0);
+  const std::string sb = output_of("xfs_db -r -c 'sb 0' -c 'p agcount agblocks agblklog dblocks "
+                                   "logstart logblocks' " + image.path());
+  auto x = mkfs_xfs(bytes / kBlock, kBlock);
+  ASSERT_TRUE(x.has_value());
+  EXPECT_EQ(x->ag_count, field(sb, "agcount"));
+  EXPECT_EQ(x->ag_blocks, field(sb, "agblocks"));
+  EXPECT_EQ(x->data_blocks, field(sb, "dblocks"));
+  // logstart is a filesystem block number: the AG in the bits above agblklog.
+  const uint64_t log_fsb = field(sb, "logstart");
+  const uint64_t ag_bits = field(sb, "agblklog");
+  EXPECT_EQ(x->log_start,
+            (log_fsb >> ag_bits) * x->ag_blocks + (log_fsb & ((uint64_t{1} << ag_bits) - 1)));
+  EXPECT_EQ(x->log_blocks, field(sb, "logblocks"));
+  for (uint64_t ag = 0; ag < x->ag_count; ++ag) {
+    const std::string resv =
+        output_of("xfs_db -r -c 'agresv " + std::to_string(ag) + "' " + image.path());
+    EXPECT_EQ(x->reserved_blocks[ag], field(resv, "reserved")) << "AG " << ag;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Capacities, MkfsXfs,
+                         testing::Values(300 * kMiB, 512 * kMiB, 1 * kGiB, 4 * kGiB, 4608 * kMiB,
+                                         16 * kGiB, 256 * kGiB));
+
+TEST(MkfsXfs, RefusesUnder300MiBAsMkfsDoes) {
+  EXPECT_FALSE(mkfs_xfs(299 * kMiB / kBlock, kBlock).has_value());
+}
+
+class MkfsExt4 : public testing::TestWithParam<uint64_t> {};
+
+TEST_P(MkfsExt4, GroupsBackupsTablesAndJournalAreMkfsOwn) {
+  REQUIRE_TOOLS("mkfs.ext4", "dumpe2fs", "debugfs");
+  const uint64_t bytes = GetParam();
+  Image image(bytes);
+  ASSERT_EQ(system(("mkfs.ext4 -q -F -b 4096 " + image.path() + " >/dev/null 2>&1").c_str()), 0);
+  const std::string dump = output_of("dumpe2fs " + image.path());
+  auto e = mkfs_ext4(bytes / kBlock, kBlock);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->blocks, field(dump, "Block count"));
+  EXPECT_EQ(e->reserved_gdt_blocks, field(dump, "Reserved GDT blocks"));
+  EXPECT_EQ(e->inodes_per_group, field(dump, "Inodes per group"));
+  EXPECT_EQ(e->inode_table_blocks, field(dump, "Inode blocks per group"));
+  EXPECT_EQ(e->blocks_per_group, field(dump, "Blocks per group"));
+
+  // Every superblock copy, and where each flex group's first block bitmap is.
+  std::vector<uint64_t> backups;
+  const std::regex super(R"(Group (\d+): [^\n]*\n\s+(Primary|Backup) superblock at (\d+))");
+  for (std::sregex_iterator it(dump.begin(), dump.end(), super), end; it != end; ++it) {
+    backups.push_back(std::stoull((*it)[1]));
+  }
+  EXPECT_EQ(e->backup_groups, backups);
+  const uint64_t backup = 1 + e->descriptor_blocks + e->reserved_gdt_blocks;
+  const std::regex bitmap(R"(Group (\d+): [^\n]*\n(?:[^\n]*\n)*?\s+Block bitmap at (\d+))");
+  for (std::sregex_iterator it(dump.begin(), dump.end(), bitmap), end; it != end; ++it) {
+    const uint64_t group = std::stoull((*it)[1]);
+    if (group % e->flex_group_size != 0) continue;
+    const uint64_t expected = group * e->blocks_per_group + (group == 0 ? backup : 0);
+    EXPECT_EQ(std::stoull((*it)[2]), expected) << "flex group at group " << group;
+  }
+
+  // The journal (inode 8): where it starts, how long it is, its index block.
+  const std::string journal = output_of("debugfs -R 'stat <8>' " + image.path());
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(journal, m, std::regex(R"(\(0(?:-\d+)?\):(\d+))"))) << journal;
+  EXPECT_EQ(e->journal_start, std::stoull(m[1]));
+  uint64_t length = 0;
+  const std::regex run(R"(\((\d+)(?:-(\d+))?\):(\d+)(?:-(\d+))?)");
+  for (std::sregex_iterator it(journal.begin(), journal.end(), run), end; it != end; ++it) {
+    const uint64_t first = std::stoull((*it)[1]);
+    length += ((*it)[2].matched ? std::stoull((*it)[2]) : first) - first + 1;
+  }
+  EXPECT_EQ(e->journal_blocks, length);
+  if (std::regex_search(journal, m, std::regex(R"(\(ETB0\):(\d+))"))) {
+    EXPECT_EQ(e->journal_index_block, std::stoull(m[1]));
+  } else {
+    EXPECT_EQ(e->journal_index_block, 0u);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Capacities, MkfsExt4,
+                         testing::Values(512 * kMiB, 1 * kGiB, 4 * kGiB, 4608 * kMiB, 16 * kGiB,
+                                         uint64_t{1} << 40));
+
+}  // namespace
+}  // namespace mimicfs
