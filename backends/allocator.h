@@ -31,6 +31,10 @@ struct FreeSpaceSummary {
 // allocation groups, btrfs's block groups) and holds the filesystem's own
 // structures (group headers, inode tables, a log: mkfs_geometry.h), which are
 // never free: a file that grows across one is split there.
+// Each allocation group is an entry in the allocator's maps, and a mkfs
+// geometry lays out each one: bound the memory a profile can ask for.
+constexpr uint64_t kMaxAllocationGroups = uint64_t{1} << 20;
+
 struct DeviceGeometry {
   uint64_t total_blocks = 0;
   uint64_t group_blocks = 0;         // 0: the whole device is one group

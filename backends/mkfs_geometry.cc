@@ -119,6 +119,7 @@ Result<XfsGeometry> mkfs_xfs(uint64_t total_blocks, uint64_t block_size) {
     if ((blocks & 3) != 0 && x.ag_blocks < ag_max) ++x.ag_blocks;
   }
   x.ag_count = div_ceil(blocks, x.ag_blocks);
+  if (x.ag_count > kMaxAllocationGroups) return fail(EFBIG);
   // A last group smaller than the minimum is left out of the filesystem.
   if (const uint64_t last = blocks % x.ag_blocks; last != 0 && last < ag_min) {
     --x.ag_count;
@@ -158,6 +159,9 @@ Result<Ext4Geometry> mkfs_ext4(uint64_t total_blocks, uint64_t block_size) {
   e.blocks_per_group = block_size * 8;
   const uint64_t descriptors_per_block = block_size / 64;  // 64bit: 64-byte descriptors
   uint64_t blocks = total_blocks;
+  if (div_ceil(blocks, e.blocks_per_group * e.flex_group_size) > kMaxAllocationGroups) {
+    return fail(EFBIG);
+  }
   for (;;) {
     e.group_count = div_ceil(blocks, e.blocks_per_group);
     e.descriptor_blocks = div_ceil(e.group_count, descriptors_per_block);
@@ -187,9 +191,13 @@ Result<Ext4Geometry> mkfs_ext4(uint64_t total_blocks, uint64_t block_size) {
     break;
   }
   e.blocks = blocks;
-  for (uint64_t group = 0; group < e.group_count; ++group) {
-    if (ext4_group_has_super(group)) e.backup_groups.push_back(group);
+  // Groups 0 and 1, then the powers of 3, 5 and 7 in order.
+  e.backup_groups = {0};
+  if (e.group_count > 1) e.backup_groups.push_back(1);
+  for (uint64_t base : {3, 5, 7}) {
+    for (uint64_t g = base; g < e.group_count; g *= base) e.backup_groups.push_back(g);
   }
+  std::sort(e.backup_groups.begin(), e.backup_groups.end());
   e.journal_blocks = ext4_journal_blocks(blocks);
   // get_midpoint_journal_block: the group holding the middle block, moved to
   // the start of its flex group from the second flex group on; of it and its
@@ -282,7 +290,13 @@ std::string geometry_error(const Profile& p) {
         "device.geometry = \"{}\"; set device.geometry = \"groups\" to give them yourself",
         p.geometry);
   }
-  if (device_geometry(p)) return "";
+  const auto geometry = device_geometry(p);
+  if (geometry) return "";
+  if (geometry.error().value == EFBIG) {
+    return fmt::format("device.capacity_bytes ({}) gives {} more than {} allocation groups; "
+                       "use device.geometry = \"groups\" with larger groups",
+                       p.capacity_bytes, p.geometry, kMaxAllocationGroups);
+  }
   if (p.geometry == "mkfs.xfs") {
     return fmt::format("device.capacity_bytes ({}) is under the 300 MiB mkfs.xfs needs (or set "
                        "device.geometry = \"groups\")",

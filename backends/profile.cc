@@ -20,8 +20,6 @@ namespace {
 
 // The source name given to `--set` overrides, so their errors read "--set KEY: ...".
 constexpr std::string_view kOverrideSource = "--set";
-// Each allocation group is an entry in the allocator's maps: bound the memory.
-constexpr uint64_t kMaxGroups = uint64_t{1} << 20;
 
 using Error = std::unexpected<std::string>;
 
@@ -169,11 +167,11 @@ std::expected<void, std::string> validate(const Profile& p, std::string_view sou
   }
   const uint64_t group =
       p.allocation_group_bytes == 0 ? p.capacity_bytes : p.allocation_group_bytes;
-  if (p.capacity_bytes / group > kMaxGroups) {
+  if (p.capacity_bytes / group > kMaxAllocationGroups) {
     return error({"device.allocation_group_bytes", "device.capacity_bytes"},
                  fmt::format("device.capacity_bytes / device.allocation_group_bytes gives {} "
                              "allocation groups; at most {}",
-                             p.capacity_bytes / group, kMaxGroups));
+                             p.capacity_bytes / group, kMaxAllocationGroups));
   }
   if (p.group_metadata_bytes >= group) {
     return error(

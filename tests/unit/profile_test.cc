@@ -1,3 +1,4 @@
+#include "backends/mkfs_geometry.h"
 #include "backends/profile.h"
 
 #include <fmt/format.h>
@@ -637,6 +638,26 @@ TEST(Profile, TooManyAllocationGroupsAreRefused) {
   ASSERT_FALSE(r.has_value());
   EXPECT_NE(r.error().find("--set device.allocation_group_bytes:"), std::string::npos) << r.error();
   EXPECT_NE(r.error().find("at most 1048576"), std::string::npos) << r.error();
+}
+
+// A mkfs geometry lays out every group: at the largest capacity a profile can
+// give, ext4's 2^29 flex groups are refused at once (no loop over 2^33 block
+// groups), and xfs takes at most 2^20 AGs of its largest size (2^28 - 1 blocks).
+TEST(Profile, MkfsGeometriesBoundTheirGroupCount) {
+  const std::string ext4 =
+      override_error(builtin("ext4"), {"device.capacity_bytes=1152921504606846976"});
+  expect_one_line(ext4);
+  EXPECT_NE(ext4.find("mkfs.ext4 more than 1048576 allocation groups"), std::string::npos) << ext4;
+  auto two_pib = mkfs_ext4((uint64_t{2} << 50) / 4096, 4096);
+  ASSERT_TRUE(two_pib.has_value());
+  EXPECT_EQ(two_pib->group_count, uint64_t{1} << 24);
+  // Groups 0, 1, then 3^1..3^15, 5^1..5^10, 7^1..7^8 under 2^24.
+  EXPECT_EQ(two_pib->backup_groups.size(), 2u + 15 + 10 + 8);
+  EXPECT_FALSE(mkfs_ext4((uint64_t{2} << 50) / 4096 + 32768 * 16, 4096).has_value());
+  EXPECT_FALSE(mkfs_xfs((uint64_t{1} << 60) / 4096, 4096).has_value());
+  auto xfs = mkfs_xfs(((uint64_t{1} << 60) - (uint64_t{1} << 40)) / 4096, 4096);
+  ASSERT_TRUE(xfs.has_value());
+  EXPECT_EQ(xfs->ag_count, uint64_t{1} << 20);
 }
 
 // --- --set overrides
