@@ -3,17 +3,28 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <functional>
 #include <stdexcept>
 
 namespace mimicfs {
 
-Allocator::Allocator(DeviceGeometry geometry)
+Allocator::Allocator(DeviceGeometry geometry, ExtentRules rules)
     : total_blocks_(geometry.total_blocks),
       group_blocks_(geometry.group_blocks == 0 || geometry.group_blocks > geometry.total_blocks
                         ? std::max<uint64_t>(geometry.total_blocks, 1)
                         : geometry.group_blocks),
-      group_count_((total_blocks_ + group_blocks_ - 1) / group_blocks_),
+      rules_(rules),
+      group_starts_(std::move(geometry.group_starts)),
       metadata_(std::move(geometry.metadata)) {
+  if (group_starts_.empty()) {
+    for (uint64_t start = 0; start < std::max<uint64_t>(total_blocks_, 1); start += group_blocks_) {
+      group_starts_.push_back(start);
+    }
+  } else if (group_starts_.front() != 0 ||
+             !std::is_sorted(group_starts_.begin(), group_starts_.end(), std::less_equal<>()) ||
+             group_starts_.back() >= std::max<uint64_t>(total_blocks_, 1)) {
+    throw std::invalid_argument("Allocator: group starts are not increasing from block 0");
+  }
   // Free space is what the metadata leaves: groups without any are one free
   // extent, as on the real device.
   uint64_t next = 0;
@@ -26,6 +37,15 @@ Allocator::Allocator(DeviceGeometry geometry)
     next = run.start + run.length;
   }
   if (next < total_blocks_) add_free(next, total_blocks_ - next);
+}
+
+uint64_t Allocator::group_of(uint64_t block) const {
+  return std::upper_bound(group_starts_.begin(), group_starts_.end(), block) -
+         group_starts_.begin() - 1;
+}
+
+uint64_t Allocator::group_end(uint64_t group) const {
+  return group + 1 < group_starts_.size() ? group_starts_[group + 1] : total_blocks_;
 }
 
 Result<void> Allocator::reserve(uint64_t count) {
@@ -70,8 +90,13 @@ Result<std::vector<BlockRange>> Allocator::allocate(uint64_t goal, uint64_t coun
   reserved_blocks_ -= reserved;
   uint64_t position = total_blocks_ == 0 ? 0 : goal % total_blocks_;
   const uint64_t group = group_of(position);
-  position = whole_fit_near(position, count);
+  if (rules_.cross_groups) position = whole_fit_near(position, count);
+  uint64_t extent_left = 0;  // of the extent being placed, when extents stay in a group
   while (count > 0) {
+    if (!rules_.cross_groups && extent_left == 0) {
+      extent_left = rules_.max_blocks == 0 ? count : std::min(count, rules_.max_blocks);
+      position = whole_fit_in_a_group(position, extent_left);
+    }
     // The free extent containing `position`, else the first one after it, else wrap.
     auto it = free_by_start_.upper_bound(position);
     uint64_t take_from;
@@ -84,12 +109,17 @@ Result<std::vector<BlockRange>> Allocator::allocate(uint64_t goal, uint64_t coun
     }
     const uint64_t extent_start = it->first;
     const uint64_t extent_end = it->first + it->second;
-    const uint64_t taken = std::min(count, extent_end - take_from);
+    uint64_t taken = std::min(count, extent_end - take_from);
+    if (!rules_.cross_groups) {
+      taken = std::min({taken, extent_left, group_end(group_of(take_from)) - take_from});
+      extent_left -= taken;
+    }
     remove_free(it);
     if (extent_start < take_from) add_free(extent_start, take_from - extent_start);
     if (take_from + taken < extent_end) add_free(take_from + taken, extent_end - take_from - taken);
 
-    if (!runs.empty() && runs.back().start + runs.back().length == take_from) {
+    const bool continues = !runs.empty() && runs.back().start + runs.back().length == take_from;
+    if (continues && (rules_.cross_groups || group_start(group_of(take_from)) != take_from)) {
       runs.back().length += taken;
     } else {
       runs.push_back({take_from, taken});
@@ -113,11 +143,34 @@ uint64_t Allocator::whole_fit_near(uint64_t position, uint64_t count) const {
     --it;
     if (it->first + it->second - position >= count) return position;
   }
-  const uint64_t group_end = std::min((group_of(position) + 1) * group_blocks_, total_blocks_);
+  const uint64_t end = group_end(group_of(position));
   for (int looked = 0; it != free_by_start_.end() && looked < kLookAhead; ++it, ++looked) {
-    if (it->first >= group_end) break;
+    if (it->first >= end) break;
     if (it->first < position) continue;
     if (it->second >= count) return it->first;
+  }
+  return position;
+}
+
+uint64_t Allocator::whole_fit_in_a_group(uint64_t position, uint64_t count) const {
+  // btrfs's find_free_extent: the request goes where one group's free space
+  // holds all of it, from the goal onward (a new chunk when the current one's
+  // tail is too short), and is split only when no group near holds it.
+  constexpr int kLookAhead = 64;
+  auto it = free_by_start_.upper_bound(position);
+  if (it != free_by_start_.begin() && std::prev(it)->first + std::prev(it)->second > position) {
+    --it;
+  }
+  int looked = 0;
+  for (; it != free_by_start_.end() && looked < kLookAhead; ++it) {
+    const uint64_t run_end = it->first + it->second;
+    // The run's piece in each group it spans, from the goal on.
+    for (uint64_t from = std::max(it->first, position); from < run_end && looked < kLookAhead;
+         ++looked) {
+      const uint64_t piece_end = std::min(run_end, group_end(group_of(from)));
+      if (piece_end - from >= count) return from;
+      from = piece_end;
+    }
   }
   return position;
 }
@@ -174,7 +227,7 @@ uint64_t Allocator::cursor(uint64_t group) const {
   auto it = group_cursors_.find(group);
   if (it != group_cursors_.end()) return it->second;
   // The group's first block past the metadata at its start.
-  uint64_t block = group * group_blocks_;
+  uint64_t block = group_starts_[std::min<uint64_t>(group, group_starts_.size() - 1)];
   auto run = std::upper_bound(metadata_.begin(), metadata_.end(), block,
                               [](uint64_t b, const BlockRange& r) { return b < r.start; });
   if (run != metadata_.begin()) {

@@ -37,13 +37,27 @@ constexpr uint64_t kMaxAllocationGroups = uint64_t{1} << 20;
 
 struct DeviceGeometry {
   uint64_t total_blocks = 0;
-  uint64_t group_blocks = 0;         // 0: the whole device is one group
+  uint64_t group_blocks = 0;  // 0: the whole device is one group
+  // Where each group starts, when they are not all `group_blocks` long (btrfs's
+  // chunks after mkfs's own): sorted, the first 0. Empty: one every group_blocks.
+  std::vector<uint64_t> group_starts;
   std::vector<BlockRange> metadata;  // sorted, apart, inside the device
+};
+
+// How an allocation lies over the groups. By default a run may cross a group's
+// end (ext4's extents span block groups of a flex group). btrfs's extents live
+// in one block group: each extent of a request (at most `max_blocks`) is
+// placed on its own, whole, in the first group from the goal whose free space
+// holds it (find_free_extent moves on to a new chunk when the current one's
+// tail is too short), and is split only when no group near can hold it.
+struct ExtentRules {
+  bool cross_groups = true;
+  uint64_t max_blocks = 0;  // with cross_groups false; 0: the whole request is one extent
 };
 
 class Allocator {
  public:
-  explicit Allocator(DeviceGeometry geometry);
+  explicit Allocator(DeviceGeometry geometry, ExtentRules rules = {});
 
   // Sets `count` free blocks aside for a later allocate(): ENOSPC, with nothing
   // reserved, if fewer unreserved blocks are free. This is how a delayed
@@ -70,9 +84,11 @@ class Allocator {
   // Where the most recent allocation that started in `group` ended (the group's
   // shared cursor); the group's first data block when it has had none.
   uint64_t cursor(uint64_t group) const;
-  uint64_t group_count() const { return group_count_; }
+  uint64_t group_count() const { return group_starts_.size(); }
   uint64_t group_blocks() const { return group_blocks_; }
-  uint64_t group_of(uint64_t block) const { return block / group_blocks_; }
+  uint64_t group_of(uint64_t block) const;
+  uint64_t group_start(uint64_t group) const { return group_starts_[group]; }
+  uint64_t group_end(uint64_t group) const;
   uint64_t free_blocks() const;
   FreeSpaceSummary summary() const;
   std::vector<BlockRange> free_ranges() const;
@@ -86,13 +102,15 @@ class Allocator {
 
  private:
   uint64_t whole_fit_near(uint64_t position, uint64_t count) const REQUIRES(mutex_);
+  uint64_t whole_fit_in_a_group(uint64_t position, uint64_t count) const REQUIRES(mutex_);
   void add_free(uint64_t start, uint64_t length) REQUIRES(mutex_);
   void remove_free(std::map<uint64_t, uint64_t>::iterator it) REQUIRES(mutex_);
 
   mutable std::mutex mutex_;
   const uint64_t total_blocks_;
   const uint64_t group_blocks_;
-  const uint64_t group_count_;
+  const ExtentRules rules_;
+  std::vector<uint64_t> group_starts_;  // set once, by the constructor
   const std::vector<BlockRange> metadata_;
   uint64_t metadata_blocks_ = 0;
   uint64_t reserved_blocks_ GUARDED_BY(mutex_) = 0;

@@ -29,7 +29,8 @@ DeviceSpace::DeviceSpace(const Profile& profile)
       writeback_blocks_((profile.writeback_bytes + unit_ - 1) / unit_),
       placement_(make_placement_policy(profile.placement)),
       preallocation_(make_preallocation_policy(profile)),
-      allocator_(geometry_of(profile)),
+      allocator_(geometry_of(profile),
+                 ExtentRules{profile.extents_cross_groups, profile.cow_extent_max_bytes / unit_}),
       references_(profile.copy_on_write
                       ? std::make_unique<ExtentReferences>(profile.cow_extent_max_bytes / unit_)
                       : nullptr) {

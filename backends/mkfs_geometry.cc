@@ -236,6 +236,29 @@ Result<Ext4Geometry> mkfs_ext4(uint64_t total_blocks, uint64_t block_size) {
   return e;
 }
 
+Result<BtrfsGeometry> mkfs_btrfs(uint64_t capacity) {
+  // btrfs_min_dev_size for the default profiles and 16 KiB nodes, as mkfs says.
+  if (capacity < 114294784) return fail(EINVAL);
+  BtrfsGeometry b;
+  constexpr uint64_t kStripeLen = 64 * 1024;  // BTRFS_STRIPE_LEN: chunk sizes align to it
+  const uint64_t tenth = capacity / 10;
+  // btrfs-progs' init_alloc_chunk_ctl_policy_regular and btrfs_alloc_chunk for
+  // the DUP metadata chunk: 256 MiB (1 GiB over 50 GiB), unless that exceeds
+  // 10% of the device, in which case each copy is half of that 10%, at least
+  // 32 MiB.
+  const uint64_t wanted = capacity > 50 * kGiB ? kGiB : 256 * kMiB;
+  uint64_t stripe = wanted;
+  if (stripe > std::min(tenth, wanted)) stripe = std::min(tenth, wanted) / 2 / kStripeLen * kStripeLen;
+  b.metadata_stripe_bytes = std::max(stripe, 32 * kMiB);
+  b.data_start = 37 * kMiB + 2 * b.metadata_stripe_bytes;
+  // The kernel's decide_stripe_size_regular for single data: 10% of the
+  // device rounded up to 16 MiB, at most 1 GiB.
+  b.data_chunk_bytes = std::min(div_ceil(tenth, 16 * kMiB) * 16 * kMiB, kGiB);
+  b.super_mirror = 256 * kGiB + 4096 <= capacity;
+  if (b.data_start >= capacity) return fail(EINVAL);
+  return b;
+}
+
 Result<DeviceGeometry> device_geometry(const Profile& p) {
   const uint64_t unit = p.allocation_unit;
   const uint64_t total = p.capacity_bytes / unit;
@@ -277,6 +300,26 @@ Result<DeviceGeometry> device_geometry(const Profile& p) {
     runs.add(ext4->journal_start, ext4->journal_blocks);
     if (ext4->journal_index_block != 0) runs.add(ext4->journal_index_block, 1);
     runs.add(ext4->blocks, total - ext4->blocks);
+  } else if (p.geometry == "mkfs.btrfs") {
+    auto btrfs = mkfs_btrfs(p.capacity_bytes);
+    if (!btrfs) return fail(btrfs.error().value);
+    if (div_ceil(p.capacity_bytes - btrfs->data_start, btrfs->data_chunk_bytes) + 1 >
+        kMaxAllocationGroups) {
+      return fail(EFBIG);
+    }
+    // Group 0 is everything up to the kernel's first data chunk: of it, only
+    // mkfs's data chunk is free. Then a group per data chunk.
+    const uint64_t data_chunk = btrfs->first_data_chunk / unit;
+    runs.add(0, data_chunk);
+    const uint64_t data_start = div_ceil(btrfs->data_start, unit);
+    const uint64_t after = div_ceil(btrfs->first_data_chunk + btrfs->first_data_chunk_bytes, unit);
+    runs.add(after, data_start - after);
+    if (btrfs->super_mirror) runs.add(256 * kGiB / unit, div_ceil(4096, unit));
+    g.group_blocks = btrfs->data_chunk_bytes / unit;
+    for (uint64_t start = 0; start < total;
+         start = start == 0 ? data_start : start + g.group_blocks) {
+      g.group_starts.push_back(start);
+    }
   }
   g.metadata = runs.take();
   return g;
@@ -300,6 +343,11 @@ std::string geometry_error(const Profile& p) {
   if (p.geometry == "mkfs.xfs") {
     return fmt::format("device.capacity_bytes ({}) is under the 300 MiB mkfs.xfs needs (or set "
                        "device.geometry = \"groups\")",
+                       p.capacity_bytes);
+  }
+  if (p.geometry == "mkfs.btrfs") {
+    return fmt::format("device.capacity_bytes ({}) is under the 114294784 bytes mkfs.btrfs "
+                       "needs (or set device.geometry = \"groups\")",
                        p.capacity_bytes);
   }
   return fmt::format("device.capacity_bytes ({}) is too small for {}'s metadata (or set "

@@ -61,6 +61,24 @@ struct Ext4Geometry {
 };
 Result<Ext4Geometry> mkfs_ext4(uint64_t total_blocks, uint64_t block_size);
 
+// mkfs.btrfs (btrfs-progs 6.2) on one device, single data and DUP metadata,
+// then the kernel's chunk allocator (Linux 6.1) as data is written. Physical
+// layout: the first MiB reserved; a 12 MiB hole mkfs leaves, which the kernel
+// fills only with the last chunk of a full device (counted as metadata here);
+// mkfs's 8 MiB data chunk; the 8 MiB system chunk twice; the metadata chunk
+// twice; then data chunks one after another to the end, each
+// min(round_up(10% of the device, 16 MiB), 1 GiB), the last one what is left.
+// Metadata chunks the kernel adds later, as metadata grows, are not modelled.
+struct BtrfsGeometry {
+  uint64_t first_data_chunk = 13 << 20;  // bytes: mkfs's data chunk
+  uint64_t first_data_chunk_bytes = 8 << 20;
+  uint64_t metadata_stripe_bytes = 0;  // each of the DUP metadata chunk's two copies
+  uint64_t data_start = 0;             // bytes: where the kernel's first data chunk goes
+  uint64_t data_chunk_bytes = 0;       // the kernel's data chunks
+  bool super_mirror = false;           // the superblock copy at 256 GiB is written
+};
+Result<BtrfsGeometry> mkfs_btrfs(uint64_t capacity_bytes);
+
 // The geometry `profile` asks for, or why its capacity cannot have it.
 Result<DeviceGeometry> device_geometry(const Profile& profile);
 

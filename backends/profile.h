@@ -28,7 +28,7 @@ struct Profile {
   // [device]: the emulated device or server filesystem.
   uint64_t allocation_unit = 4096;          // bytes; the unit a write allocates
   uint64_t capacity_bytes = 0;              // a multiple of allocation_unit
-  std::string geometry = "groups";          // "groups", "mkfs.xfs" or "mkfs.ext4" (mkfs_geometry.h)
+  std::string geometry = "groups";          // "groups" or "mkfs.{xfs,ext4,btrfs}" (mkfs_geometry.h)
   uint64_t allocation_group_bytes = 0;      // bytes; 0: the device is one group
   uint64_t group_metadata_bytes = 0;        // bytes at the start of each group, never free
   uint64_t max_extent_bytes = 0;            // bytes; the longest extent record, 0: no limit
@@ -55,6 +55,7 @@ struct Profile {
   bool copy_on_write = false;  // btrfs: overwrites allocate new blocks, bookend extents
   uint64_t cow_extent_max_bytes = uint64_t{128} << 20;  // the longest copy-on-write data extent
   bool background_reclaim = false;  // an unlinked file's blocks are freed later, in background
+  bool extents_cross_groups = true;  // false: an extent lives in one group (btrfs block groups)
 
   // [cost]: emulated time (cost_model.h). 0 everywhere: operations are free.
   uint64_t round_trip_ns = 0;     // network round trip of every request to an NFS server

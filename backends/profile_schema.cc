@@ -15,7 +15,7 @@ constexpr uint64_t kMaxBytes = uint64_t{1} << 60;
 constexpr uint64_t kMaxNs = uint64_t{3600} * 1'000'000'000;
 
 constexpr std::string_view kPlacements[] = {"goal", "shared_cursor"};
-constexpr std::string_view kGeometries[] = {"groups", "mkfs.xfs", "mkfs.ext4"};
+constexpr std::string_view kGeometries[] = {"groups", "mkfs.xfs", "mkfs.ext4", "mkfs.btrfs"};
 constexpr std::string_view kMetadataDurabilities[] = {"journal", "log_tree", "synchronous"};
 constexpr FallocateModeName kModeNames[] = {
     {FallocateMode::kAllocate, "allocate"},
@@ -83,9 +83,11 @@ const std::vector<ProfileKey>& profile_keys() {
        true, 1, kMaxBytes},
       {"device.geometry", &Profile::geometry, "",
        "where the groups and the filesystem's own structures are. `groups`: as the next two "
-       "keys say. `mkfs.xfs`, `mkfs.ext4`: derived from the capacity as the real mkfs does "
-       "(allocation groups, log, per-AG reservations; block groups, superblock backups, flex_bg "
-       "bitmaps and inode tables, journal), and the next two keys stay 0",
+       "keys say. `mkfs.xfs`, `mkfs.ext4`, `mkfs.btrfs`: derived from the capacity as the real "
+       "mkfs (and, for btrfs, the kernel's chunk allocator) does (allocation groups, log, "
+       "per-AG reservations; block groups, superblock backups, flex_bg bitmaps and inode "
+       "tables, journal; mkfs's system and metadata chunks, then data chunks of 10% of the "
+       "device up to 1 GiB), and the next two keys stay 0",
        false, 0, 0, false, kGeometries, "geometry"},
       bytes("device.allocation_group_bytes", &Profile::allocation_group_bytes, 0, kMaxBytes,
             "ext4's flex group, xfs's allocation group, btrfs's data block group, a multiple of "
@@ -172,6 +174,12 @@ const std::vector<ProfileKey>& profile_keys() {
            "clock reaches its end (`deferred` in stats.json; `ctl settle` finishes every task "
            "now). statfs counts that space as free, and an allocation that finds no space "
            "waits for every task, charged the wait, and is retried (xfs_inodegc_flush)"),
+      flag("allocation.extents_cross_groups", &Profile::extents_cross_groups,
+           "false: no extent crosses a group's end (a btrfs extent lives in one block group): "
+           "each extent of a request, at most `allocation.cow_extent_max_bytes`, goes whole to "
+           "the first group from the goal whose free space holds it (btrfs's find_free_extent "
+           "moves on to a new chunk when the current one's tail is too short), and is split "
+           "only when no group near can"),
       nanoseconds("cost.round_trip_ns", &Profile::round_trip_ns,
                   "added to every request that reaches an NFS server, and to each round of a "
                   "device batch"),

@@ -13,7 +13,7 @@ packages=(
   libgtest-dev libfmt-dev libspdlog-dev
   libcli11-dev nlohmann-json3-dev libtomlplusplus-dev
   attr
-  xfsprogs e2fsprogs  # mkfs.xfs, xfs_db, mkfs.ext4, dumpe2fs: the geometry test (mkfs_geometry_test.cc)
+  xfsprogs e2fsprogs btrfs-progs  # mkfs.xfs, xfs_db, mkfs.ext4, dumpe2fs, mkfs.btrfs: the geometry test (mkfs_geometry_test.cc)
   fio  # real software on the mount: the fio scenario (tools/scenario_driver.cc)
 )
 if [ "${1:-}" = "--with" ]; then

@@ -397,5 +397,55 @@ TEST(Allocator, ClaimTakesExactlyFreeBlocks) {
   EXPECT_TRUE(allocator.claim({50, 1}).has_value());
 }
 
+// Groups need not be equal (btrfs: everything up to the kernel's first data
+// chunk, then the chunks): a group ends where the next starts, and its cursor
+// starts past the metadata at its start.
+TEST(Allocator, GroupsCanStartAnywhere) {
+  Allocator allocator(DeviceGeometry{100, 30, {0, 10, 40, 70}, {{0, 4}, {6, 4}}});
+  EXPECT_EQ(allocator.group_count(), 4u);
+  EXPECT_EQ(allocator.group_of(9), 0u);
+  EXPECT_EQ(allocator.group_of(10), 1u);
+  EXPECT_EQ(allocator.group_of(99), 3u);
+  EXPECT_EQ(allocator.group_end(0), 10u);
+  EXPECT_EQ(allocator.group_end(3), 100u);
+  EXPECT_EQ(allocator.cursor(0), 4u);
+  EXPECT_EQ(allocator.cursor(2), 40u);
+  EXPECT_THROW(Allocator(DeviceGeometry{100, 30, {5, 40}, {}}), std::invalid_argument);
+  EXPECT_THROW(Allocator(DeviceGeometry{100, 30, {0, 40, 40}, {}}), std::invalid_argument);
+  EXPECT_THROW(Allocator(DeviceGeometry{100, 30, {0, 100}, {}}), std::invalid_argument);
+}
+
+// btrfs: an extent lives in one block group. A request the goal group's free
+// space cannot hold whole goes whole to the next group that can (a new chunk),
+// leaving the short tail for smaller requests; one no group holds is split at
+// the group ends, never merged across them.
+TEST(Allocator, ExtentsThatMayNotCrossGroupsGoWholeToTheNextGroup) {
+  Allocator allocator(DeviceGeometry{100, 30, {0, 10, 40, 70}, {{0, 4}, {6, 4}}},
+                      ExtentRules{.cross_groups = false});
+  EXPECT_EQ(take(allocator, allocator.cursor(0), 20), (Ranges{{10, 20}}));  // 4..6 is too short
+  EXPECT_EQ(take(allocator, 30, 20), (Ranges{{40, 20}}));  // 30..40 is too short
+  EXPECT_EQ(take(allocator, 30, 10), (Ranges{{30, 10}}));  // the tail fits this one
+  EXPECT_EQ(take(allocator, 60, 25), (Ranges{{70, 25}}));
+  // 4..6, 60..70 and 95..100 are left: 17 blocks, split at the group ends.
+  EXPECT_EQ(take(allocator, 60, 17), (Ranges{{60, 10}, {95, 5}, {4, 2}}));
+  EXPECT_EQ(allocator.free_blocks(), 0u);
+
+  Allocator crossing(DeviceGeometry{100, 30, {0, 10, 40, 70}, {}});
+  EXPECT_EQ(take(crossing, 30, 20), (Ranges{{30, 20}}));
+}
+
+// Each extent of a request is placed on its own: three 8-block extents fill a
+// 30-block group but for its 6-block tail, and the fourth goes to the next
+// group; the pieces laid end to end in one group are one run.
+TEST(Allocator, EachExtentOfARequestIsPlacedWholeOnItsOwn) {
+  Allocator allocator(DeviceGeometry{100, 30, {0, 30, 60}, {}},
+                      ExtentRules{.cross_groups = false, .max_blocks = 8});
+  EXPECT_EQ(take(allocator, 0, 32), (Ranges{{0, 24}, {30, 8}}));
+  EXPECT_EQ(take(allocator, 38, 5), (Ranges{{38, 5}}));
+  // 59..60 is too short for the third 8: it and the last 6 go on at 60.
+  EXPECT_EQ(take(allocator, 43, 30), (Ranges{{43, 16}, {60, 14}}));
+  EXPECT_EQ(take(allocator, 0, 6), (Ranges{{24, 6}}));  // a short request takes a tail
+}
+
 }  // namespace
 }  // namespace mimicfs

@@ -634,7 +634,8 @@ TEST(Profile, CrossKeyErrorAgainstABaseNamesTheLineTheUserWrote) {
 // Every allocation group costs the allocator memory: a geometry with more than
 // 2^20 groups is refused before anything is allocated.
 TEST(Profile, TooManyAllocationGroupsAreRefused) {
-  auto r = apply_overrides(*load_builtin_profile("btrfs"), {"device.allocation_group_bytes=4096"});
+  auto r = apply_overrides(*load_builtin_profile("btrfs"),
+                           {"device.geometry=groups", "device.allocation_group_bytes=4096"});
   ASSERT_FALSE(r.has_value());
   EXPECT_NE(r.error().find("--set device.allocation_group_bytes:"), std::string::npos) << r.error();
   EXPECT_NE(r.error().find("at most 1048576"), std::string::npos) << r.error();
