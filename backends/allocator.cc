@@ -277,11 +277,18 @@ void Allocator::load(const ImageJson& saved) {
   free_by_length_.clear();
   free_blocks_ = 0;
   uint64_t end = 0;
+  auto metadata = metadata_.begin();
   for (size_t i = 0; i < free.size(); i += 2) {
     if (free[i + 1] == 0 || free[i] < end || free[i] + free[i + 1] > total_blocks_) {
       throw ImageError("the saved free space overlaps or lies past the device");
     }
     end = free[i] + free[i + 1];
+    while (metadata != metadata_.end() && metadata->start + metadata->length <= free[i]) {
+      ++metadata;
+    }
+    if (metadata != metadata_.end() && metadata->start < end) {
+      throw ImageError("the saved free space covers the filesystem's own structures");
+    }
     add_free(free[i], free[i + 1]);
   }
   reserved_blocks_ = saved.at("reserved_blocks").get<uint64_t>();

@@ -25,7 +25,7 @@ struct DeviceLayout {
   static constexpr int kSchemaVersion = 1;
   std::string profile;
   DeviceStats device;
-  uint64_t allocation_group_bytes = 0;  // 0: one group
+  uint64_t allocation_group_bytes = 0;  // a group's size (the capacity when one group)
   uint64_t group_metadata_bytes = 0;
   std::vector<BlockRange> metadata;  // in units: the filesystem's own structures
   std::map<std::string, FileLayout> files;  // by path, as in stats.json

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cerrno>
 
 #include "backends/profile.h"
 
@@ -105,6 +106,7 @@ DeviceGeometry uniform_groups(uint64_t total_blocks, uint64_t group_blocks,
 
 Result<XfsGeometry> mkfs_xfs(uint64_t total_blocks, uint64_t block_size) {
   // mkfs.xfs refuses a data section under 300 MiB (xfsprogs 5.19 and later).
+  if (block_size != 4096) return fail(EDOM);
   if (total_blocks * block_size < 300 * kMiB) return fail(EINVAL);
   XfsGeometry x;
   uint64_t blocks = total_blocks;
@@ -141,6 +143,10 @@ Result<XfsGeometry> mkfs_xfs(uint64_t total_blocks, uint64_t block_size) {
 }
 
 Result<Ext4Geometry> mkfs_ext4(uint64_t total_blocks, uint64_t block_size) {
+  if (block_size != 4096) return fail(EDOM);
+  // Past 24576 descriptor blocks (192 TiB) mke2fs turns on meta_bg, and from
+  // 256 TiB it caps the inode count at 2^32 - 1: neither is modelled.
+  if (total_blocks > uint64_t{24576} * 64 * 32768) return fail(E2BIG);
   Ext4Geometry e;
   const uint64_t bytes = total_blocks * block_size;
   // mke2fs.conf's usage types: the bytes per inode.
@@ -159,9 +165,6 @@ Result<Ext4Geometry> mkfs_ext4(uint64_t total_blocks, uint64_t block_size) {
   e.blocks_per_group = block_size * 8;
   const uint64_t descriptors_per_block = block_size / 64;  // 64bit: 64-byte descriptors
   uint64_t blocks = total_blocks;
-  if (div_ceil(blocks, e.blocks_per_group * e.flex_group_size) > kMaxAllocationGroups) {
-    return fail(EFBIG);
-  }
   for (;;) {
     e.group_count = div_ceil(blocks, e.blocks_per_group);
     e.descriptor_blocks = div_ceil(e.group_count, descriptors_per_block);
@@ -230,6 +233,20 @@ Result<Ext4Geometry> mkfs_ext4(uint64_t total_blocks, uint64_t block_size) {
     start += std::min(e.flex_group_size, e.group_count - chosen) * (2 + e.inode_table_blocks);
   }
   e.journal_start = start;
+  // mke2fs allocates the journal's blocks from there, past any superblock copy
+  // in the way (group 3125's in a 6250-group filesystem).
+  const uint64_t backup = 1 + e.descriptor_blocks + e.reserved_gdt_blocks;
+  auto copy = std::lower_bound(e.backup_groups.begin(), e.backup_groups.end(),
+                               div_ceil(start, e.blocks_per_group));
+  for (uint64_t at = start, left = e.journal_blocks; left > 0;) {
+    uint64_t length = left;
+    if (copy != e.backup_groups.end() && *copy * e.blocks_per_group < at + left) {
+      length = *copy * e.blocks_per_group - at;
+    }
+    if (length > 0) e.journal_runs.push_back({at, length});
+    left -= length;
+    if (left > 0) at = *copy++ * e.blocks_per_group + backup;
+  }
   // More extents than the inode holds (4, of up to 32768 blocks) need an
   // extent-tree block, which mkfs places just before the journal.
   if (e.journal_blocks > 4 * 32768) e.journal_index_block = start - 1;
@@ -273,6 +290,7 @@ Result<DeviceGeometry> device_geometry(const Profile& p) {
     g.group_blocks = xfs->ag_blocks;
     for (uint64_t ag = 0; ag < xfs->ag_count; ++ag) {
       const uint64_t start = ag * xfs->ag_blocks;
+      g.group_starts.push_back(start);  // not past the last AG: what mkfs drops is no group
       const uint64_t end = std::min(start + xfs->ag_blocks, xfs->data_blocks);
       runs.add(start, 6);  // superblock, AGF, AGI, AGFL sectors and five btree roots
       if (ag == xfs->ag_count / 2) {
@@ -294,10 +312,11 @@ Result<DeviceGeometry> device_geometry(const Profile& p) {
     }
     for (uint64_t group = 0; group < ext4->group_count; group += ext4->flex_group_size) {
       const uint64_t n = std::min(ext4->flex_group_size, ext4->group_count - group);
+      g.group_starts.push_back(group * ext4->blocks_per_group);
       const uint64_t start = group * ext4->blocks_per_group + (group == 0 ? backup : 0);
       runs.add(start, n * (2 + ext4->inode_table_blocks));
     }
-    runs.add(ext4->journal_start, ext4->journal_blocks);
+    for (const BlockRange& run : ext4->journal_runs) runs.add(run.start, run.length);
     if (ext4->journal_index_block != 0) runs.add(ext4->journal_index_block, 1);
     runs.add(ext4->blocks, total - ext4->blocks);
   } else if (p.geometry == "mkfs.btrfs") {
@@ -335,6 +354,16 @@ std::string geometry_error(const Profile& p) {
   }
   const auto geometry = device_geometry(p);
   if (geometry) return "";
+  if (geometry.error().value == EDOM) {
+    return fmt::format("device.geometry = \"{}\" lays out 4 KiB blocks: device.allocation_unit "
+                       "must be 4096 (or set device.geometry = \"groups\")",
+                       p.geometry);
+  }
+  if (geometry.error().value == E2BIG) {
+    return fmt::format("device.capacity_bytes ({}) is over the 192 TiB up to which {} is "
+                       "modelled (meta_bg above); use device.geometry = \"groups\"",
+                       p.capacity_bytes, p.geometry);
+  }
   if (geometry.error().value == EFBIG) {
     return fmt::format("device.capacity_bytes ({}) gives {} more than {} allocation groups; "
                        "use device.geometry = \"groups\" with larger groups",

@@ -38,6 +38,8 @@ struct XfsGeometry {
   uint64_t log_blocks = 0;
   std::vector<uint64_t> reserved_blocks;  // per AG, as `xfs_db -c "agresv N"` says
 };
+// Only for 4 KiB blocks (EDOM otherwise): the header and inode chunk
+// positions are those of 4 KiB blocks.
 Result<XfsGeometry> mkfs_xfs(uint64_t total_blocks, uint64_t block_size);
 
 // mkfs.ext4 with its defaults (flex_bg of 16, sparse_super, 256-byte inodes,
@@ -56,9 +58,12 @@ struct Ext4Geometry {
   uint64_t flex_group_size = 16;    // groups
   uint64_t journal_start = 0;
   uint64_t journal_blocks = 0;
-  uint64_t journal_index_block = 0;  // its extent-tree block, 0 when it has none
+  std::vector<BlockRange> journal_runs;  // from journal_start, around any superblock copy
+  uint64_t journal_index_block = 0;      // its extent-tree block, 0 when it has none
   std::vector<uint64_t> backup_groups;  // the groups that hold a superblock copy
 };
+// Only for 4 KiB blocks (EDOM otherwise) and up to 192 TiB (E2BIG), below which
+// mkfs needs no meta_bg and no cap on the inode count.
 Result<Ext4Geometry> mkfs_ext4(uint64_t total_blocks, uint64_t block_size);
 
 // mkfs.btrfs (btrfs-progs 6.2) on one device, single data and DUP metadata,

@@ -82,7 +82,7 @@ struct DeviceStats {
   uint64_t allocation_unit = 0;
   uint64_t capacity_bytes = 0;
   uint64_t allocated_bytes = 0;     // including metadata_bytes and unreferenced_bytes
-  uint64_t metadata_bytes = 0;      // allocation group headers, never free
+  uint64_t metadata_bytes = 0;      // the filesystem's own structures (mkfs_geometry.h), never free
   uint64_t unreferenced_bytes = 0;  // copy-on-write extents kept whole by a referenced part
   uint64_t reserved_bytes = 0;      // free, promised to delayed allocations
   uint64_t free_bytes = 0;          // including reserved_bytes

@@ -447,5 +447,17 @@ TEST(Allocator, EachExtentOfARequestIsPlacedWholeOnItsOwn) {
   EXPECT_EQ(take(allocator, 0, 6), (Ranges{{24, 6}}));  // a short request takes a tail
 }
 
+// A saved device whose free space covers what this geometry keeps for the
+// filesystem (an image from before a geometry change) is refused at load.
+TEST(Allocator, LoadRefusesFreeSpaceOverTheMetadata) {
+  const Allocator plain(DeviceGeometry{100});
+  Allocator with_metadata(DeviceGeometry{100, 0, {}, {{40, 4}}});
+  EXPECT_THROW(with_metadata.load(plain.save()), ImageError);
+  const Allocator saved(DeviceGeometry{100, 0, {}, {{40, 4}}});
+  Allocator same(DeviceGeometry{100, 0, {}, {{40, 4}}});
+  EXPECT_NO_THROW(same.load(saved.save()));
+  EXPECT_EQ(same.free_blocks(), 96u);
+}
+
 }  // namespace
 }  // namespace mimicfs

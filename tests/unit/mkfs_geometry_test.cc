@@ -149,12 +149,21 @@ TEST_P(MkfsExt4, GroupsBackupsTablesAndJournalAreMkfsOwn) {
   ASSERT_TRUE(std::regex_search(journal, m, std::regex(R"(\(0(?:-\d+)?\):(\d+))"))) << journal;
   EXPECT_EQ(e->journal_start, std::stoull(m[1]));
   uint64_t length = 0;
+  std::vector<BlockRange> runs;  // on the device, contiguous ones merged
   const std::regex run(R"(\((\d+)(?:-(\d+))?\):(\d+)(?:-(\d+))?)");
   for (std::sregex_iterator it(journal.begin(), journal.end(), run), end; it != end; ++it) {
     const uint64_t first = std::stoull((*it)[1]);
-    length += ((*it)[2].matched ? std::stoull((*it)[2]) : first) - first + 1;
+    const uint64_t blocks = ((*it)[2].matched ? std::stoull((*it)[2]) : first) - first + 1;
+    length += blocks;
+    const uint64_t physical = std::stoull((*it)[3]);
+    if (!runs.empty() && runs.back().start + runs.back().length == physical) {
+      runs.back().length += blocks;
+    } else {
+      runs.push_back({physical, blocks});
+    }
   }
   EXPECT_EQ(e->journal_blocks, length);
+  EXPECT_EQ(e->journal_runs, runs);
   if (std::regex_search(journal, m, std::regex(R"(\(ETB0\):(\d+))"))) {
     EXPECT_EQ(e->journal_index_block, std::stoull(m[1]));
   } else {
@@ -164,6 +173,7 @@ TEST_P(MkfsExt4, GroupsBackupsTablesAndJournalAreMkfsOwn) {
 
 INSTANTIATE_TEST_SUITE_P(Capacities, MkfsExt4,
                          testing::Values(512 * kMiB, 1 * kGiB, 4 * kGiB, 4608 * kMiB, 16 * kGiB,
+                                         6250 * 128 * kMiB,  // the journal skips group 3125's copy
                                          uint64_t{1} << 40));
 
 class MkfsBtrfs : public testing::TestWithParam<uint64_t> {};
@@ -229,6 +239,25 @@ TEST(MkfsBtrfs, DataChunksFollowMkfsChunksToTheEnd) {
   EXPECT_EQ(g->group_starts.back(), start + 8 * chunk);  // the last: 219 MiB
   EXPECT_EQ(g->metadata, (std::vector<BlockRange>{{0, 13 * kMiB / kBlock},
                                                   {21 * kMiB / kBlock, start - 21 * kMiB / kBlock}}));
+}
+
+// A group mkfs drops (xfs's last AG under 16 MiB, ext4's last block group too
+// small for its metadata) is no group: new directories rotate over the real
+// ones only.
+TEST(MkfsGeometry, WhatMkfsDropsIsNoGroup) {
+  auto groups = [](const char* geometry, uint64_t bytes) {
+    Profile p;
+    p.allocation_unit = kBlock;
+    p.capacity_bytes = bytes;
+    p.geometry = geometry;
+    auto g = device_geometry(p);
+    EXPECT_TRUE(g.has_value()) << geometry << " " << bytes;
+    return g ? g->group_starts.size() : 0;
+  };
+  EXPECT_EQ(groups("mkfs.xfs", uint64_t{4} << 40), 4u);  // 4 AGs of 2^28 - 1 blocks and 4 left over
+  EXPECT_EQ(groups("mkfs.xfs", uint64_t{8} << 40), 8u);
+  EXPECT_EQ(groups("mkfs.ext4", 2 * kGiB + 100 * kBlock), 1u);  // 16 groups; the 17th dropped
+  EXPECT_EQ(groups("mkfs.ext4", 2 * kGiB + 2000 * kBlock), 2u);
 }
 
 }  // namespace

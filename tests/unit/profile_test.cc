@@ -641,24 +641,31 @@ TEST(Profile, TooManyAllocationGroupsAreRefused) {
   EXPECT_NE(r.error().find("at most 1048576"), std::string::npos) << r.error();
 }
 
-// A mkfs geometry lays out every group: at the largest capacity a profile can
-// give, ext4's 2^29 flex groups are refused at once (no loop over 2^33 block
-// groups), and xfs takes at most 2^20 AGs of its largest size (2^28 - 1 blocks).
-TEST(Profile, MkfsGeometriesBoundTheirGroupCount) {
+// A mkfs geometry lays out every group, and only what it models: at the
+// largest capacity a profile can give, ext4 is refused at once (meta_bg from
+// 192 TiB; no loop over 2^33 block groups), xfs takes at most 2^20 AGs of its
+// largest size (2^28 - 1 blocks), and both want 4 KiB blocks.
+TEST(Profile, MkfsGeometriesBoundWhatTheyLayOut) {
   const std::string ext4 =
       override_error(builtin("ext4"), {"device.capacity_bytes=1152921504606846976"});
   expect_one_line(ext4);
-  EXPECT_NE(ext4.find("mkfs.ext4 more than 1048576 allocation groups"), std::string::npos) << ext4;
-  auto two_pib = mkfs_ext4((uint64_t{2} << 50) / 4096, 4096);
-  ASSERT_TRUE(two_pib.has_value());
-  EXPECT_EQ(two_pib->group_count, uint64_t{1} << 24);
-  // Groups 0, 1, then 3^1..3^15, 5^1..5^10, 7^1..7^8 under 2^24.
-  EXPECT_EQ(two_pib->backup_groups.size(), 2u + 15 + 10 + 8);
-  EXPECT_FALSE(mkfs_ext4((uint64_t{2} << 50) / 4096 + 32768 * 16, 4096).has_value());
+  EXPECT_NE(ext4.find("192 TiB"), std::string::npos) << ext4;
+  const uint64_t limit = uint64_t{192} << 40;
+  auto largest = mkfs_ext4(limit / 4096, 4096);
+  ASSERT_TRUE(largest.has_value());
+  EXPECT_EQ(largest->group_count, uint64_t{24576} * 64);
+  // Groups 0, 1, then 3^1..3^12, 5^1..5^8, 7^1..7^7 under 1572864.
+  EXPECT_EQ(largest->backup_groups.size(), 2u + 12 + 8 + 7);
+  EXPECT_FALSE(mkfs_ext4(limit / 4096 + 1, 4096).has_value());
   EXPECT_FALSE(mkfs_xfs((uint64_t{1} << 60) / 4096, 4096).has_value());
   auto xfs = mkfs_xfs(((uint64_t{1} << 60) - (uint64_t{1} << 40)) / 4096, 4096);
   ASSERT_TRUE(xfs.has_value());
   EXPECT_EQ(xfs->ag_count, uint64_t{1} << 20);
+
+  const std::string unit =
+      override_error(builtin("xfs"), {"device.allocation_unit=16384"});
+  expect_one_line(unit);
+  EXPECT_NE(unit.find("device.allocation_unit must be 4096"), std::string::npos) << unit;
 }
 
 // --- --set overrides
