@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <optional>
 #include <stdexcept>
 
 namespace mimicfs {
@@ -153,26 +154,58 @@ uint64_t Allocator::whole_fit_near(uint64_t position, uint64_t count) const {
 }
 
 uint64_t Allocator::whole_fit_in_a_group(uint64_t position, uint64_t count) const {
-  // btrfs's find_free_extent: the request goes where one group's free space
-  // holds all of it, from the goal onward (a new chunk when the current one's
-  // tail is too short), and is split only when no group near holds it.
+  // btrfs's find_free_extent: the extent goes where one group's free space
+  // holds all of it. First among the next runs from the goal on, wrapping past
+  // the device's end (a new chunk when the current one's tail is too short);
+  // when those are all too short, the nearest run after the goal that holds it
+  // (btrfs goes on through the other block groups); split only when none does.
   constexpr int kLookAhead = 64;
-  auto it = free_by_start_.upper_bound(position);
-  if (it != free_by_start_.begin() && std::prev(it)->first + std::prev(it)->second > position) {
-    --it;
-  }
-  int looked = 0;
-  for (; it != free_by_start_.end() && looked < kLookAhead; ++it) {
-    const uint64_t run_end = it->first + it->second;
-    // The run's piece in each group it spans, from the goal on.
-    for (uint64_t from = std::max(it->first, position); from < run_end && looked < kLookAhead;
-         ++looked) {
+  int budget = kLookAhead;
+  // The first piece of [from, run_end) inside one group that holds `count`.
+  auto piece = [&](uint64_t from, uint64_t run_end) -> std::optional<uint64_t> {
+    for (; from < run_end && budget > 0; --budget) {
       const uint64_t piece_end = std::min(run_end, group_end(group_of(from)));
       if (piece_end - from >= count) return from;
       from = piece_end;
     }
+    return std::nullopt;
+  };
+  auto it = free_by_start_.upper_bound(position);
+  if (it != free_by_start_.begin() && std::prev(it)->first + std::prev(it)->second > position) {
+    --it;
   }
-  return position;
+  const auto first = it;
+  bool wrapped = false;
+  while (budget > 0) {
+    if (it == free_by_start_.end()) {
+      if (wrapped) break;
+      it = free_by_start_.begin();
+      wrapped = true;
+    }
+    if (wrapped && it == first) break;
+    if (auto at = piece(std::max(it->first, wrapped ? it->first : position),
+                        it->first + it->second)) {
+      return *at;
+    }
+    ++it;
+  }
+  // The runs near the goal are all too short: of the shortest runs long enough,
+  // the one nearest after the goal.
+  std::optional<uint64_t> best;
+  uint64_t best_distance = 0;
+  int candidates = kLookAhead;
+  for (auto c = free_by_length_.lower_bound({count, 0});
+       c != free_by_length_.end() && candidates > 0; ++c, --candidates) {
+    budget = kLookAhead;
+    auto at = piece(c->second, c->second + c->first);
+    if (!at) continue;
+    const uint64_t distance = (*at + total_blocks_ - position) % total_blocks_;
+    if (!best || distance < best_distance) {
+      best = at;
+      best_distance = distance;
+    }
+  }
+  return best.value_or(position);
 }
 
 void Allocator::release(BlockRange range) {

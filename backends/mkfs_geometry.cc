@@ -333,7 +333,13 @@ Result<DeviceGeometry> device_geometry(const Profile& p) {
     const uint64_t data_start = div_ceil(btrfs->data_start, unit);
     const uint64_t after = div_ceil(btrfs->first_data_chunk + btrfs->first_data_chunk_bytes, unit);
     runs.add(after, data_start - after);
-    if (btrfs->super_mirror) runs.add(256 * kGiB / unit, div_ceil(4096, unit));
+    // The block group holding the copy loses a stripe (64 KiB) of it
+    // (exclude_super_stripes); and the kernel makes no chunk of the last
+    // 64 KiB fraction of the device.
+    constexpr uint64_t kStripeLen = 64 * 1024;
+    if (btrfs->super_mirror) runs.add(256 * kGiB / unit, div_ceil(kStripeLen, unit));
+    const uint64_t usable = p.capacity_bytes / kStripeLen * kStripeLen / unit;
+    runs.add(usable, total - usable);
     g.group_blocks = btrfs->data_chunk_bytes / unit;
     for (uint64_t start = 0; start < total;
          start = start == 0 ? data_start : start + g.group_blocks) {

@@ -69,11 +69,14 @@ Result<Ext4Geometry> mkfs_ext4(uint64_t total_blocks, uint64_t block_size);
 // mkfs.btrfs (btrfs-progs 6.2) on one device, single data and DUP metadata,
 // then the kernel's chunk allocator (Linux 6.1) as data is written. Physical
 // layout: the first MiB reserved; a 12 MiB hole mkfs leaves, which the kernel
-// fills only with the last chunk of a full device (counted as metadata here);
+// takes for a chunk only when no hole left is as large as the chunk it wants
+// (near the end of a full device; counted as metadata here);
 // mkfs's 8 MiB data chunk; the 8 MiB system chunk twice; the metadata chunk
 // twice; then data chunks one after another to the end, each
-// min(round_up(10% of the device, 16 MiB), 1 GiB), the last one what is left.
-// Metadata chunks the kernel adds later, as metadata grows, are not modelled.
+// min(round_up(10% of the device, 16 MiB), 1 GiB), the last one what is left
+// in whole 64 KiB stripes. The data chunk holding the superblock copy at
+// 256 GiB loses a stripe there. Metadata chunks the kernel adds later, as
+// metadata grows, are not modelled.
 struct BtrfsGeometry {
   uint64_t first_data_chunk = 13 << 20;  // bytes: mkfs's data chunk
   uint64_t first_data_chunk_bytes = 8 << 20;

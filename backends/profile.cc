@@ -147,7 +147,8 @@ std::expected<void, std::string> validate(const Profile& p, std::string_view sou
        {std::pair{"device.allocation_group_bytes", p.allocation_group_bytes},
         std::pair{"device.group_metadata_bytes", p.group_metadata_bytes},
         std::pair{"device.max_extent_bytes", p.max_extent_bytes},
-        std::pair{"device.max_unwritten_extent_bytes", p.max_unwritten_extent_bytes}}) {
+        std::pair{"device.max_unwritten_extent_bytes", p.max_unwritten_extent_bytes},
+        std::pair{"allocation.cow_extent_max_bytes", p.cow_extent_max_bytes}}) {
     if (value % unit != 0) {
       return error({key, "device.allocation_unit"},
                    fmt::format("{} ({}) must be a multiple of device.allocation_unit ({})", key,

@@ -459,5 +459,23 @@ TEST(Allocator, LoadRefusesFreeSpaceOverTheMetadata) {
   EXPECT_EQ(same.free_blocks(), 96u);
 }
 
+// The search for a group that holds the extent whole wraps past the device's
+// end, and when every run near the goal is too short it still finds a group
+// further away that holds it, rather than scattering the extent.
+TEST(Allocator, AWholeExtentIsSoughtPastTheEndAndBeyondShortRuns) {
+  Allocator wrapping(DeviceGeometry{100, 30, {0, 10, 40, 70}, {}},
+                     ExtentRules{.cross_groups = false});
+  for (BlockRange taken : {BlockRange{0, 4}, BlockRange{6, 34}, BlockRange{70, 30}}) {
+    ASSERT_TRUE(wrapping.claim(taken).has_value());
+  }
+  EXPECT_EQ(take(wrapping, 95, 20), (Ranges{{40, 20}}));
+
+  Allocator scattered(DeviceGeometry{3000, 1000, {}, {}}, ExtentRules{.cross_groups = false});
+  ASSERT_TRUE(scattered.claim({0, 1000}).has_value());
+  for (uint64_t block = 0; block < 200; block += 2) scattered.release({block, 1});
+  EXPECT_EQ(take(scattered, 0, 8), (Ranges{{1000, 8}}));
+  EXPECT_EQ(take(scattered, 0, 1), (Ranges{{0, 1}}));  // a short one still takes a short run
+}
+
 }  // namespace
 }  // namespace mimicfs

@@ -662,6 +662,10 @@ TEST(Profile, MkfsGeometriesBoundWhatTheyLayOut) {
   ASSERT_TRUE(xfs.has_value());
   EXPECT_EQ(xfs->ag_count, uint64_t{1} << 20);
 
+  const std::string extent = override_error(builtin("btrfs"), {"allocation.cow_extent_max_bytes=1000"});
+  expect_one_line(extent);
+  EXPECT_NE(extent.find("multiple of device.allocation_unit"), std::string::npos) << extent;
+
   const std::string unit =
       override_error(builtin("xfs"), {"device.allocation_unit=16384"});
   expect_one_line(unit);
