@@ -1,16 +1,31 @@
 #!/usr/bin/env bash
-# Measures seed 003 and seed 004 on REAL ext4, xfs, xfs -o allocsize=4k and btrfs,
-# each on a fresh loop device, so the built-in profiles can be checked against
-# the kernel they imitate (docs/profiles.md quotes the figures). Needs root and
+# Measures seed 003's and seed 004's layouts, and the time of seed 001's growth,
+# seed 004's drop and O_SYNC writers, on REAL ext4, xfs, xfs -o allocsize=4k and
+# btrfs, each on a fresh 4 GiB loop device, so the built-in profiles can be checked
+# against the kernel they imitate (docs/profiles.md quotes the figures). Needs root and
 # loop devices; installs xfsprogs and btrfs-progs if missing. Takes 5-15 minutes
 # (btrfs with 4 writers is slow). Everything it mounts and attaches is removed on
 # exit, on failure and on Ctrl-C.
 #
-#   sudo scripts/measure-real-fs.sh [RUNS]      # RUNS per case, default 3
+# With --json FILE it also writes the figures as JSON, which scripts/fidelity.sh
+# puts beside the emulated profiles' (docs/profiles.md, "Fidelity").
+#
+#   sudo scripts/measure-real-fs.sh [RUNS] [--json FILE]   # RUNS per case, default 3
 set -euo pipefail
 
-runs=${1:-3}
+runs=3
+json=""
+while [ $# -gt 0 ]; do
+  case $1 in
+    --json) [ $# -ge 2 ] || { echo "measure-real-fs.sh: --json needs a FILE" >&2; exit 2; }
+            json=$2; shift 2 ;;
+    *) runs=$1; shift ;;
+  esac
+done
 [[ $runs =~ ^[1-9][0-9]*$ ]] || { echo "measure-real-fs.sh: RUNS must be a positive number" >&2; exit 2; }
+if [ -n "$json" ]; then
+  : > "$json" 2>/dev/null || { echo "measure-real-fs.sh: cannot write $json" >&2; exit 2; }
+fi
 [ "$(id -u)" = 0 ] || { echo "measure-real-fs.sh: needs root (it makes loop devices)" >&2; exit 2; }
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 "$root/scripts/bootstrap.sh" --with xfsprogs btrfs-progs e2fsprogs
@@ -48,6 +63,7 @@ fresh() {  # fresh FS [MOUNT OPTIONS]
 
 extents() { filefrag "$1" | grep -oE '[0-9]+ extents? found' | cut -d' ' -f1; }
 
+rows=()
 echo "seed 003: extents per 128 MiB file (each line one run; filefrag's count)"
 for fs in ext4 xfs xfs:allocsize=4k btrfs; do
   fresh "${fs%%:*}" "$([[ $fs == *:* ]] && echo "${fs#*:}")"
@@ -59,6 +75,7 @@ for fs in ext4 xfs xfs:allocsize=4k btrfs; do
         "$workload" concurrent "$work/mnt" --writers "$writers" $([ "$reserve" = 1 ] && echo --reserve); sync
         counts=$(for i in $(seq 0 $((writers - 1))); do extents "$work/mnt/datafile$i"; done | paste -sd,)
         line+=" [$counts]"
+        rows+=("{\"seed\": \"003\", \"fs\": \"$fs\", \"writers\": $writers, \"reserve\": $reserve, \"run\": $run, \"extents\": [$counts]}")
       done
       printf '  %-18s writers=%d reserved=%d:%s\n' "$fs" "$writers" "$reserve" "$line"
     done
@@ -72,8 +89,55 @@ for fs in ext4 xfs btrfs; do
   "$workload" punch "$work/mnt/t1.ibd"; sync
   [ "$fs" = btrfs ] && btrfs filesystem sync "$work/mnt" >/dev/null
   after=$(df -B1 --output=used "$work/mnt" | tail -1)
+  allocated=$(( $(stat -c %b "$work/mnt/t1.ibd") * 512 ))
+  records=$(filefrag -v "$work/mnt/t1.ibd" | grep -cE '^ *[0-9]+:')
+  fragments=$(extents "$work/mnt/t1.ibd")
   printf "  %-6s st_blocks*512=%d fiemap_records=%d filefrag=%s device_used_after_write_and_punch=%d\n" "$fs" \
-    $(( $(stat -c %b "$work/mnt/t1.ibd") * 512 )) \
-    "$(filefrag -v "$work/mnt/t1.ibd" | grep -cE '^ *[0-9]+:')" "$(extents "$work/mnt/t1.ibd")" \
-    $(( after - before ))
+    "$allocated" "$records" "$fragments" $(( after - before ))
+  rows+=("{\"seed\": \"004\", \"fs\": \"$fs\", \"allocated_bytes\": $allocated, \"fiemap_records\": $records, \"fragments\": $fragments, \"device_used_bytes\": $(( after - before ))}")
 done
+
+# Time, in wall-clock seconds on the loop device (the host's storage, not a
+# SATA SSD: only ratios carry over): seed 001's 2000 pages grown one per fsync
+# or 128 per fsync; seed 004's drop of a 64 MiB file written plain or punched,
+# with a cold cache, as the unlink and the sync after it; 32 MiB per writer in
+# 32 KiB O_SYNC writes with 1, 2 and 4 writers.
+seconds() {  # seconds COMMAND...: its wall time, its output dropped
+  local t0 t1
+  t0=$(date +%s%N); "$@" >/dev/null; t1=$(date +%s%N)
+  awk -v ns=$(( t1 - t0 )) 'BEGIN { printf "%.4f", ns / 1e9 }'
+}
+echo "time: seconds (grow 1/128 pages per fsync; drop plain/punched: unlink+sync; O_SYNC writers 1/2/4)"
+for fs in ext4 xfs btrfs; do
+  fresh "$fs"
+  line=""
+  for run in $(seq "$runs"); do
+    grow1=$(seconds "$workload" grow "$work/mnt/g1" --pages 2000 --per-extension 1)
+    grow128=$(seconds "$workload" grow "$work/mnt/g128" --pages 2000 --per-extension 128)
+    rm -f "$work/mnt/g1" "$work/mnt/g128"
+    "$workload" extend "$work/mnt/plain" --how zeros
+    "$workload" punch "$work/mnt/punched"
+    sync; echo 3 > /proc/sys/vm/drop_caches
+    plain_rm=$(seconds rm "$work/mnt/plain"); plain_sync=$(seconds sync)
+    punched_rm=$(seconds rm "$work/mnt/punched"); punched_sync=$(seconds sync)
+    writers=()
+    for n in 1 2 4; do
+      writers+=("$(seconds "$workload" concurrent "$work/mnt" --writers "$n" --size-mib 32)")
+      rm -f "$work"/mnt/datafile*; sync
+    done
+    line+=" [$grow1/$grow128 $plain_rm+$plain_sync/$punched_rm+$punched_sync ${writers[*]}]"
+    rows+=("{\"seed\": \"time\", \"fs\": \"$fs\", \"run\": $run, \"grow_1_per_fsync_s\": $grow1, \"grow_128_per_fsync_s\": $grow128, \"drop_plain_unlink_s\": $plain_rm, \"drop_plain_sync_s\": $plain_sync, \"drop_punched_unlink_s\": $punched_rm, \"drop_punched_sync_s\": $punched_sync, \"osync_writers_s\": [${writers[0]}, ${writers[1]}, ${writers[2]}]}")
+  done
+  printf '  %-6s%s\n' "$fs" "$line"
+done
+
+if [ -n "$json" ]; then
+  {
+    printf '{"kernel": "%s", "device_bytes": 4294967296, "rows": [\n' "$(uname -r)"
+    for i in "${!rows[@]}"; do
+      printf '  %s%s\n' "${rows[$i]}" "$([ "$i" -lt $(( ${#rows[@]} - 1 )) ] && echo ,)"
+    done
+    printf ']}\n'
+  } > "$json"
+  echo "measure-real-fs.sh: wrote $json"
+fi

@@ -1,0 +1,264 @@
+#!/usr/bin/env python3
+"""Real filesystems beside the emulated profiles, row by row.
+
+Reads what `scripts/measure-real-fs.sh --json REAL.json` measured on loop
+devices, runs the same workloads in the same order on the matching built-in
+profiles (a volume of the same size, made fresh where the real script made a
+fresh filesystem), and prints one table: real, emulated, their ratio and
+whether it is within 2x. Run through scripts/fidelity.sh, which builds first.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+# measure-real-fs.sh's filesystem names -> (profile, --set overrides)
+PROFILES = {
+    "ext4": ("ext4", []),
+    "xfs": ("xfs", []),
+    "xfs:allocsize=4k": ("xfs", ["allocation.speculative_preallocation=false"]),
+    "btrfs": ("btrfs", []),
+}
+
+# The seed 003 sequence on one volume, as measure-real-fs.sh runs it: each line
+# of $PLAN is "reserve writers run"; files of the run before are deleted first.
+SEED003 = r"""
+set -eu
+m=$MIMICFS_MOUNT
+while read -r reserve writers run; do
+  rm -f "$m"/datafile*; sync
+  if [ "$reserve" = 1 ]; then "$WORKLOAD" concurrent "$m" --writers "$writers" --reserve
+  else "$WORKLOAD" concurrent "$m" --writers "$writers"; fi
+  sync
+  counts=$(for i in $(seq 0 $((writers - 1))); do
+    getfattr --only-values -n user.mimicfs.fragments "$m/datafile$i"; echo; done | paste -sd,)
+  echo "$reserve $writers $run $counts"
+done <<< "$PLAN"
+"""
+
+SEED004 = r"""
+set -eu
+m=$MIMICFS_MOUNT
+sync; before=$(df -B1 --output=used "$m" | tail -1)
+"$WORKLOAD" punch "$m/t1.ibd"; sync
+after=$(df -B1 --output=used "$m" | tail -1)
+echo "$(( $(stat -c %b "$m/t1.ibd") * 512 ))" \
+  "$(getfattr --only-values -n user.mimicfs.extents "$m/t1.ibd")" \
+  "$(getfattr --only-values -n user.mimicfs.fragments "$m/t1.ibd")" "$(( after - before ))"
+"""
+
+
+# The timed sequence on one volume, as measure-real-fs.sh runs it: a phase's
+# time is what the emulated clock advanced, plus the background reclaim it
+# queued (xfs: deferred.task_ns), in seconds. One line per run.
+TIME = r"""
+set -eu
+m=$MIMICFS_MOUNT
+now() { python3 -c 'import json, sys
+d = json.load(open(sys.argv[1]))
+print(d["clock"]["emulated_ns"] + d.get("deferred", {}).get("task_ns", 0))' "$m/.mimicfs/stats.json"; }
+for run in $(seq "$RUNS"); do
+  t0=$(now); "$WORKLOAD" grow "$m/g1" --pages 2000 --per-extension 1
+  t1=$(now); "$WORKLOAD" grow "$m/g128" --pages 2000 --per-extension 128
+  t2=$(now); rm -f "$m/g1" "$m/g128"
+  "$WORKLOAD" extend "$m/plain" --how zeros >/dev/null; "$WORKLOAD" punch "$m/punched"; sync
+  t3=$(now); rm "$m/plain"; t4=$(now); sync; t5=$(now)
+  rm "$m/punched"; t6=$(now); sync; t7=$(now)
+  w=""
+  for n in 1 2 4; do
+    a=$(now); "$WORKLOAD" concurrent "$m" --writers "$n" --size-mib 32; b=$(now)
+    w="$w $((b - a))"; rm -f "$m"/datafile*; sync
+  done
+  echo "$run $((t1 - t0)) $((t2 - t1)) $((t4 - t3)) $((t5 - t4)) $((t6 - t5)) $((t7 - t6))$w"
+done
+"""
+
+TIME_FIELDS = ("grow_1_per_fsync_s", "grow_128_per_fsync_s", "drop_plain_unlink_s",
+               "drop_plain_sync_s", "drop_punched_unlink_s", "drop_punched_sync_s")
+
+
+def run_on_profile(args, fs, device_bytes, script, env):
+    profile, sets = PROFILES[fs]
+    command = [args.mimicfs, "run", "--profile", profile,
+               "--set", f"device.capacity_bytes={device_bytes}"]
+    for value in sets:
+        command += ["--set", value]
+    command += ["--", "bash", "-c", script]
+    result = subprocess.run(command, env={**os.environ, "WORKLOAD": args.workload, **env},
+                            capture_output=True, text=True)
+    if result.returncode != 0:
+        sys.exit(f"fidelity: {' '.join(command[:8])} ... failed: {result.stderr.strip()}")
+    return result.stdout.split("\n")
+
+
+def emulate(args, real):
+    """Emulated rows in the real ones' shape, keyed as they are."""
+    device_bytes = real.get("device_bytes", 4 << 30)
+    emulated = []
+    seed003 = [r for r in real["rows"] if r["seed"] == "003"]
+    for fs in dict.fromkeys(r["fs"] for r in seed003):
+        plan = "\n".join(f"{r['reserve']} {r['writers']} {r['run']}"
+                         for r in seed003 if r["fs"] == fs)
+        for line in run_on_profile(args, fs, device_bytes, SEED003, {"PLAN": plan}):
+            if not line.strip():
+                continue
+            reserve, writers, run, counts = line.split()
+            emulated.append({"seed": "003", "fs": fs, "reserve": int(reserve),
+                             "writers": int(writers), "run": int(run),
+                             "extents": [int(c) for c in counts.split(",")]})
+    timed = [r for r in real["rows"] if r["seed"] == "time"]
+    for fs in dict.fromkeys(r["fs"] for r in timed):
+        runs = str(sum(1 for r in timed if r["fs"] == fs))
+        for line in run_on_profile(args, fs, device_bytes, TIME, {"RUNS": runs}):
+            if not line.strip():
+                continue
+            run, *ns = (int(v) for v in line.split())
+            row = {"seed": "time", "fs": fs, "run": run}
+            row.update(zip(TIME_FIELDS, (v / 1e9 for v in ns[:6])))
+            row["osync_writers_s"] = [v / 1e9 for v in ns[6:]]
+            emulated.append(row)
+    for r in real["rows"]:
+        if r["seed"] != "004":
+            continue
+        out = [l for l in run_on_profile(args, r["fs"], device_bytes, SEED004, {}) if l.strip()]
+        allocated, records, fragments, used = (int(v) for v in out[-1].split())
+        emulated.append({"seed": "004", "fs": r["fs"], "allocated_bytes": allocated,
+                         "fiemap_records": records, "fragments": fragments,
+                         "device_used_bytes": used})
+    return emulated
+
+
+def verdict(real, emulated):
+    """The ratio emulated / real of two medians, and whether it is within 2x."""
+    if real == 0:
+        return ("-", "yes" if emulated == 0 else "no")
+    ratio = emulated / real
+    return (f"{ratio:.2f}", "yes" if 0.5 <= ratio <= 2 else "no")
+
+
+def per_run(runs):
+    """Each run's counts in order ("1,1 / 12,11"; the first run of a volume's
+    first case is on a fresh one, the others follow a delete) and the median."""
+    values = [v for run in runs for v in run]
+    median = statistics.median(values)
+    text = " / ".join(",".join(str(v) for v in run) for run in runs)
+    return median, f"{text} (median {median:g})"
+
+
+def time_verdict(real, emulated):
+    """emulated / real of two time ratios, and whether it is within 30%."""
+    if real <= 0:
+        return ("-", "no")
+    ratio = emulated / real
+    return (f"{ratio:.2f}", "yes" if 0.7 <= ratio <= 1.3 else "no")
+
+
+# A time row: its label and the ratio it is, from one run's figures.
+TIME_RATIOS = (
+    ("001 grow 2000 pages: 1 per fsync / 128 per fsync",
+     lambda r: r["grow_1_per_fsync_s"] / r["grow_128_per_fsync_s"]),
+    ("004 drop 64 MiB (unlink + sync, cold): punched / plain",
+     lambda r: (r["drop_punched_unlink_s"] + r["drop_punched_sync_s"]) /
+     (r["drop_plain_unlink_s"] + r["drop_plain_sync_s"])),
+    ("32 KiB O_SYNC writers, 32 MiB each: 2 writers / 1",
+     lambda r: r["osync_writers_s"][1] / r["osync_writers_s"][0]),
+    ("32 KiB O_SYNC writers, 32 MiB each: 4 writers / 1",
+     lambda r: r["osync_writers_s"][2] / r["osync_writers_s"][0]),
+)
+
+
+def time_rows(real, emulated):
+    rows = []
+    for fs in dict.fromkeys(r["fs"] for r in real if r["seed"] == "time"):
+        mine = [r for r in real if r["seed"] == "time" and r["fs"] == fs]
+        theirs = [r for r in emulated if r["seed"] == "time" and r["fs"] == fs]
+        if not theirs:
+            continue
+        for label, ratio_of in TIME_RATIOS:
+            try:
+                real_ratio = statistics.median(ratio_of(r) for r in mine)
+                emulated_ratio = statistics.median(ratio_of(r) for r in theirs)
+            except ZeroDivisionError:
+                rows.append((label, fs, "-", "-", "-", "no"))
+                continue
+            ratio, ok = time_verdict(real_ratio, emulated_ratio)
+            rows.append((label, fs, f"{real_ratio:.2f}x", f"{emulated_ratio:.2f}x", ratio, ok))
+    return rows
+
+
+def mib(value):
+    return f"{value / (1 << 20):.1f} MiB"
+
+
+def table(real, emulated):
+    rows = []
+    seed003 = {}
+    for source, records in (("real", real["rows"]), ("emulated", emulated)):
+        for r in records:
+            if r["seed"] == "003":
+                key = (r["fs"], r["writers"], r["reserve"])
+                seed003.setdefault(key, {"real": [], "emulated": []})[source].append(r["extents"])
+    for (fs, writers, reserve), both in seed003.items():
+        if not both["emulated"]:
+            continue
+        real_median, real_text = per_run(both["real"])
+        emulated_median, emulated_text = per_run(both["emulated"])
+        ratio, ok = verdict(real_median, emulated_median)
+        what = f"003 extents per file, {writers} writers" + (", fallocated" if reserve else "")
+        rows.append((what, fs, real_text, emulated_text, ratio, ok))
+    emulated004 = {r["fs"]: r for r in emulated if r["seed"] == "004"}
+    for r in real["rows"]:
+        if r["seed"] != "004" or r["fs"] not in emulated004:
+            continue
+        e = emulated004[r["fs"]]
+        for field, label, show in (("allocated_bytes", "st_blocks", mib),
+                                   ("fiemap_records", "FIEMAP records", str),
+                                   ("fragments", "filefrag extents", str),
+                                   ("device_used_bytes", "device used", mib)):
+            ratio, ok = verdict(r[field], e[field])
+            rows.append((f"004 {label} after punching", r["fs"], show(r[field]), show(e[field]),
+                         ratio, ok))
+    return rows + time_rows(real["rows"], emulated)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("real", help="what measure-real-fs.sh --json wrote")
+    parser.add_argument("--mimicfs", required=True)
+    parser.add_argument("--workload", required=True, help="the mimicfs-workload binary")
+    parser.add_argument("--json", help="also write the emulated rows to this file")
+    args = parser.parse_args()
+    try:
+        with open(args.real) as f:
+            real = json.load(f)
+        rows_in = real["rows"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        print(f"fidelity: {args.real} is not measure-real-fs.sh --json output: {e}",
+              file=sys.stderr)
+        return 2
+    if not isinstance(rows_in, list) or any(r.get("fs") not in PROFILES for r in rows_in):
+        print(f"fidelity: {args.real}: a row names no known filesystem "
+              f"({', '.join(PROFILES)})", file=sys.stderr)
+        return 2
+    emulated = emulate(args, real)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"rows": emulated}, f, indent=1)
+    print(f"Real: Linux {real.get('kernel', '?')}, {mib(real.get('device_bytes', 4 << 30))} "
+          "loop devices; emulated: the built-in profiles at that capacity.\n")
+    print("Counts and sizes are within 2x when emulated / real is; a time row is a ratio of "
+          "two times, within 30% when emulated / real is. Medians over the runs.\n")
+    print("| workload | filesystem | real | emulated | emulated / real | within |")
+    print("|---|---|---|---|---|---|")
+    rows = table(real, emulated)
+    for row in rows:
+        print("| " + " | ".join(row) + " |")
+    misses = sum(1 for row in rows if row[5] == "no")
+    print(f"\n{len(rows) - misses} of {len(rows)} rows within their bound.")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
