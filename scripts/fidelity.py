@@ -223,11 +223,79 @@ def table(real, emulated):
     return rows + time_rows(real["rows"], emulated)
 
 
+# The seeds' own figures (../shared/seeds, DESIGN.md), each against what the
+# scenario driver (tools/scenario_driver.cc) measures on the profile that
+# stands for the seed's system. A (low, high) range: mimicfs must land in it;
+# a single ratio: within 30%.
+SEEDS = (
+    ("000: write time, posix_fallocate / fallocate+zeros, 64 MiB tablespace",
+     "nfs", "extend", "~4x lower write rate (MDEV-32268)", 4.0,
+     lambda rows: rows["posix_fallocate"]["emulated_ns"] / rows["fallocate_or_zeros"]["emulated_ns"]),
+    ("001: time, 1 page per fsync / 128 pages per fsync, 2000 pages",
+     "ext4", "grow", "2.5x (MySQL #60593, its whole benchmark)", 2.5,
+     lambda rows: rows["1_page_per_fsync"]["emulated_ns"] /
+     rows["128_pages_per_fsync"]["emulated_ns"]),
+    ("003: extents per file, 4 writers zero-filling at once",
+     "xfs", "concurrent", "13-212 (NDB BUG#24143)", (13, 212),
+     lambda rows: rows["write_only"]["extents"] / 4),
+    ("003: extents per file, space reserved first",
+     "xfs", "concurrent", "1-2", (1, 2),
+     lambda rows: rows["fallocate_keep_size_first"]["extents"] / 4),
+)
+
+# Seed 004's drops: a plain and a punched table, each dropped (unlink, and the
+# background reclaim it queues), punched over plain; the seed's tables were 16-26
+# GB, the emulated ones 64 MiB (docs/time.md, "Dropping a file").
+SEED004_DROPS = (("xfs", 9.3), ("btrfs", 7.9), ("ext4", 1.0), ("ext4-hdd", 8.8))
+DROP = r"""
+set -eu
+m=$MIMICFS_MOUNT
+now() { python3 -c 'import json, sys
+d = json.load(open(sys.argv[1]))
+print(d["clock"]["emulated_ns"] + d.get("deferred", {}).get("task_ns", 0))' "$m/.mimicfs/stats.json"; }
+"$WORKLOAD" extend "$m/plain" --how zeros >/dev/null; "$WORKLOAD" punch "$m/punched"; sync
+t0=$(now); rm "$m/plain"; sync; t1=$(now); rm "$m/punched"; sync; t2=$(now)
+echo "$((t1 - t0)) $((t2 - t1))"
+"""
+
+
+def seed_rows(args):
+    rows = []
+    for label, profile, scenario, seed_text, seed, measure in SEEDS:
+        result = subprocess.run([args.scenarios, "--json", "--scenario", scenario,
+                                 "--profiles", profile, "--mimicfs", args.mimicfs],
+                                capture_output=True, text=True)
+        if result.returncode != 0:
+            sys.exit(f"fidelity: mimicfs-scenarios --scenario {scenario} failed: "
+                     f"{result.stderr.strip()}")
+        by_strategy = {r["strategy"]: r for r in json.loads(result.stdout)["scenarios"][0]["rows"]}
+        value = measure(by_strategy)
+        if isinstance(seed, tuple):
+            ok = "yes" if seed[0] <= value <= seed[1] else "no"
+            rows.append((f"seed {label}", profile, seed_text, f"{value:g}", "-", ok))
+        else:
+            ratio, ok = time_verdict(seed, value)
+            rows.append((f"seed {label}", profile, seed_text, f"{value:.2f}x", ratio, ok))
+    for profile, seed in SEED004_DROPS:
+        command = [args.mimicfs, "run", "--profile", profile, "--", "bash", "-c", DROP]
+        result = subprocess.run(command, env={**os.environ, "WORKLOAD": args.workload},
+                                capture_output=True, text=True)
+        if result.returncode != 0:
+            sys.exit(f"fidelity: the seed 004 drop on {profile} failed: {result.stderr.strip()}")
+        plain, punched = (int(v) for v in result.stdout.split()[-2:])
+        value = punched / plain
+        ratio, ok = time_verdict(seed, value)
+        rows.append(("seed 004: drop, punched / plain (seed: 16-26 GB; here 64 MiB)", profile,
+                     f"{seed}x", f"{value:.2f}x", ratio, ok))
+    return rows
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("real", help="what measure-real-fs.sh --json wrote")
     parser.add_argument("--mimicfs", required=True)
     parser.add_argument("--workload", required=True, help="the mimicfs-workload binary")
+    parser.add_argument("--scenarios", required=True, help="the mimicfs-scenarios binary")
     parser.add_argument("--json", help="also write the emulated rows to this file")
     args = parser.parse_args()
     try:
@@ -257,6 +325,15 @@ def main():
         print("| " + " | ".join(row) + " |")
     misses = sum(1 for row in rows if row[5] == "no")
     print(f"\n{len(rows) - misses} of {len(rows)} rows within their bound.")
+    print("\nThe seeds' own figures, on the profile that stands for each seed's system "
+          "(mimicfs-scenarios, default capacity):\n")
+    print("| seed | profile | seed's figure | mimicfs | mimicfs / seed | within |")
+    print("|---|---|---|---|---|---|")
+    seeds = seed_rows(args)
+    for row in seeds:
+        print("| " + " | ".join(row) + " |")
+    misses = sum(1 for row in seeds if row[5] == "no")
+    print(f"\n{len(seeds) - misses} of {len(seeds)} seed rows within their bound.")
     return 0
 
 

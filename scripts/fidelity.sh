@@ -13,4 +13,4 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 "$root/scripts/bootstrap.sh" --with python3
 "$root/scripts/build.sh" >/dev/null
 exec python3 "$root/scripts/fidelity.py" "$@" --mimicfs "$root/build/fusefs/mimicfs" \
-  --workload "$root/build/tools/mimicfs-workload"
+  --workload "$root/build/tools/mimicfs-workload" --scenarios "$root/build/tools/mimicfs-scenarios"
