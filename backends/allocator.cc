@@ -150,7 +150,17 @@ uint64_t Allocator::whole_fit_near(uint64_t position, uint64_t count) const {
     if (it->first < position) continue;
     if (it->second >= count) return it->first;
   }
-  return position;
+  // The next runs are all too short (holes a deleted neighbour left): as xfs's
+  // near search in the AG, the nearest run after the goal in its group that
+  // holds the request, among the shortest long enough.
+  std::optional<uint64_t> nearest;
+  int candidates = 64;
+  for (auto c = free_by_length_.lower_bound({count, 0});
+       c != free_by_length_.end() && candidates > 0; ++c, --candidates) {
+    if (c->second < position || c->second >= end) continue;
+    if (!nearest || c->second < *nearest) nearest = c->second;
+  }
+  return nearest.value_or(position);
 }
 
 uint64_t Allocator::whole_fit_in_a_group(uint64_t position, uint64_t count) const {

@@ -477,5 +477,23 @@ TEST(Allocator, AWholeExtentIsSoughtPastTheEndAndBeyondShortRuns) {
   EXPECT_EQ(take(scattered, 0, 1), (Ranges{{0, 1}}));  // a short one still takes a short run
 }
 
+// More than a few short runs after the goal (the holes of deleted files that
+// interleaved): the request still goes whole to the nearest run in the group
+// that holds it, as xfs's near search would, rather than over the holes.
+TEST(Allocator, AWholeRunPastManyHolesInTheGroupIsFound) {
+  Allocator allocator(DeviceGeometry{1000, 500, {}, {}});
+  ASSERT_TRUE(allocator.claim({0, 1000}).has_value());
+  for (uint64_t block = 0; block < 40; block += 2) allocator.release({block, 1});  // 20 holes
+  allocator.release({100, 300});
+  allocator.release({600, 300});  // the next group's
+  EXPECT_EQ(take(allocator, 0, 50), (Ranges{{100, 50}}));
+  EXPECT_EQ(take(allocator, 0, 1), (Ranges{{0, 1}}));  // a short request still takes a hole
+  // Nothing in the goal's group holds it: split from the goal, as before.
+  EXPECT_EQ(take(allocator, 0, 400), (Ranges{{2, 1}, {4, 1}, {6, 1}, {8, 1}, {10, 1}, {12, 1},
+                                             {14, 1}, {16, 1}, {18, 1}, {20, 1}, {22, 1},
+                                             {24, 1}, {26, 1}, {28, 1}, {30, 1}, {32, 1},
+                                             {34, 1}, {36, 1}, {38, 1}, {150, 250}, {600, 131}}));
+}
+
 }  // namespace
 }  // namespace mimicfs
