@@ -50,15 +50,20 @@ echo "$(( $(stat -c %b "$m/t1.ibd") * 512 ))" \
 """
 
 
-# The timed sequence on one volume, as measure-real-fs.sh runs it: a phase's
-# time is what the emulated clock advanced, plus the background reclaim it
-# queued (xfs: deferred.task_ns), in seconds. One line per run.
-TIME = r"""
+# Shell prelude: now() prints the emulated time so far, the clock plus the
+# background reclaim queued (xfs: deferred.task_ns), in nanoseconds.
+EMULATED_NOW = r"""
 set -eu
 m=$MIMICFS_MOUNT
 now() { python3 -c 'import json, sys
 d = json.load(open(sys.argv[1]))
 print(d["clock"]["emulated_ns"] + d.get("deferred", {}).get("task_ns", 0))' "$m/.mimicfs/stats.json"; }
+"""
+
+# The timed sequence on one volume, as measure-real-fs.sh runs it: a phase's
+# time is what the emulated clock advanced, plus the background reclaim it
+# queued (xfs: deferred.task_ns), in seconds. One line per run.
+TIME = EMULATED_NOW + r"""
 for run in $(seq "$RUNS"); do
   t0=$(now); "$WORKLOAD" grow "$m/g1" --pages 2000 --per-extension 1
   t1=$(now); "$WORKLOAD" grow "$m/g128" --pages 2000 --per-extension 128
@@ -247,12 +252,7 @@ SEEDS = (
 # background reclaim it queues), punched over plain; the seed's tables were 16-26
 # GB, the emulated ones 64 MiB (docs/time.md, "Dropping a file").
 SEED004_DROPS = (("xfs", 9.3), ("btrfs", 7.9), ("ext4", 1.0), ("ext4-hdd", 8.8))
-DROP = r"""
-set -eu
-m=$MIMICFS_MOUNT
-now() { python3 -c 'import json, sys
-d = json.load(open(sys.argv[1]))
-print(d["clock"]["emulated_ns"] + d.get("deferred", {}).get("task_ns", 0))' "$m/.mimicfs/stats.json"; }
+DROP = EMULATED_NOW + r"""
 "$WORKLOAD" extend "$m/plain" --how zeros >/dev/null; "$WORKLOAD" punch "$m/punched"; sync
 t0=$(now); rm "$m/plain"; sync; t1=$(now); rm "$m/punched"; sync; t2=$(now)
 echo "$((t1 - t0)) $((t2 - t1))"
