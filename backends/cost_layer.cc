@@ -5,7 +5,14 @@
 namespace mimicfs {
 
 CostLayer::CostLayer(FileSystem& target, LatencyMode latency)
-    : Layer(target), costs_(target.profile()), clock_(target.profile().queue_depth, latency) {}
+    : Layer(target),
+      costs_(target.profile()),
+      clock_(target.profile().queue_depth, latency),
+      writeback_interval_ns_(target.profile().writeback_interval_ns),
+      commit_interval_ns_(target.profile().commit_interval_ns) {
+  std::lock_guard lock(schedule_mutex_);
+  schedule_background(0);
+}
 
 void CostLayer::leave(const Call&, Work& work, int error) {
   Cost cost{0, work.fault_latency_ns};
@@ -21,6 +28,52 @@ void CostLayer::leave(const Call&, Work& work, int error) {
   if (total > 0) clock_.charge(cost);  // may wait: no lock is held here
   if (!work.deferred.empty()) schedule(work);
   complete_due();
+  run_background(work);
+}
+
+void CostLayer::schedule_background(uint64_t now) {
+  auto next = [now](uint64_t interval) { return interval == 0 ? 0 : (now / interval + 1) * interval; };
+  next_flush_ns_ = next(writeback_interval_ns_);
+  next_commit_ns_ = next(commit_interval_ns_);
+  uint64_t wake = std::numeric_limits<uint64_t>::max();
+  for (const uint64_t at : {next_flush_ns_, next_commit_ns_}) {
+    if (at != 0) wake = std::min(wake, at - std::min(at, uptime_offset_ns_));
+  }
+  next_wake_ns_.store(wake, std::memory_order_relaxed);
+}
+
+void CostLayer::run_background(Work& work) {
+  if (clock_.total_ns() < next_wake_ns_.load(std::memory_order_relaxed)) return;
+  bool flush = false, commit = false;
+  uint64_t at = 0;
+  {
+    std::lock_guard lock(schedule_mutex_);
+    const uint64_t now = uptime_offset_ns_ + clock_.total_ns();
+    flush = next_flush_ns_ != 0 && now >= next_flush_ns_;
+    commit = next_commit_ns_ != 0 && now >= next_commit_ns_;
+    if (!flush && !commit) return;
+    // At the latest wake the clock passed: an operation that took several
+    // intervals wakes the threads once.
+    const uint64_t grain = writeback_interval_ns_ != 0 ? writeback_interval_ns_ : commit_interval_ns_;
+    at = now / grain * grain;
+    schedule_background(now);
+  }
+  Work background;
+  const BackgroundReport report = target().background(at, flush, commit, background);
+  {
+    std::lock_guard lock(schedule_mutex_);
+    if (flush) ++background_.flusher_runs;
+    background_.files_written_back += report.files_written_back;
+    background_.bytes_written_back += report.bytes_written_back;
+    if (report.committed) ++background_.commits;
+    background_.files_committed += report.files_committed;
+  }
+  // A removal the commit settled may queue its reclaim.
+  if (!background.deferred.empty()) schedule(background);
+  forget_destroyed(background);
+  work.changed_attributes.insert(work.changed_attributes.end(),
+                                 background.changed_attributes.begin(),
+                                 background.changed_attributes.end());
 }
 
 void CostLayer::schedule(const Work& work) {
@@ -121,6 +174,14 @@ StatsSnapshot CostLayer::snapshot() {
     std::lock_guard lock(schedule_mutex_);
     s.deferred.last_due_ns = due_.empty() ? 0 : due_.rbegin()->first;
     s.deferred.task_ns = task_ns_;
+    s.background = background_;
+    // On the clock's scale: what is left until them.
+    const uint64_t offset = uptime_offset_ns_;
+    auto on_clock = [offset](uint64_t uptime) {
+      return uptime == 0 ? 0 : uptime - std::min(uptime, offset);
+    };
+    s.background.next_flush_ns = on_clock(next_flush_ns_);
+    s.background.next_commit_ns = on_clock(next_commit_ns_);
   }
   for (auto& [path, file] : s.files) file.emulated_ns = file_ns(file.inode);
   return s;
@@ -143,8 +204,12 @@ void CostLayer::reset_statistics() {
     due_ = std::move(rebased);
     worker_free_ns_ -= std::min(worker_free_ns_, now);
     task_ns_ = 0;
+    // The kernel's threads keep their schedule: uptime goes on.
+    uptime_offset_ns_ += now;
+    background_ = {};
+    clock_.reset();  // under the lock: run_background never sees the offset without it
+    schedule_background(uptime_offset_ns_);
   }
-  clock_.reset();
   std::lock_guard lock(files_mutex_);
   file_ns_.clear();
 }
@@ -170,6 +235,16 @@ void CostLayer::load(const nlohmann::json& saved) {
     due_.clear();
     worker_free_ns_ = saved.at("worker_free_ns").get<uint64_t>();
     task_ns_ = saved.value("task_ns", uint64_t{0});  // a statistic, newer than the format
+    // Nothing is dirty in a loaded volume; its threads wake on from its time.
+    uptime_offset_ns_ = 0;
+    background_ = {};
+    schedule_background(clock_.total_ns());
+  }
+  // A file that becomes dirty from now on counts its age from the loaded time.
+  if (writeback_interval_ns_ != 0) {
+    Work none;
+    const uint64_t now = clock_.total_ns();
+    target().background(now / writeback_interval_ns_ * writeback_interval_ns_, false, false, none);
   }
   std::lock_guard lock(files_mutex_);
   file_ns_.clear();

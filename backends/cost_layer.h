@@ -11,11 +11,20 @@
 // allocation that found no space and waited for the worker
 // (Work::waited_for_deferred): it is charged the wait.
 //
+// The kernel's own threads: as the clock passes each multiple of
+// page_cache.writeback_interval_ns (the flusher) and of
+// durability.commit_interval_ns (the filesystem's own commit), the operation
+// that passed it calls FileSystem::background after its own work, which
+// costs nothing: background. Their times run on the volume's uptime, which a
+// statistics reset does not restart.
+//
 // Thread-safety: the clock is lock-free; per-file times and the schedule are
 // guarded by files_mutex_ and schedule_mutex_, leaf locks never held while
 // calling the target.
 #pragma once
 
+#include <atomic>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <unordered_map>
@@ -64,6 +73,10 @@ class CostLayer final : public Layer {
   // What an operation that waited for the background worker (Work::waited_for_deferred)
   // is charged: until the worker's last task would have ended.
   uint64_t wait_for_worker() EXCLUDES(schedule_mutex_);
+  // The flusher and the periodic commit the clock has reached, if any.
+  void run_background(Work& work) EXCLUDES(schedule_mutex_, files_mutex_);
+  // Schedules the next wake and commit after uptime `now`.
+  void schedule_background(uint64_t now) REQUIRES(schedule_mutex_);
 
   const CostModel costs_;
   EmulatedClock clock_;
@@ -73,6 +86,16 @@ class CostLayer final : public Layer {
   std::multimap<uint64_t, uint64_t> due_ GUARDED_BY(schedule_mutex_);  // emulated ns -> task id
   uint64_t worker_free_ns_ GUARDED_BY(schedule_mutex_) = 0;  // the background worker's end
   uint64_t task_ns_ GUARDED_BY(schedule_mutex_) = 0;        // deferred.task_ns
+  const uint64_t writeback_interval_ns_;
+  const uint64_t commit_interval_ns_;
+  // Emulated time before the last statistics reset: uptime = it + the clock.
+  uint64_t uptime_offset_ns_ GUARDED_BY(schedule_mutex_) = 0;
+  uint64_t next_flush_ns_ GUARDED_BY(schedule_mutex_) = 0;   // uptime; 0: no flusher
+  uint64_t next_commit_ns_ GUARDED_BY(schedule_mutex_) = 0;  // uptime; 0: no periodic commit
+  BackgroundStats background_ GUARDED_BY(schedule_mutex_);
+  // The earlier of the two, on the clock's scale (max: none), read without the
+  // lock by every operation.
+  std::atomic<uint64_t> next_wake_ns_{std::numeric_limits<uint64_t>::max()};
 };
 
 }  // namespace mimicfs

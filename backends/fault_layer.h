@@ -61,6 +61,11 @@ class FaultLayer final : public Layer {
   static constexpr int kMaxFrozenOperations = 8;
   // Adds the rules' state ("faults") to the target's snapshot.
   StatsSnapshot snapshot() override;
+  // A volume without power has no flusher and no journal thread.
+  BackgroundReport background(uint64_t now_ns, bool flush, bool commit, Work& work) override {
+    if (!powered()) return {};
+    return Layer::background(now_ns, flush, commit, work);
+  }
 
   // True for the operations fault rules apply to.
   static bool faultable(Op op);

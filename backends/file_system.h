@@ -80,6 +80,14 @@ struct CrashReport {
   std::vector<uint64_t> dropped_caches;  // every regular file: its cached pages went
 };
 
+// What the kernel's own threads did in one call of FileSystem::background.
+struct BackgroundReport {
+  uint64_t files_written_back = 0;  // by the flusher
+  uint64_t bytes_written_back = 0;
+  uint64_t files_committed = 0;     // made durable by the commit
+  bool committed = false;           // the commit made anything durable
+};
+
 struct FilesystemStats {
   uint64_t block_size = 0;     // f_bsize
   uint64_t fragment_size = 0;  // f_frsize
@@ -229,6 +237,17 @@ class FileSystem {
     Work work;
     sync_all(work);
   }
+
+  // --- The kernel's own threads, in emulated time; a layer above decides when
+  // (CostLayer: as the clock passes each page_cache.writeback_interval_ns and
+  // durability.commit_interval_ns). `now_ns` is the emulated time, which a file
+  // that becomes dirty afterwards takes as its dirtied_when. `flush`: the
+  // flusher writes back every file dirty since `page_cache.dirty_expire_ns` or
+  // longer; `commit`: the filesystem commits on its own
+  // (RegularFile::commit_if_clean on every file, every pending namespace
+  // change). Not an operation: never counted, charged or faulted; the blocks
+  // whose allocation it changed are in work.changed_attributes.
+  virtual BackgroundReport background(uint64_t now_ns, bool flush, bool commit, Work& work) = 0;
 
   // --- Deferred work (work.h's DeferredTask): an operation that queues a task
   // reports it in Work::deferred; a layer above decides when it is done. Not

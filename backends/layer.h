@@ -75,6 +75,9 @@ class Layer : public FileSystem {
     return target_.write_back_at_random(fraction, seed);
   }
   void sync_all(Work& work) override { target_.sync_all(work); }
+  BackgroundReport background(uint64_t now_ns, bool flush, bool commit, Work& work) override {
+    return target_.background(now_ns, flush, commit, work);
+  }
 
   bool complete_deferred(uint64_t id) override { return target_.complete_deferred(id); }
   size_t complete_all_deferred() override { return target_.complete_all_deferred(); }

@@ -177,9 +177,9 @@ bool Namespace::commit(uint64_t inode, bool only_its_creation, Work& work) {
   return settle_committed_locked(journal_.commit(scope), work);
 }
 
-void Namespace::commit_all(Work& work) {
+bool Namespace::commit_all(Work& work) {
   std::lock_guard lock(mutex_);
-  settle_committed_locked(journal_.commit_all(), work);
+  return settle_committed_locked(journal_.commit_all(), work);
 }
 
 bool Namespace::settle_committed_locked(const std::vector<NamespaceJournal::Change>& committed,

@@ -77,8 +77,8 @@ class Namespace {
   // nothing of its own to commit) only when the inode's creation is pending.
   // True when the commit made anything durable.
   bool commit(uint64_t inode, bool only_its_creation, Work& work) EXCLUDES(mutex_);
-  // Every pending change is durable now (sync(1)).
-  void commit_all(Work& work) EXCLUDES(mutex_);
+  // Every pending change is durable now (sync(1)); true when one was pending.
+  bool commit_all(Work& work) EXCLUDES(mutex_);
   // A crash: the changes since the last commit are undone, newest first.
   // Returns the entries it changed (removed, moved, put back), (directory, name).
   std::vector<std::pair<uint64_t, std::string>> undo_uncommitted(Work& work) REQUIRES(mutex_);

@@ -47,9 +47,10 @@ class FilePageCache {
   BlockRangeSet cached_;  // page numbers
 };
 
-// The dirty bytes in every file's page cache on the emulated host, and the
-// limit past which a writer writes back itself (vm.dirty_bytes, as
-// balance_dirty_pages enforces it). Thread-safe.
+// The dirty bytes in every file's page cache on the emulated host, the limit
+// past which a writer writes back itself (vm.dirty_bytes, as
+// balance_dirty_pages enforces it), and the emulated time the flusher last woke
+// at, which a file that becomes dirty takes as its `dirtied_when`. Thread-safe.
 class HostDirtyPages {
  public:
   // `limit_bytes`: 0 for none.
@@ -59,9 +60,13 @@ class HostDirtyPages {
   void remove(uint64_t bytes) { bytes_.fetch_sub(bytes, std::memory_order_relaxed); }
   bool over_limit() const { return limit_ > 0 && bytes_.load(std::memory_order_relaxed) > limit_; }
 
+  uint64_t flusher_ns() const { return flusher_ns_.load(std::memory_order_relaxed); }
+  void set_flusher_ns(uint64_t ns) { flusher_ns_.store(ns, std::memory_order_relaxed); }
+
  private:
   const uint64_t limit_;
   std::atomic<uint64_t> bytes_{0};
+  std::atomic<uint64_t> flusher_ns_{0};
 };
 
 }  // namespace mimicfs

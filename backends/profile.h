@@ -81,6 +81,11 @@ struct Profile {
   uint64_t dirty_limit_bytes = 0;  // dirty bytes that make a writer write back; 0: no limit
   bool flush_on_close = false;     // NFS close-to-open: close writes back and commits
   bool direct_io = true;           // O_DIRECT opens are accepted (else EINVAL)
+  // The flusher (emulated time): every writeback_interval_ns it writes back the
+  // files dirty for dirty_expire_ns or longer (dirty_writeback_centisecs,
+  // dirty_expire_centisecs). 0: no flusher.
+  uint64_t writeback_interval_ns = 0;
+  uint64_t dirty_expire_ns = 0;
 
   // [durability]: what survives `ctl crash`.
   // What a sync makes durable besides the file's own data (NamespaceJournal):
@@ -89,6 +94,11 @@ struct Profile {
   // in it; "synchronous" (NFS): namespace and attribute changes are durable at
   // once, and a size change or a punch writes back and commits the file first.
   std::string metadata_durability = "journal";
+  // Every commit_interval_ns of emulated time the journal commits (jbd2's
+  // commit=, xfs's log worker, btrfs's transaction commit, the NFS client's
+  // COMMIT after the flusher's writes): pending namespace changes, and every
+  // file with no dirty data, are durable. 0: only syncs commit.
+  uint64_t commit_interval_ns = 0;
 
   // [namespace]
   bool tmpfile = true;  // open(O_TMPFILE) works (else EOPNOTSUPP: the NFS client)

@@ -225,12 +225,27 @@ const std::vector<ProfileKey>& profile_keys() {
       flag("page_cache.flush_on_close", &Profile::flush_on_close,
            "NFS close-to-open: the close of a writer writes back and commits"),
       flag("page_cache.direct_io", &Profile::direct_io, "false: an O_DIRECT open gets EINVAL"),
+      nanoseconds("page_cache.writeback_interval_ns", &Profile::writeback_interval_ns,
+                  "how often the flusher wakes, in emulated time (vm.dirty_writeback_centisecs): "
+                  "it writes back every file dirty for `page_cache.dirty_expire_ns` or longer, "
+                  "in the background (no operation is charged). 0: no flusher"),
+      nanoseconds("page_cache.dirty_expire_ns", &Profile::dirty_expire_ns,
+                  "how long a file stays dirty before the flusher writes it back whole "
+                  "(vm.dirty_expire_centisecs), counted from its first dirty page since it was "
+                  "last clean"),
       {"durability.metadata", &Profile::metadata_durability, "",
        "what a sync makes durable besides the file's data: every namespace change (journal: "
        "ext4, xfs), the synced inode's names and a directory's entries (log_tree: btrfs), or "
        "nothing is pending: namespace and attribute changes are committed at once (synchronous: "
        "an NFS server)",
        false, 0, 0, false, kMetadataDurabilities},
+      nanoseconds("durability.commit_interval_ns", &Profile::commit_interval_ns,
+                  "how often the filesystem commits on its own, in emulated time (ext4's "
+                  "commit=5, xfs's log worker and btrfs's commit=30, every 30 s; the NFS "
+                  "client's COMMIT after the flusher's writes): every pending namespace change "
+                  "and every file with no dirty data in the page cache (its data written back, "
+                  "its size, allocation, truncates and punches) become durable, as a sync would "
+                  "make them. 0: only syncs commit"),
   };
   return keys;
 }

@@ -72,6 +72,7 @@ Result<size_t> RegularFile::write(uint64_t offset, std::span<const std::byte> da
   } else {
     ++work.cache_copies;
     work.cache_copy_bytes += data.size();
+    if (cache_.dirty_bytes() == 0) dirtied_ns_ = dirty_.flusher_ns();  // inode->dirtied_when
     dirty_.add(cache_.write(offset, data.size()));
   }
   if (sync_after) {
@@ -191,6 +192,24 @@ void RegularFile::commit_attributes(uint64_t allocated_end) {
     durability_.size_synced(std::max(durability_.synced_size(), allocated_end));
   }
   space_.synced();
+}
+
+bool RegularFile::write_back_if_expired(uint64_t now_ns, uint64_t expire_ns, Work& work) {
+  // dirtied_ns_ is the flusher's last wake before the first dirty page: a file
+  // dirtied between two wakes is written back at the first wake more than
+  // `expire_ns` after, as the kernel's is (its age is exact, its wakes are not).
+  if (cache_.dirty_bytes() == 0 || now_ns < dirtied_ns_ || now_ns - dirtied_ns_ <= expire_ns) {
+    return false;
+  }
+  writeback(0, kMaxFileSize, work);
+  return true;
+}
+
+bool RegularFile::commit_if_clean() {
+  if (cache_.dirty_bytes() > 0 || !unsynced()) return false;
+  durability_.synced(size_);
+  space_.synced();
+  return true;
 }
 
 void RegularFile::flush(bool last_handle, Work& work) {

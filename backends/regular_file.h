@@ -75,6 +75,15 @@ class RegularFile {
   // and the server's size is the synced one, or `allocated_end` (an ALLOCATE
   // that extends the file) when larger: appends not written back never reached it.
   void commit_attributes(uint64_t allocated_end);
+  // The flusher: writes the whole file back when it has dirty data and became
+  // dirty more than `expire_ns` before `now_ns` (emulated). True when it did.
+  bool write_back_if_expired(uint64_t now_ns, uint64_t expire_ns, Work& work);
+  // A commit of the filesystem's own (durability.commit_interval_ns): a file
+  // with nothing in the page cache to write back is durable as it is (its
+  // written-back data, size, allocation, truncates and punches). A file with
+  // dirty data keeps all of its unsynced state. True when something became
+  // durable.
+  bool commit_if_clean();
   // A writer's close (FUSE FLUSH): NFS writes back and commits (close-to-open);
   // delayed blocks are allocated; the last handle also ends the inode
   // reservation and trims preallocation (FileSpace::close).
@@ -138,6 +147,7 @@ class RegularFile {
   const bool flush_on_close_;
   HostDirtyPages& dirty_;
   uint64_t size_ = 0;
+  uint64_t dirtied_ns_ = 0;  // the flusher's time when the page cache last went from clean to dirty
   FileSpace space_;
   FilePageCache cache_;
   FileDurability durability_;

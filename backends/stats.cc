@@ -85,6 +85,15 @@ nlohmann::json to_json(const StatsSnapshot& s) {
       {"last_due_ns", s.deferred.last_due_ns},
       {"task_ns", s.deferred.task_ns},
   };
+  j["background"] = {
+      {"flusher_runs", s.background.flusher_runs},
+      {"files_written_back", s.background.files_written_back},
+      {"bytes_written_back", s.background.bytes_written_back},
+      {"commits", s.background.commits},
+      {"files_committed", s.background.files_committed},
+      {"next_flush_ns", s.background.next_flush_ns},
+      {"next_commit_ns", s.background.next_commit_ns},
+  };
   j["open"] = {
       {"handles", s.open.handles},
       {"files", s.open.files},

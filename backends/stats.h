@@ -99,6 +99,19 @@ struct DeferredStats {
   uint64_t task_ns = 0;      // the worker's time for every task queued since the last reset
 };
 
+// The kernel's own threads in emulated time (FileSystem::background): the
+// flusher's writeback of expired files and the filesystem's periodic commits,
+// since the start or the last reset.
+struct BackgroundStats {
+  uint64_t flusher_runs = 0;        // the flusher woke (page_cache.writeback_interval_ns)
+  uint64_t files_written_back = 0;  // expired files it wrote back (page_cache.dirty_expire_ns)
+  uint64_t bytes_written_back = 0;
+  uint64_t commits = 0;          // periodic commits that made anything durable
+  uint64_t files_committed = 0;  // files they made durable
+  uint64_t next_flush_ns = 0;    // emulated time of the next wake (clock.emulated_ns's scale); 0: none
+  uint64_t next_commit_ns = 0;   // of the next periodic commit; 0: none
+};
+
 // Descriptors the kernel still holds open on regular files (its RELEASE comes
 // after close(2) returns), and the files among them no name points to any more.
 struct OpenStats {
@@ -119,6 +132,7 @@ struct StatsSnapshot {
   ClockStats clock;
   DeviceStats device;
   DeferredStats deferred;
+  BackgroundStats background;
   OpenStats open;
   std::map<std::string, OperationStats> ops;        // only operations that happened
   std::map<std::string, FileStats> files;           // by path, "/" rooted; regular files only

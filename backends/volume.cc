@@ -613,6 +613,29 @@ void Volume::sync_all(Work& work) {
   namespace_.commit_all(work);
 }
 
+BackgroundReport Volume::background(uint64_t now_ns, bool flush, bool commit, Work& work) {
+  BackgroundReport report;
+  dirty_pages_.set_flusher_ns(now_ns);
+  flush = flush && profile_.dirty_expire_ns > 0;
+  if (!flush && !commit) return report;
+  const uint64_t bytes_before = work.device_writes.bytes;
+  for (const std::shared_ptr<Inode>& node : regular_files()) {
+    std::lock_guard lock(node->mutex);
+    // A removed file a crash may still bring back keeps its last sync.
+    if (node->nlink == 0 && node->pending_removals > 0) continue;
+    const uint64_t blocks = node->file->space().blocks();
+    if (flush && node->file->write_back_if_expired(now_ns, profile_.dirty_expire_ns, work)) {
+      ++report.files_written_back;
+    }
+    if (commit && node->file->commit_if_clean()) ++report.files_committed;
+    note_blocks_change(*node, blocks, work);
+  }
+  report.bytes_written_back = work.device_writes.bytes - bytes_before;
+  const bool namespace_committed = commit && namespace_.commit_all(work);
+  report.committed = report.files_committed > 0 || namespace_committed;
+  return report;
+}
+
 CrashReport Volume::crash(Work& work) {
   CrashReport report;
   std::lock_guard lock(namespace_.mutex());

@@ -95,6 +95,7 @@ class Volume final : public FileSystem {
   uint64_t crashes() override { return crashes_.load(); }
   uint64_t write_back_at_random(double fraction, uint64_t seed) override;
   void sync_all(Work& work) override;
+  BackgroundReport background(uint64_t now_ns, bool flush, bool commit, Work& work) override;
 
   bool complete_deferred(uint64_t id) override { return deferred_.complete(id); }
   size_t complete_all_deferred() override { return deferred_.complete_all(); }

@@ -475,6 +475,41 @@ TEST(Crash, AFileCreatedSinceTheLastCommitIsGoneOnAJournalProfile) {
   EXPECT_NE(stat(vol.file("renamed").c_str(), &st), 0);
 }
 
+// The clock moves 5 s at each open of /clock (a latency rule), and nothing else
+// syncs: ext4's own commit every 5 s makes the name durable, the flusher writes
+// the data back once it has been dirty for more than 30 s, and the commit at
+// the same wake makes it durable.
+TEST(Crash, Ext4CommitsEveryFiveSecondsAndTheFlusherWritesBackAfterThirty) {
+  MIMICFS_REQUIRE_MOUNTABLE();
+  MountedVolume vol("ext4", {"--fault", "op=open,path=/clock,latency=5s"});
+  ASSERT_TRUE(vol.mounted()) << vol.error();
+  create_file(vol.file("clock"));  // its create is not an open: the clock is at 0
+  auto tick = [&] {
+    const int fd = open(vol.file("clock").c_str(), O_RDONLY);
+    ASSERT_GE(fd, 0);
+    close(fd);
+  };
+  create_file(vol.file("log"), "record 1");
+  tick();  // 5 s: the commit
+  EXPECT_EQ(vol.stats()["background"]["commits"], 1);
+  ASSERT_EQ(vol.ctl("crash"), 0);
+  EXPECT_TRUE(exists(vol.file("log"))) << "committed with the journal";
+  EXPECT_EQ(read_file(vol.file("log")), "") << "its data was still in the page cache";
+
+  const int fd = open(vol.file("log").c_str(), O_WRONLY);
+  ASSERT_GE(fd, 0);
+  write_at(fd, "record 2", 0);  // dirty since the wake at 5 s
+  close(fd);
+  for (int i = 0; i < 6; ++i) tick();  // 35 s: 30 s since, not more
+  EXPECT_EQ(vol.stats()["files"]["/log"]["dirty_bytes"], 4096);
+  tick();  // 40 s
+  const nlohmann::json after = vol.stats();
+  EXPECT_EQ(after["files"]["/log"]["dirty_bytes"], 0);
+  EXPECT_EQ(after["background"]["files_written_back"], 1);
+  ASSERT_EQ(vol.ctl("crash"), 0);
+  EXPECT_EQ(read_file(vol.file("log")), "record 2");
+}
+
 TEST(Crash, NfsServersCommitEntriesAtOnce) {
   MIMICFS_REQUIRE_MOUNTABLE();
   MountedVolume vol("nfs");

@@ -1,0 +1,191 @@
+// The kernel's own threads in emulated time (FileSystem::background, run by the
+// CostLayer as the clock passes each interval): the flusher writes back files
+// dirty for longer than page_cache.dirty_expire_ns, and the filesystem commits
+// every durability.commit_interval_ns, which makes the namespace and every file
+// with nothing dirty durable. The clock moves by a latency rule on reads of
+// /clock, so nothing else is synced or committed along the way.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "tests/unit/volume_fixture.h"
+
+namespace mimicfs {
+namespace {
+
+using namespace volume_fixture;
+
+constexpr uint64_t kSecond = 1'000'000'000;
+
+struct Clocked : Fs {
+  explicit Clocked(std::string_view profile) : Fs(profile) {
+    clock_file = create_open("clock");
+    fsync(kRoot);
+    EXPECT_TRUE(engine.faults().add("op=read,path=/clock,latency=100ms"));
+  }
+  uint64_t now() { return engine.cost().emulated_ns(); }
+  // Moves the clock to `seconds` (in steps of 100 ms, so each wake is passed by
+  // an operation of its own).
+  void advance_to(double seconds) {
+    while (now() < static_cast<uint64_t>(seconds * kSecond)) read(clock_file, 0, 1);
+  }
+  BackgroundStats background() { return volume.snapshot().background; }
+  uint64_t clock_file = 0;
+};
+
+TEST(Background, Ext4CommitsTheNamespaceEveryFiveSeconds) {
+  Clocked fs("ext4");
+  const uint64_t file = fs.create_open("created");
+  ASSERT_TRUE(fs.write(file, 0, "unsynced"));
+  fs.advance_to(4.9);
+  EXPECT_EQ(fs.background().commits, 0u);
+  EXPECT_EQ(fs.background().next_commit_ns, 5 * kSecond);
+  fs.advance_to(5.0);
+  EXPECT_EQ(fs.background().commits, 1u);
+  EXPECT_EQ(fs.background().next_commit_ns, 10 * kSecond);
+  fs.volume.crash();
+  // The name was committed; the data, still in the page cache, was not.
+  const uint64_t after = fs.inode_of("created");
+  ASSERT_NE(after, 0u);
+  EXPECT_EQ(fs.stats(after).size, 0u);
+}
+
+TEST(Background, XfsCommitsEveryThirtySeconds) {
+  Clocked fs("xfs");
+  fs.create_open("created");
+  fs.advance_to(29.9);
+  EXPECT_EQ(fs.background().commits, 0u);
+  EXPECT_EQ(fs.background().flusher_runs, 5u);  // 5, 10, ... 25 s
+  fs.volume.crash();
+  EXPECT_EQ(fs.inode_of("created"), 0u);
+
+  fs.create_open("again");
+  fs.advance_to(30.0);
+  EXPECT_EQ(fs.background().commits, 1u);
+  fs.volume.crash();
+  EXPECT_NE(fs.inode_of("again"), 0u);
+}
+
+TEST(Background, TheFlusherWritesBackAFileDirtyForMoreThanThirtySeconds) {
+  Clocked fs("ext4");
+  const uint64_t file = fs.create_open("data");
+  fs.fsync(file);
+  fs.advance_to(0.5);
+  ASSERT_TRUE(fs.write(file, 0, std::string(8192, 'x')));  // dirtied after the wake at 0
+  fs.advance_to(30.0);
+  EXPECT_EQ(fs.stats(file).dirty_bytes, 8192u) << "dirty for 29.5 s";
+  const uint64_t file_ns = fs.stats(file).emulated_ns;
+  EXPECT_EQ(fs.stats(file).allocated_bytes, 0u) << "delayed allocation";
+  fs.advance_to(35.0);  // the first wake more than 30 s after: as the kernel's
+  EXPECT_EQ(fs.stats(file).dirty_bytes, 0u);
+  EXPECT_EQ(fs.stats(file).allocated_bytes, 8192u);
+  EXPECT_EQ(fs.stats(file).unsynced_bytes, 0u) << "the commit at the same wake";
+  const BackgroundStats b = fs.background();
+  EXPECT_EQ(b.files_written_back, 1u);
+  EXPECT_EQ(b.bytes_written_back, 8192u);
+  EXPECT_EQ(b.files_committed, 1u);
+  EXPECT_EQ(fs.stats(file).emulated_ns, file_ns) << "background work charges no operation";
+  fs.volume.crash();
+  EXPECT_EQ(fs.read(file, 0, 8193), std::string(8192, 'x'));
+}
+
+TEST(Background, AFileKeptDirtyIsWrittenBackOnceItsFirstDirtyPageExpires) {
+  // The age counts from the first dirty page since the file was clean
+  // (inode->dirtied_when), so a log appended to every second still gets
+  // written back and committed.
+  Clocked fs("ext4");
+  const uint64_t log = fs.create_open("log");
+  fs.fsync(log);
+  for (int second = 1; second <= 36; ++second) {
+    ASSERT_TRUE(fs.append(log, "record\n"));
+    fs.advance_to(second);
+  }
+  // Written back at 35 s (dirtied at 1 s, after the wake at 0); the record
+  // appended since is dirty again.
+  EXPECT_EQ(fs.background().files_written_back, 1u);
+  EXPECT_EQ(fs.stats(log).dirty_bytes, 4096u);
+  fs.volume.crash();
+  EXPECT_EQ(fs.stats(log).size, 35u * 7);
+}
+
+TEST(Background, AJournalCommitMakesTruncatesAndPunchesOfCleanFilesDurable) {
+  Clocked fs("ext4");
+  const uint64_t file = fs.create_open("table");
+  ASSERT_TRUE(fs.write(file, 0, std::string(64 * kKiB, 'd')));
+  fs.fsync(file);
+  ASSERT_TRUE(fs.punch(file, 0, 16 * kKiB));
+  ASSERT_TRUE(fs.truncate(file, 32 * kKiB));
+  fs.advance_to(5.0);
+  fs.volume.crash();
+  EXPECT_EQ(fs.stats(file).size, 32 * kKiB);
+  EXPECT_EQ(fs.read(file, 0, 32 * kKiB), zeros(16 * kKiB) + std::string(16 * kKiB, 'd'));
+  EXPECT_EQ(fs.stats(file).allocated_bytes, 16 * kKiB);
+}
+
+TEST(Background, ADirtyFileKeepsItsWholeUnsyncedState) {
+  // A file with data still in the page cache is left as it is: what of it was
+  // written back before is not made durable by the commit (a limit of the
+  // model, which keeps durability per file: docs/time.md).
+  Clocked fs("ext4");
+  const uint64_t file = fs.create_open("partly");
+  fs.fsync(file);
+  ASSERT_TRUE(fs.truncate(file, 0));
+  ASSERT_TRUE(fs.write(file, 0, "dirty"));
+  fs.advance_to(5.0);
+  EXPECT_GT(fs.stats(file).unsynced_bytes, 0u);
+  fs.volume.crash();
+  EXPECT_EQ(fs.stats(file).size, 0u);
+}
+
+TEST(Background, NfsCommitsWhatTheFlusherWroteBack) {
+  Clocked fs("nfs");
+  const uint64_t file = fs.create_open("remote");
+  fs.advance_to(0.5);
+  ASSERT_TRUE(fs.write(file, 0, "over the wire"));
+  fs.advance_to(34.9);
+  EXPECT_EQ(fs.stats(file).dirty_bytes, 13u);
+  fs.advance_to(35.0);
+  EXPECT_EQ(fs.stats(file).dirty_bytes, 0u);
+  fs.volume.crash();
+  EXPECT_EQ(fs.read(file, 0, 100), "over the wire");
+}
+
+TEST(Background, AStatisticsResetDoesNotRestartTheSchedule) {
+  Clocked fs("ext4");
+  fs.advance_to(3.0);
+  const uint64_t uptime = fs.now();
+  fs.volume.reset_statistics();
+  EXPECT_EQ(fs.background().next_commit_ns, 5 * kSecond - uptime) << "5 s of uptime";
+  fs.create_open("after-reset");
+  fs.advance_to(2.0);
+  EXPECT_EQ(fs.background().commits, 1u);
+  fs.volume.crash();
+  EXPECT_NE(fs.inode_of("after-reset"), 0u);
+}
+
+TEST(Background, AVolumeWithoutPowerHasNoThreads) {
+  Clocked fs("ext4");
+  fs.create_open("lost");
+  fs.engine.crash(PowerCut{.hold = true, .cause = "test"});
+  Work work;
+  const BackgroundReport report =
+      fs.engine.cost().background(10 * kSecond, /*flush=*/true, /*commit=*/true, work);
+  EXPECT_FALSE(report.committed);
+  fs.engine.power_on();
+  EXPECT_EQ(fs.inode_of("lost"), 0u);
+}
+
+TEST(Background, IntervalsOfZeroTurnTheThreadsOff) {
+  Fs fs(with("ext4", {"page_cache.writeback_interval_ns=0", "durability.commit_interval_ns=0",
+                      "cost.metadata_ns=10000000000"}));
+  fs.create_open("never-committed");  // 10 s
+  fs.create_open("nor-this");         // 20 s
+  const BackgroundStats b = fs.volume.snapshot().background;
+  EXPECT_EQ(b.flusher_runs + b.commits, 0u);
+  EXPECT_EQ(b.next_flush_ns + b.next_commit_ns, 0u);
+  fs.volume.crash();
+  EXPECT_EQ(fs.inode_of("never-committed"), 0u);
+}
+
+}  // namespace
+}  // namespace mimicfs
