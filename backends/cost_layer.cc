@@ -35,6 +35,10 @@ void CostLayer::schedule_background(uint64_t now) {
   auto next = [now](uint64_t interval) { return interval == 0 ? 0 : (now / interval + 1) * interval; };
   next_flush_ns_ = next(writeback_interval_ns_);
   next_commit_ns_ = next(commit_interval_ns_);
+  publish_next_wake();
+}
+
+void CostLayer::publish_next_wake() {
   uint64_t wake = std::numeric_limits<uint64_t>::max();
   for (const uint64_t at : {next_flush_ns_, next_commit_ns_}) {
     if (at != 0) wake = std::min(wake, at - std::min(at, uptime_offset_ns_));
@@ -208,7 +212,7 @@ void CostLayer::reset_statistics() {
     uptime_offset_ns_ += now;
     background_ = {};
     clock_.reset();  // under the lock: run_background never sees the offset without it
-    schedule_background(uptime_offset_ns_);
+    publish_next_wake();  // the same wakes, on the new clock
   }
   std::lock_guard lock(files_mutex_);
   file_ns_.clear();

@@ -77,6 +77,8 @@ class CostLayer final : public Layer {
   void run_background(Work& work) EXCLUDES(schedule_mutex_, files_mutex_);
   // Schedules the next wake and commit after uptime `now`.
   void schedule_background(uint64_t now) REQUIRES(schedule_mutex_);
+  // next_wake_ns_ from them, on the clock's scale.
+  void publish_next_wake() REQUIRES(schedule_mutex_);
 
   const CostModel costs_;
   EmulatedClock clock_;

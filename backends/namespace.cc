@@ -179,6 +179,10 @@ bool Namespace::commit(uint64_t inode, bool only_its_creation, Work& work) {
 
 bool Namespace::commit_all(Work& work) {
   std::lock_guard lock(mutex_);
+  return commit_all_locked(work);
+}
+
+bool Namespace::commit_all_locked(Work& work) {
   return settle_committed_locked(journal_.commit_all(), work);
 }
 
@@ -269,6 +273,14 @@ bool Namespace::restore_entry_locked(const NamespaceJournal::Change& change) {
   inode->name = change.name;
   inodes_.emplace(inode->number, inode);  // back in the table if it had left
   return true;
+}
+
+std::shared_ptr<Inode> Namespace::entry(uint64_t parent, const std::string& name) {
+  std::lock_guard lock(mutex_);
+  auto dir = directory_locked(parent);
+  if (!dir) return nullptr;
+  auto it = (*dir)->entries.find(name);
+  return it == (*dir)->entries.end() ? nullptr : it->second;
 }
 
 Result<Attributes> Namespace::lookup(uint64_t parent, const std::string& name) {

@@ -54,6 +54,8 @@ class Namespace {
 
   // FileSystem's operations of the same names (file_system.h has the contracts).
   Result<Attributes> lookup(uint64_t parent, const std::string& name) EXCLUDES(mutex_);
+  // The inode `name` in `parent` names, or null; takes no kernel reference.
+  std::shared_ptr<Inode> entry(uint64_t parent, const std::string& name) EXCLUDES(mutex_);
   void forget(uint64_t inode, uint64_t references, Work& work) EXCLUDES(mutex_);
   // create, mkdir and symlink: a new inode of `mode` (type and permissions).
   Result<Attributes> add(uint64_t parent, const std::string& name, uint32_t mode, Owner owner,
@@ -79,6 +81,7 @@ class Namespace {
   bool commit(uint64_t inode, bool only_its_creation, Work& work) EXCLUDES(mutex_);
   // Every pending change is durable now (sync(1)); true when one was pending.
   bool commit_all(Work& work) EXCLUDES(mutex_);
+  bool commit_all_locked(Work& work) REQUIRES(mutex_);
   // A crash: the changes since the last commit are undone, newest first.
   // Returns the entries it changed (removed, moved, put back), (directory, name).
   std::vector<std::pair<uint64_t, std::string>> undo_uncommitted(Work& work) REQUIRES(mutex_);

@@ -61,7 +61,12 @@ class HostDirtyPages {
   bool over_limit() const { return limit_ > 0 && bytes_.load(std::memory_order_relaxed) > limit_; }
 
   uint64_t flusher_ns() const { return flusher_ns_.load(std::memory_order_relaxed); }
-  void set_flusher_ns(uint64_t ns) { flusher_ns_.store(ns, std::memory_order_relaxed); }
+  // Never moves back (two wakes may run at once).
+  void set_flusher_ns(uint64_t ns) {
+    uint64_t seen = flusher_ns_.load(std::memory_order_relaxed);
+    while (seen < ns && !flusher_ns_.compare_exchange_weak(seen, ns, std::memory_order_relaxed)) {
+    }
+  }
 
  private:
   const uint64_t limit_;

@@ -86,6 +86,8 @@ struct Profile {
   // dirty_expire_centisecs). 0: no flusher.
   uint64_t writeback_interval_ns = 0;
   uint64_t dirty_expire_ns = 0;
+  // ext4's auto_da_alloc, btrfs: a rename over a regular file writes the source back.
+  bool write_back_on_replace = false;
 
   // [durability]: what survives `ctl crash`.
   // What a sync makes durable besides the file's own data (NamespaceJournal):

@@ -78,6 +78,9 @@ class RegularFile {
   // The flusher: writes the whole file back when it has dirty data and became
   // dirty more than `expire_ns` before `now_ns` (emulated). True when it did.
   bool write_back_if_expired(uint64_t now_ns, uint64_t expire_ns, Work& work);
+  // All of its dirty data goes to the device (its delayed blocks allocated), as
+  // filemap_flush starts it; nothing becomes durable.
+  void write_back_all(Work& work) { writeback(0, kMaxFileSize, work); }
   // A commit of the filesystem's own (durability.commit_interval_ns): a file
   // with nothing in the page cache to write back is durable as it is (its
   // written-back data, size, allocation, truncates and punches). A file with

@@ -239,7 +239,24 @@ Result<void> Volume::rmdir(uint64_t parent, const std::string& name, Work& work)
 
 Result<void> Volume::rename(uint64_t parent, const std::string& name, uint64_t new_parent,
                             const std::string& new_name, unsigned flags, Work& work) {
+  if (profile_.write_back_on_replace) write_back_before_replace(parent, name, new_parent, new_name);
   return namespace_.rename(parent, name, new_parent, new_name, flags, work);
+}
+
+void Volume::write_back_before_replace(uint64_t parent, const std::string& name,
+                                       uint64_t new_parent, const std::string& new_name) {
+  // ext4's auto_da_alloc and btrfs: a rename of a regular file over another
+  // starts the source's writeback (filemap_flush), so the commit that makes the
+  // rename durable finds its data written: "write a temporary file, rename it
+  // over the old one" without fsync leaves the new contents or the old, never
+  // an empty file. The I/O is asynchronous: the rename is not charged for it.
+  auto source = namespace_.entry(parent, name);
+  if (!source || !source->is_regular()) return;
+  auto replaced = namespace_.entry(new_parent, new_name);
+  if (!replaced || !replaced->is_regular() || replaced == source) return;
+  Work writeback;
+  std::lock_guard lock(source->mutex);
+  source->file->write_back_all(writeback);
 }
 
 Result<std::vector<DirectoryEntry>> Volume::read_directory(uint64_t inode, Work&) {
@@ -616,12 +633,17 @@ void Volume::sync_all(Work& work) {
 BackgroundReport Volume::background(uint64_t now_ns, bool flush, bool commit, Work& work) {
   BackgroundReport report;
   dirty_pages_.set_flusher_ns(now_ns);
-  flush = flush && profile_.dirty_expire_ns > 0;
   if (!flush && !commit) return report;
   const uint64_t bytes_before = work.device_writes.bytes;
-  for (const std::shared_ptr<Inode>& node : regular_files()) {
+  // One point in time, as a journal commit is: no operation changes the
+  // namespace or a file between the files' commit and the namespace's (the
+  // crash's lock order: the namespace, then each file).
+  std::lock_guard namespace_lock(namespace_.mutex());
+  for (const auto& [number, node] : namespace_.inodes()) {
+    if (!node->is_regular()) continue;
     std::lock_guard lock(node->mutex);
-    // A removed file a crash may still bring back keeps its last sync.
+    // A removed file a crash may still bring back keeps its last sync (the
+    // commit below settles its removal).
     if (node->nlink == 0 && node->pending_removals > 0) continue;
     const uint64_t blocks = node->file->space().blocks();
     if (flush && node->file->write_back_if_expired(now_ns, profile_.dirty_expire_ns, work)) {
@@ -631,7 +653,7 @@ BackgroundReport Volume::background(uint64_t now_ns, bool flush, bool commit, Wo
     note_blocks_change(*node, blocks, work);
   }
   report.bytes_written_back = work.device_writes.bytes - bytes_before;
-  const bool namespace_committed = commit && namespace_.commit_all(work);
+  const bool namespace_committed = commit && namespace_.commit_all_locked(work);
   report.committed = report.files_committed > 0 || namespace_committed;
   return report;
 }

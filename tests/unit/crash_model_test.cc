@@ -248,7 +248,12 @@ TEST_P(CrashModel, FilesReadAsTheirDurableImageAfterEachCrash) {
       fs.open(file.inode);
       if (profile.flush_on_close) file.durable = file.current;
       file.history += " close";
-    } else if (choice < 90) {
+    } else if (choice < 92) {
+      fs.volume.crash();
+      for (ModelFile& f : files) f.current = f.durable;
+      ASSERT_NO_FATAL_FAILURE(check(when + " after crash"));
+      for (ModelFile& f : files) f.history += " crash";
+    } else if (choice < 94) {
       // The kernel's threads, 10 s later: the flusher writes back what has been
       // dirty for more than 30 s (page_cache.dirty_expire_ns), then the
       // filesystem commits, which makes every file with nothing dirty durable.
@@ -259,11 +264,6 @@ TEST_P(CrashModel, FilesReadAsTheirDurableImageAfterEachCrash) {
         if (fs.stats(f.inode).dirty_bytes == 0) f.durable = f.current;
         f.history += " background";
       }
-    } else if (choice < 92) {
-      fs.volume.crash();
-      for (ModelFile& f : files) f.current = f.durable;
-      ASSERT_NO_FATAL_FAILURE(check(when + " after crash"));
-      for (ModelFile& f : files) f.history += " crash";
     } else {
       ASSERT_NO_FATAL_FAILURE(check(when));
     }
