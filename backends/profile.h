@@ -82,8 +82,9 @@ struct Profile {
   bool flush_on_close = false;     // NFS close-to-open: close writes back and commits
   bool direct_io = true;           // O_DIRECT opens are accepted (else EINVAL)
   // The flusher (emulated time): every writeback_interval_ns it writes back the
-  // files dirty for dirty_expire_ns or longer (dirty_writeback_centisecs,
-  // dirty_expire_centisecs). 0: no flusher.
+  // files dirty for longer than dirty_expire_ns (dirty_writeback_centisecs,
+  // dirty_expire_centisecs). An interval of 0: no flusher; an expiry of 0:
+  // every file dirtied before the wake.
   uint64_t writeback_interval_ns = 0;
   uint64_t dirty_expire_ns = 0;
   // ext4's auto_da_alloc, btrfs: a rename over a regular file writes the source back.

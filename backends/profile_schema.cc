@@ -227,16 +227,17 @@ const std::vector<ProfileKey>& profile_keys() {
       flag("page_cache.direct_io", &Profile::direct_io, "false: an O_DIRECT open gets EINVAL"),
       nanoseconds("page_cache.writeback_interval_ns", &Profile::writeback_interval_ns,
                   "how often the flusher wakes, in emulated time (vm.dirty_writeback_centisecs): "
-                  "it writes back every file dirty for `page_cache.dirty_expire_ns` or longer, "
+                  "it writes back every file dirty for longer than `page_cache.dirty_expire_ns`, "
                   "in the background (no operation is charged). 0: no flusher"),
       nanoseconds("page_cache.dirty_expire_ns", &Profile::dirty_expire_ns,
                   "how long a file stays dirty before the flusher writes it back whole "
                   "(vm.dirty_expire_centisecs), counted from its first dirty page since it was "
                   "last clean; 0: every file dirtied before the wake"),
       flag("page_cache.write_back_on_replace", &Profile::write_back_on_replace,
-           "a rename of a regular file over another starts the source's writeback, so the "
-           "commit that makes the rename durable carries its data (ext4's auto_da_alloc, "
-           "btrfs); not charged to the rename"),
+           "a rename of a regular file over an existing entry (not a directory; not "
+           "RENAME_EXCHANGE or RENAME_NOREPLACE) writes the source back, and its data is "
+           "durable with the rename (ext4's auto_da_alloc, btrfs); not charged to the "
+           "rename"),
       {"durability.metadata", &Profile::metadata_durability, "",
        "what a sync makes durable besides the file's data: every namespace change (journal: "
        "ext4, xfs), the synced inode's names and a directory's entries (log_tree: btrfs), or "

@@ -239,24 +239,36 @@ Result<void> Volume::rmdir(uint64_t parent, const std::string& name, Work& work)
 
 Result<void> Volume::rename(uint64_t parent, const std::string& name, uint64_t new_parent,
                             const std::string& new_name, unsigned flags, Work& work) {
-  if (profile_.write_back_on_replace) write_back_before_replace(parent, name, new_parent, new_name);
+  if (profile_.write_back_on_replace) {
+    write_back_before_replace(parent, name, new_parent, new_name, flags, work);
+  }
   return namespace_.rename(parent, name, new_parent, new_name, flags, work);
 }
 
 void Volume::write_back_before_replace(uint64_t parent, const std::string& name,
-                                       uint64_t new_parent, const std::string& new_name) {
-  // ext4's auto_da_alloc and btrfs: a rename of a regular file over another
-  // starts the source's writeback (filemap_flush), so the commit that makes the
-  // rename durable finds its data written: "write a temporary file, rename it
-  // over the old one" without fsync leaves the new contents or the old, never
-  // an empty file. The I/O is asynchronous: the rename is not charged for it.
+                                       uint64_t new_parent, const std::string& new_name,
+                                       unsigned flags, Work& work) {
+  // ext4's auto_da_alloc (ext4_rename: the target exists and is not a
+  // directory) and btrfs: a rename of a regular file over another entry
+  // writes the source back, and in data=ordered the commit that carries the
+  // rename carries that data, so "write a temporary file, rename it over the
+  // old one" without fsync leaves the new contents or the old, never an empty
+  // file. Here the data is durable from the rename on, whichever commit (the
+  // periodic one, any fsync) makes the rename durable; a crash that undoes the
+  // rename leaves the source's old name with the new data. The I/O is
+  // asynchronous (filemap_flush): the rename is not charged for it. An exchange
+  // and a rename that may not replace do not write back.
+  if (flags & (RENAME_EXCHANGE | RENAME_NOREPLACE)) return;
   auto source = namespace_.entry(parent, name);
   if (!source || !source->is_regular()) return;
   auto replaced = namespace_.entry(new_parent, new_name);
-  if (!replaced || !replaced->is_regular() || replaced == source) return;
+  if (!replaced || replaced->is_directory() || replaced == source) return;
   Work writeback;
   std::lock_guard lock(source->mutex);
+  const uint64_t blocks = source->file->space().blocks();
   source->file->write_back_all(writeback);
+  source->file->commit_if_clean();
+  note_blocks_change(*source, blocks, work);
 }
 
 Result<std::vector<DirectoryEntry>> Volume::read_directory(uint64_t inode, Work&) {

@@ -175,11 +175,11 @@ class Volume final : public FileSystem {
   // synchronous profile (NFS) the client writes back and commits the file
   // first, and the server commits the change before it replies.
   void before_attribute_change(Inode& inode, Work& work) REQUIRES(inode.mutex);
+  // A rename over an entry writes the source back first (write_back_on_replace).
+  void write_back_before_replace(uint64_t parent, const std::string& name, uint64_t new_parent,
+                                 const std::string& new_name, unsigned flags, Work& work);
   // After a flush, close or sync of a regular file: st_blocks changed where the
   // kernel cannot see it (Work::changed_attributes).
-  // A rename over a regular file writes the source back first (write_back_on_replace).
-  void write_back_before_replace(uint64_t parent, const std::string& name, uint64_t new_parent,
-                                 const std::string& new_name);
   void note_blocks_change(const Inode& inode, uint64_t blocks_before, Work& work)
       REQUIRES(inode.mutex);
   // `allocated_end`: where an ALLOCATE that sets the size ends (0: none).

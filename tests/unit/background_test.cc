@@ -5,6 +5,7 @@
 // with nothing dirty durable. The clock moves by a latency rule on reads of
 // /clock, so nothing else is synced or committed along the way.
 #include <gtest/gtest.h>
+#include <linux/fs.h>
 
 #include <string>
 
@@ -194,6 +195,36 @@ TEST(Background, Ext4WritesBackAFileRenamedOverAnother) {
   const uint64_t config = fs.inode_of("config");
   ASSERT_NE(config, 0u);
   EXPECT_EQ(fs.read(config, 0, 10), "new");
+}
+
+TEST(Background, Ext4KeepsTheDataOfARenameAnyCommitMadeDurable) {
+  // The rename commits with a directory fsync, not a periodic commit: the data
+  // goes with it (data=ordered).
+  Clocked fs("ext4");
+  const uint64_t target = fs.create_open("config");
+  ASSERT_TRUE(fs.write(target, 0, "old"));
+  fs.fsync(target);
+  const uint64_t temporary = fs.create_open("config.tmp");
+  ASSERT_TRUE(fs.write(temporary, 0, "new"));
+  ASSERT_TRUE(fs.volume.rename(kRoot, "config.tmp", kRoot, "config", 0));
+  EXPECT_EQ(fs.stats(temporary).dirty_bytes, 0u);
+  fs.fsync(kRoot);
+  EXPECT_EQ(fs.background().commits, 0u);
+  fs.volume.crash();
+  EXPECT_EQ(fs.read(fs.inode_of("config"), 0, 10), "new");
+}
+
+TEST(Background, AnExchangeOrANoReplaceRenameWritesNothingBack) {
+  Clocked fs("ext4");
+  const uint64_t a = fs.create_open("a");
+  const uint64_t b = fs.create_open("b");
+  ASSERT_TRUE(fs.write(a, 0, "a data"));
+  ASSERT_TRUE(fs.write(b, 0, "b data"));
+  ASSERT_TRUE(fs.volume.rename(kRoot, "a", kRoot, "b", RENAME_EXCHANGE));
+  EXPECT_EQ(error_of(fs.volume.rename(kRoot, "a", kRoot, "b", RENAME_NOREPLACE)),
+            Errno{EEXIST});
+  EXPECT_GT(fs.stats(a).dirty_bytes, 0u);
+  EXPECT_GT(fs.stats(b).dirty_bytes, 0u);
 }
 
 TEST(Background, XfsLeavesAFileRenamedOverAnotherEmpty) {
