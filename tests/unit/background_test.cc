@@ -178,20 +178,23 @@ TEST(Background, AVolumeWithoutPowerHasNoThreads) {
 // ext4 (auto_da_alloc) and btrfs write a file back when it is renamed over
 // another, so replacing a file by rename without fsync leaves the new contents
 // once the rename is committed; xfs does not, and leaves an empty file.
-void replace_by_rename(Clocked& fs, double commit_seconds) {
+// Replaces a synced "config" by a "config.tmp" written without fsync; returns
+// the new file's inode.
+uint64_t replace_by_rename(Clocked& fs) {
   const uint64_t target = fs.create_open("config");
-  ASSERT_TRUE(fs.write(target, 0, "old"));
+  EXPECT_TRUE(fs.write(target, 0, "old"));
   fs.fsync(target);
   const uint64_t temporary = fs.create_open("config.tmp");
-  ASSERT_TRUE(fs.write(temporary, 0, "new"));
-  ASSERT_TRUE(fs.volume.rename(kRoot, "config.tmp", kRoot, "config", 0));
-  fs.advance_to(commit_seconds);
-  fs.volume.crash();
+  EXPECT_TRUE(fs.write(temporary, 0, "new"));
+  EXPECT_TRUE(fs.volume.rename(kRoot, "config.tmp", kRoot, "config", 0));
+  return temporary;
 }
 
 TEST(Background, Ext4WritesBackAFileRenamedOverAnother) {
   Clocked fs("ext4");
-  replace_by_rename(fs, 5.0);
+  replace_by_rename(fs);
+  fs.advance_to(5.0);
+  fs.volume.crash();
   const uint64_t config = fs.inode_of("config");
   ASSERT_NE(config, 0u);
   EXPECT_EQ(fs.read(config, 0, 10), "new");
@@ -201,12 +204,7 @@ TEST(Background, Ext4KeepsTheDataOfARenameAnyCommitMadeDurable) {
   // The rename commits with a directory fsync, not a periodic commit: the data
   // goes with it (data=ordered).
   Clocked fs("ext4");
-  const uint64_t target = fs.create_open("config");
-  ASSERT_TRUE(fs.write(target, 0, "old"));
-  fs.fsync(target);
-  const uint64_t temporary = fs.create_open("config.tmp");
-  ASSERT_TRUE(fs.write(temporary, 0, "new"));
-  ASSERT_TRUE(fs.volume.rename(kRoot, "config.tmp", kRoot, "config", 0));
+  const uint64_t temporary = replace_by_rename(fs);
   EXPECT_EQ(fs.stats(temporary).dirty_bytes, 0u);
   fs.fsync(kRoot);
   EXPECT_EQ(fs.background().commits, 0u);
@@ -229,7 +227,9 @@ TEST(Background, AnExchangeOrANoReplaceRenameWritesNothingBack) {
 
 TEST(Background, XfsLeavesAFileRenamedOverAnotherEmpty) {
   Clocked fs("xfs");
-  replace_by_rename(fs, 30.0);
+  replace_by_rename(fs);
+  fs.advance_to(30.0);
+  fs.volume.crash();
   const uint64_t config = fs.inode_of("config");
   ASSERT_NE(config, 0u);
   EXPECT_EQ(fs.read(config, 0, 10), "") << "the rename committed, the data still dirty";
