@@ -45,6 +45,7 @@ class FileDurability {
   // `current` reads the file's bytes as they are now.
   void range_synced(uint64_t offset, uint64_t length, uint64_t size, const PageReader& current);
 
+  bool metadata_unsynced() const { return metadata_unsynced_; }
   bool unsynced() const { return metadata_unsynced_ || !unsynced_.empty() || !saved_.empty(); }
   uint64_t unsynced_bytes() const { return unsynced_.blocks(); }
   // The byte ranges written since the last sync: offset -> length.

@@ -244,7 +244,7 @@ class FileSystem {
   // that becomes dirty afterwards takes as its dirtied_when. `flush`: the
   // flusher writes back every file dirty since `page_cache.dirty_expire_ns` or
   // longer; `commit`: the filesystem commits on its own
-  // (RegularFile::commit_if_clean on every file, every pending namespace
+  // (RegularFile::commit on every file, every pending namespace
   // change). Not an operation: never counted, charged or faulted; the blocks
   // whose allocation it changed are in work.changed_attributes.
   virtual BackgroundReport background(uint64_t now_ns, bool flush, bool commit, Work& work) = 0;

@@ -40,6 +40,10 @@ class FilePageCache {
   void clear();
 
   uint64_t dirty_bytes() const { return dirty_.blocks(); }
+  // The dirty byte ranges inside [offset, offset+length), in order.
+  std::vector<BlockRange> dirty_ranges(uint64_t offset, uint64_t length) const {
+    return dirty_.overlapping(offset, length);
+  }
 
  private:
   const uint64_t dirty_unit_;

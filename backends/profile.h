@@ -89,6 +89,9 @@ struct Profile {
   uint64_t dirty_expire_ns = 0;
   // ext4's auto_da_alloc, btrfs: a rename over a regular file writes the source back.
   bool write_back_on_replace = false;
+  // Which truncate makes the next close write the file back: "to_zero" (ext4's
+  // auto_da_alloc, btrfs), "down" (to the size or below: xfs) or "never".
+  std::string write_back_on_close_after_truncate = "never";
 
   // [durability]: what survives `ctl crash`.
   // What a sync makes durable besides the file's own data (NamespaceJournal):
@@ -100,7 +103,7 @@ struct Profile {
   // Every commit_interval_ns of emulated time the journal commits (jbd2's
   // commit=, xfs's log worker, btrfs's transaction commit, the NFS client's
   // COMMIT after the flusher's writes): pending namespace changes, and every
-  // file with no dirty data, are durable. 0: only syncs commit.
+  // file but its dirty pages, are durable. 0: only syncs commit.
   uint64_t commit_interval_ns = 0;
 
   // [namespace]

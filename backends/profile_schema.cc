@@ -17,6 +17,7 @@ constexpr uint64_t kMaxNs = uint64_t{3600} * 1'000'000'000;
 constexpr std::string_view kPlacements[] = {"goal", "shared_cursor"};
 constexpr std::string_view kGeometries[] = {"groups", "mkfs.xfs", "mkfs.ext4", "mkfs.btrfs"};
 constexpr std::string_view kMetadataDurabilities[] = {"journal", "log_tree", "synchronous"};
+constexpr std::string_view kTruncateWritebacks[] = {"never", "to_zero", "down"};
 constexpr FallocateModeName kModeNames[] = {
     {FallocateMode::kAllocate, "allocate"},
     {FallocateMode::kKeepSize, "keep_size"},
@@ -238,6 +239,13 @@ const std::vector<ProfileKey>& profile_keys() {
            "RENAME_EXCHANGE or RENAME_NOREPLACE) writes the source back, and its data is "
            "durable with the rename (ext4's auto_da_alloc, btrfs); not charged to the "
            "rename"),
+      {"page_cache.write_back_on_close_after_truncate", &Profile::write_back_on_close_after_truncate,
+       "",
+       "which truncate makes the file's next close write it back, so that \"truncate, rewrite, "
+       "close\" without fsync does not leave an empty file once the truncate commits: "
+       "to_zero (ext4's auto_da_alloc, btrfs), down, to the size or below (xfs's "
+       "XFS_ITRUNCATED), or never; not charged to the close",
+       false, 0, 0, false, kTruncateWritebacks},
       {"durability.metadata", &Profile::metadata_durability, "",
        "what a sync makes durable besides the file's data: every namespace change (journal: "
        "ext4, xfs), the synced inode's names and a directory's entries (log_tree: btrfs), or "
@@ -250,7 +258,8 @@ const std::vector<ProfileKey>& profile_keys() {
                   "client's COMMIT after the flusher's writes): every pending namespace change "
                   "and every file with no dirty data in the page cache (its data written back, "
                   "its size, allocation, truncates and punches) become durable, as a sync would "
-                  "make them. 0: only syncs commit"),
+                  "make them; a file with dirty data commits all but its dirty pages, at the "
+                  "size its writeback or a truncate reached. 0: only syncs commit"),
   };
   return keys;
 }

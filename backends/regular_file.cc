@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <string>
+#include <utility>
 
 namespace mimicfs {
 namespace {
@@ -13,6 +15,12 @@ constexpr uint64_t kAllBlocks = FileSpace::kAllBlocks;
 
 uint64_t div_up(uint64_t value, uint64_t unit) { return (value + unit - 1) / unit; }
 
+RegularFile::TruncateWriteback truncate_writeback(const std::string& name) {
+  if (name == "to_zero") return RegularFile::TruncateWriteback::kToZero;
+  if (name == "down") return RegularFile::TruncateWriteback::kDown;
+  return RegularFile::TruncateWriteback::kNever;
+}
+
 }  // namespace
 
 RegularFile::RegularFile(const Profile& profile, DeviceSpace& device, HostDirtyPages& dirty,
@@ -20,6 +28,7 @@ RegularFile::RegularFile(const Profile& profile, DeviceSpace& device, HostDirtyP
     : unit_(profile.allocation_unit),
       max_request_bytes_(profile.max_request_bytes),
       flush_on_close_(profile.flush_on_close),
+      truncate_writeback_(truncate_writeback(profile.write_back_on_close_after_truncate)),
       dirty_(dirty),
       space_(device, group),
       cache_(profile.dirty_unit),
@@ -66,9 +75,11 @@ Result<size_t> RegularFile::write(uint64_t offset, std::span<const std::byte> da
   durability_.written(offset, data.size());
   if (direct) {
     dirty_.remove(cache_.written_through(offset, data.size()));
-    // Direct I/O allocates at once, never delayed.
+    // Direct I/O allocates at once, never delayed, and its completion moves
+    // the disk size (ext4_handle_inode_extension, xfs_dio_write_end_io).
     space_.flush_delayed(0, kAllBlocks, size_, work);
     work.device_writes += device_work(offset, data.size());
+    disk_size_ = std::max(disk_size_, end);
   } else {
     ++work.cache_copies;
     work.cache_copy_bytes += data.size();
@@ -89,6 +100,12 @@ Result<size_t> RegularFile::write(uint64_t offset, std::span<const std::byte> da
 void RegularFile::truncate(uint64_t size) {
   // The tail of the last block stays allocated and is zeroed.
   durability_.metadata_changed();
+  // ext4_truncate marks a file truncated to 0 (auto_da_alloc), btrfs_setsize
+  // too; xfs_setattr_size any truncate down (XFS_ITRUNCATED).
+  if ((truncate_writeback_ == TruncateWriteback::kToZero && size == 0) ||
+      (truncate_writeback_ == TruncateWriteback::kDown && size <= size_)) {
+    write_back_on_close_ = true;
+  }
   if (size < size_) prepare_change(size, size_ - size);
   if (size <= size_) {
     drop_cache(size, kMaxFileSize - size);
@@ -96,12 +113,18 @@ void RegularFile::truncate(uint64_t size) {
     if (size < size_) contents_->zero(size, size_ - size);
   }
   size_ = size;
+  disk_size_ = size;  // the truncate's transaction logs the new size
 }
 
 void RegularFile::punch(uint64_t offset, uint64_t length) {
   const uint64_t end = offset + length;
   prepare_change(offset, length);
   durability_.metadata_changed();
+  // ext4 and xfs write the range back before they punch it: its dirty data
+  // moves the disk size as writeback would.
+  if (const auto dirty = cache_.dirty_ranges(offset, length); !dirty.empty()) {
+    disk_size_ = std::max(disk_size_, std::min(size_, dirty.back().start + dirty.back().length));
+  }
   drop_cache(offset, length);
   const uint64_t first_whole = div_up(offset, unit_);
   const uint64_t end_whole = end / unit_;
@@ -134,7 +157,10 @@ Result<void> RegularFile::fallocate(FallocateMode mode, bool keep_size, uint64_t
       break;
   }
   durability_.metadata_changed();
-  if (!keep_size && mode != FallocateMode::kPunchHole && end > size_) size_ = end;
+  if (!keep_size && mode != FallocateMode::kPunchHole && end > size_) {
+    size_ = end;
+    disk_size_ = end;  // ext4_update_inode_size, in the fallocate's transaction
+  }
   return {};
 }
 
@@ -161,6 +187,9 @@ void RegularFile::writeback(uint64_t offset, uint64_t length, Work& work) {
   for (const BlockRange& range : cache_.take_dirty(offset, length)) {
     dirty_.remove(range.length);
     work.device_writes += device_work(range.start, range.length);
+    // The write's completion moves the disk size (ext4's mpage_map_and_submit,
+    // xfs_setfilesize, btrfs's ordered extents).
+    disk_size_ = std::max(disk_size_, std::min(size_, range.start + range.length));
   }
 }
 
@@ -171,6 +200,7 @@ bool RegularFile::sync(uint64_t offset, uint64_t length, Work& work) {
   if (offset == 0 && length >= kMaxFileSize) {
     durability_.synced(size_);
     space_.synced();
+    disk_size_ = size_;
   } else {
     const uint64_t first = offset / unit_;
     space_.range_synced(first, div_up(offset + length, unit_) - first);
@@ -205,16 +235,45 @@ bool RegularFile::write_back_if_expired(uint64_t now_ns, uint64_t expire_ns, Wor
   return true;
 }
 
-bool RegularFile::commit_if_clean() {
-  if (cache_.dirty_bytes() > 0 || !unsynced()) return false;
-  durability_.synced(size_);
+bool RegularFile::commit() {
+  if (!unsynced()) return false;
+  if (cache_.dirty_bytes() == 0) {
+    durability_.synced(size_);
+    space_.synced();
+    return true;
+  }
+  // The journal holds the file's allocation and its disk size; the data
+  // written back is on the device (data=ordered waits for it). Every byte
+  // below the disk size outside the dirty pages is durable as it is now.
+  const bool changed = durability_.metadata_unsynced() || space_.changed_since_sync() ||
+                       durability_.synced_size() != disk_size_;
+  const uint64_t unsynced_before = durability_.unsynced_bytes();
+  durability_.size_synced(disk_size_);
+  const auto current = [&](uint64_t from, uint64_t count) {
+    std::string bytes(count, '\0');
+    contents_->read(from, std::as_writable_bytes(std::span(bytes.data(), count)));
+    return std::optional<std::string>(std::move(bytes));
+  };
+  uint64_t clean = 0;  // the start of the clean bytes after the last dirty range
+  const auto commit_clean = [&](uint64_t end) {
+    if (end > clean) durability_.range_synced(clean, end - clean, disk_size_, current);
+  };
+  for (const BlockRange& dirty : cache_.dirty_ranges(0, disk_size_)) {
+    commit_clean(dirty.start);
+    clean = dirty.start + dirty.length;
+  }
+  commit_clean(disk_size_);
   space_.synced();
-  return true;
+  return changed || durability_.unsynced_bytes() != unsynced_before;
 }
 
-void RegularFile::flush(bool last_handle, Work& work) {
+void RegularFile::flush(bool last_handle, Work& work, Work& untimed) {
   // NFS close-to-open: nfs_file_flush writes the dirty pages and commits them.
   if (flush_on_close_) sync(0, kMaxFileSize, work);
+  // ext4_release_file's ext4_alloc_da_blocks, xfs_release's and
+  // btrfs_release_file's filemap_flush: the rewrite of a truncated file is
+  // written back, and the commit that carries the truncate may carry it too.
+  if (std::exchange(write_back_on_close_, false)) writeback(0, kMaxFileSize, untimed);
   if (last_handle) {
     space_.close(size_, work);
   } else {
@@ -239,11 +298,13 @@ void RegularFile::drop_contents() {
   durability_.synced(0);
   contents_->zero(0, size_);
   size_ = 0;
+  disk_size_ = 0;
 }
 
 bool RegularFile::power_cut() {
   // A power cut empties the host's page cache, of synced files too.
   drop_cache(0, kMaxFileSize);
+  write_back_on_close_ = false;
   if (!unsynced()) return false;
   space_.lose_unsynced();
   return true;
@@ -286,6 +347,7 @@ void RegularFile::recover() {
     }
   }
   durability_.synced(size_);
+  disk_size_ = size_;
 }
 
 uint64_t RegularFile::persist_some(double fraction, uint64_t unit, std::mt19937_64& random) {
@@ -372,6 +434,7 @@ void RegularFile::load(const ImageJson& saved) {
   if (size_ > kMaxFileSize) throw ImageError("a file's size is past the largest offset");
   space_.load(saved.at("space"));
   durability_.synced(size_);
+  disk_size_ = size_;
 }
 
 }  // namespace mimicfs

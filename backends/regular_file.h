@@ -36,6 +36,9 @@ class RegularFile {
  public:
   // Linux's largest file offset; the emulated backends share it.
   static constexpr uint64_t kMaxFileSize = std::numeric_limits<int64_t>::max();
+  // Which truncate marks the file for writeback at its next close
+  // (page_cache.write_back_on_close_after_truncate).
+  enum class TruncateWriteback { kNever, kToZero, kDown };
 
   // `group`: the allocation group the file's blocks are placed in.
   RegularFile(const Profile& profile, DeviceSpace& device, HostDirtyPages& dirty, uint64_t group,
@@ -81,16 +84,20 @@ class RegularFile {
   // All of its dirty data goes to the device (its delayed blocks allocated), as
   // filemap_flush starts it; nothing becomes durable.
   void write_back_all(Work& work) { writeback(0, kMaxFileSize, work); }
-  // A commit of the filesystem's own (durability.commit_interval_ns): a file
-  // with nothing in the page cache to write back is durable as it is (its
-  // written-back data, size, allocation, truncates and punches). A file with
-  // dirty data keeps all of its unsynced state. True when something became
-  // durable.
-  bool commit_if_clean();
+  // A commit of the journal's (durability.commit_interval_ns, or a rename that
+  // carries the file's written-back data): what the filesystem has of the
+  // file becomes durable, as a sync would make it, except its dirty pages.
+  // Those keep the contents of the last commit (zeros where they were not
+  // durable then), and the size is the disk size: what writeback, O_DIRECT or
+  // a truncate, fallocate or punch set, not an append still in the page cache.
+  // True when something became durable.
+  bool commit();
   // A writer's close (FUSE FLUSH): NFS writes back and commits (close-to-open);
+  // a file truncated as page_cache.write_back_on_close_after_truncate says is
+  // written back (in `untimed`: filemap_flush only starts the I/O);
   // delayed blocks are allocated; the last handle also ends the inode
   // reservation and trims preallocation (FileSpace::close).
-  void flush(bool last_handle, Work& work);
+  void flush(bool last_handle, Work& work, Work& untimed);
   // The last handle is gone (FUSE RELEASE).
   void close(Work& work);
   // Every block, byte and cached page goes back: the file is gone.
@@ -148,8 +155,16 @@ class RegularFile {
   const uint64_t unit_;  // the allocation unit, in bytes
   const uint64_t max_request_bytes_;
   const bool flush_on_close_;
+  const TruncateWriteback truncate_writeback_;
+  bool write_back_on_close_ = false;  // marked by a truncate (EXT4_STATE_DA_ALLOC_CLOSE)
   HostDirtyPages& dirty_;
   uint64_t size_ = 0;
+  // The size a commit makes durable while the file has dirty pages (ext4's
+  // i_disksize, xfs's di_size, btrfs's disk_i_size): a truncate or fallocate
+  // sets it, writeback and O_DIRECT move it up to the end of the data they
+  // wrote; an append still in the page cache does not. With nothing dirty it
+  // is the size.
+  uint64_t disk_size_ = 0;
   uint64_t dirtied_ns_ = 0;  // the flusher's time when the page cache last went from clean to dirty
   FileSpace space_;
   FilePageCache cache_;

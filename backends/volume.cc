@@ -267,7 +267,7 @@ void Volume::write_back_before_replace(uint64_t parent, const std::string& name,
   std::lock_guard lock(source->mutex);
   const uint64_t blocks = source->file->space().blocks();
   source->file->write_back_all(writeback);
-  source->file->commit_if_clean();
+  source->file->commit();
   note_blocks_change(*source, blocks, work);
 }
 
@@ -311,7 +311,8 @@ Result<void> Volume::flush(uint64_t inode, bool writer, Work& work) {
   const uint64_t blocks = node->file->space().blocks();
   // FUSE's RELEASE may arrive after close(2) has returned; the last close is
   // known here, so a stat right after close sees the file as the backend leaves it.
-  node->file->flush(node->open_handles <= 1, work);
+  Work writeback;  // started, not waited for: not charged to the close
+  node->file->flush(node->open_handles <= 1, work, writeback);
   note_blocks_change(*node, blocks, work);
   return {};
 }
@@ -661,7 +662,7 @@ BackgroundReport Volume::background(uint64_t now_ns, bool flush, bool commit, Wo
     if (flush && node->file->write_back_if_expired(now_ns, profile_.dirty_expire_ns, work)) {
       ++report.files_written_back;
     }
-    if (commit && node->file->commit_if_clean()) ++report.files_committed;
+    if (commit && node->file->commit()) ++report.files_committed;
     note_blocks_change(*node, blocks, work);
   }
   report.bytes_written_back = work.device_writes.bytes - bytes_before;

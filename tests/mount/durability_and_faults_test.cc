@@ -510,6 +510,43 @@ TEST(Crash, Ext4CommitsEveryFiveSecondsAndTheFlusherWritesBackAfterThirty) {
   EXPECT_EQ(read_file(vol.file("log")), "record 2");
 }
 
+// "Rewrite a file in place" without fsync: open(O_TRUNC), write, close. The
+// commit carries the truncate; ext4 writes a file truncated to 0 back at its
+// close (auto_da_alloc), so the rewrite goes with it once closed, and not
+// before: the zero-length file.
+TEST(Crash, Ext4WritesBackAtCloseAFileTruncatedToZero) {
+  MIMICFS_REQUIRE_MOUNTABLE();
+  MountedVolume vol("ext4", {"--fault", "op=open,path=/clock,latency=5s"});
+  ASSERT_TRUE(vol.mounted()) << vol.error();
+  create_file(vol.file("clock"));
+  auto tick = [&] {
+    const int fd = open(vol.file("clock").c_str(), O_RDONLY);
+    ASSERT_GE(fd, 0);
+    close(fd);
+  };
+  auto rewrite = [&](const std::string& contents) {
+    const int fd = open(vol.file("state").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    EXPECT_GE(fd, 0);
+    write_at(fd, contents, 0);
+    return fd;
+  };
+  const int first = rewrite("old state");
+  ASSERT_EQ(fsync(first), 0);
+  close(first);
+
+  const int open_across = rewrite("new state");
+  tick();  // 5 s: the commit, the file still open and dirty
+  ASSERT_EQ(vol.ctl("crash"), 0);
+  close(open_across);
+  EXPECT_TRUE(exists(vol.file("state")));
+  EXPECT_EQ(read_file(vol.file("state")), "") << "the truncate committed, the rewrite not";
+
+  close(rewrite("new state"));
+  tick();  // 10 s
+  ASSERT_EQ(vol.ctl("crash"), 0);
+  EXPECT_EQ(read_file(vol.file("state")), "new state");
+}
+
 TEST(Crash, NfsServersCommitEntriesAtOnce) {
   MIMICFS_REQUIRE_MOUNTABLE();
   MountedVolume vol("nfs");

@@ -2,7 +2,7 @@
 // CostLayer as the clock passes each interval): the flusher writes back files
 // dirty for longer than page_cache.dirty_expire_ns, and the filesystem commits
 // every durability.commit_interval_ns, which makes the namespace and every file
-// with nothing dirty durable. The clock moves by a latency rule on reads of
+// but its dirty pages durable. The clock moves by a latency rule on reads of
 // /clock, so nothing else is synced or committed along the way.
 #include <gtest/gtest.h>
 #include <linux/fs.h>
@@ -123,19 +123,95 @@ TEST(Background, AJournalCommitMakesTruncatesAndPunchesOfCleanFilesDurable) {
   EXPECT_EQ(fs.stats(file).allocated_bytes, 16 * kKiB);
 }
 
-TEST(Background, ADirtyFileKeepsItsWholeUnsyncedState) {
-  // A file with data still in the page cache is left as it is: what of it was
-  // written back before is not made durable by the commit (a limit of the
-  // model, which keeps durability per file: docs/time.md).
-  Clocked fs("ext4");
-  const uint64_t file = fs.create_open("partly");
+// A file synced with 8 KiB of 'o', truncated to `size` and rewritten with 8 KiB
+// of 'n' without fsync (closed after when `close`); returns its inode.
+uint64_t truncate_and_rewrite(Clocked& fs, uint64_t size, bool close) {
+  const uint64_t file = fs.create_open("state");
+  EXPECT_TRUE(fs.write(file, 0, std::string(8 * kKiB, 'o')));
   fs.fsync(file);
-  ASSERT_TRUE(fs.truncate(file, 0));
-  ASSERT_TRUE(fs.write(file, 0, "dirty"));
+  EXPECT_TRUE(fs.truncate(file, size));
+  EXPECT_TRUE(fs.write(file, 0, std::string(8 * kKiB, 'n')));
+  if (close) fs.flush(file);
+  return file;
+}
+
+TEST(Background, ACommitMakesTheTruncateOfADirtyFileDurableNotItsRewrite) {
+  // The notorious zero-length file: the truncate is in the journal, the new
+  // data still in the page cache, and the commit carries the one without the
+  // other.
+  Clocked fs("ext4");
+  const uint64_t file = truncate_and_rewrite(fs, 0, /*close=*/false);
   fs.advance_to(5.0);
-  EXPECT_GT(fs.stats(file).unsynced_bytes, 0u);
+  EXPECT_EQ(fs.stats(file).dirty_bytes, 8 * kKiB);
   fs.volume.crash();
   EXPECT_EQ(fs.stats(file).size, 0u);
+}
+
+TEST(Background, Ext4WritesBackAtCloseAFileTruncatedToZero) {
+  // auto_da_alloc: ext4_release_file writes back a file truncated to 0, so the
+  // commit that carries the truncate carries the rewrite too.
+  Clocked fs("ext4");
+  const uint64_t file = truncate_and_rewrite(fs, 0, /*close=*/true);
+  EXPECT_EQ(fs.stats(file).dirty_bytes, 0u);
+  fs.advance_to(5.0);
+  fs.volume.crash();
+  EXPECT_EQ(fs.read(file, 0, 16 * kKiB), std::string(8 * kKiB, 'n'));
+}
+
+TEST(Background, OnlyXfsWritesBackAtCloseAFileTruncatedButNotToZero) {
+  {
+    // XFS_ITRUNCATED: any truncate down.
+    Clocked fs("xfs");
+    const uint64_t file = truncate_and_rewrite(fs, 4 * kKiB, /*close=*/true);
+    fs.advance_to(30.0);
+    fs.volume.crash();
+    EXPECT_EQ(fs.read(file, 0, 16 * kKiB), std::string(8 * kKiB, 'n'));
+  }
+  {
+    // ext4 marks only a truncate to 0: the commit takes the truncate's size,
+    // and the dirty page keeps what the device holds.
+    Clocked fs("ext4");
+    const uint64_t file = truncate_and_rewrite(fs, 4 * kKiB, /*close=*/true);
+    EXPECT_EQ(fs.stats(file).dirty_bytes, 8 * kKiB);
+    fs.advance_to(5.0);
+    fs.volume.crash();
+    EXPECT_EQ(fs.read(file, 0, 16 * kKiB), std::string(4 * kKiB, 'o'));
+  }
+}
+
+TEST(Background, ACommitMakesTheWrittenBackPartOfADirtyFileDurable) {
+  // xfs writes back at 35 s what was dirtied at 0.5 s; an append at 36 s is
+  // still dirty at the commit at 60 s, which commits the rest, at the size the
+  // writeback reached.
+  Clocked fs("xfs");
+  const uint64_t log = fs.create_open("log");
+  fs.fsync(log);
+  fs.advance_to(0.5);
+  ASSERT_TRUE(fs.write(log, 0, std::string(8 * kKiB, 'w')));
+  fs.advance_to(36.0);
+  EXPECT_EQ(fs.stats(log).dirty_bytes, 0u);
+  ASSERT_TRUE(fs.append(log, "appended"));
+  fs.advance_to(60.0);
+  EXPECT_EQ(fs.stats(log).dirty_bytes, 4096u);
+  EXPECT_EQ(fs.background().files_committed, 1u);
+  fs.volume.crash();
+  EXPECT_EQ(fs.read(log, 0, 16 * kKiB), std::string(8 * kKiB, 'w'));
+}
+
+TEST(Background, ADirtyPageKeepsTheContentsOfTheLastCommit) {
+  // An overwrite still in the page cache: the commit takes the punch beside
+  // it, and the page reads as it was durable before.
+  Clocked fs("ext4");
+  const uint64_t file = fs.create_open("table");
+  ASSERT_TRUE(fs.write(file, 0, std::string(16 * kKiB, 'o')));
+  fs.fsync(file);
+  ASSERT_TRUE(fs.write(file, 0, std::string(4 * kKiB, 'n')));
+  ASSERT_TRUE(fs.punch(file, 8 * kKiB, 4 * kKiB));
+  fs.advance_to(5.0);
+  fs.volume.crash();
+  EXPECT_EQ(fs.read(file, 0, 32 * kKiB),
+            std::string(8 * kKiB, 'o') + zeros(4 * kKiB) + std::string(4 * kKiB, 'o'));
+  EXPECT_EQ(fs.stats(file).allocated_bytes, 12 * kKiB);
 }
 
 TEST(Background, NfsCommitsWhatTheFlusherWroteBack) {

@@ -1,7 +1,11 @@
 // A random sequence of writes (buffered, O_DIRECT, O_DSYNC), truncates, punches,
-// fallocates, syncs and closes on a few files, with crashes between them, checked
-// against a model of what each file holds and what of it is durable:
-//   - after a crash each file reads exactly as its durable image (contents and size);
+// fallocates, syncs, closes and periodic commits on a few files, with crashes
+// between them, checked against a model of what each file holds, what of it is
+// dirty in the page cache, and what of it is durable:
+//   - after a crash each file reads exactly as its durable image (contents and
+//     size); a byte a commit found dirty may read as zero instead (its block a
+//     hole at the commit);
+//   - the page cache holds as many dirty bytes as the model says;
 //   - the device's used blocks are the files' blocks (in place) or at least them
 //     (copy-on-write: bookends), and no device block is mapped twice;
 //   - every byte of a hole or an unwritten extent reads as zero.
@@ -17,6 +21,7 @@
 #include <string_view>
 #include <vector>
 
+#include "backends/block_range_set.h"
 #include "tests/unit/volume_fixture.h"
 
 namespace mimicfs {
@@ -27,12 +32,20 @@ using namespace volume_fixture;
 constexpr int kFiles = 3;
 constexpr int kSteps = 3000;
 constexpr uint64_t kSpan = 512 * kKiB;  // offsets stay below this
+constexpr uint64_t kBeyond = uint64_t{1} << 40;  // a length that reaches past any file
 
 struct ModelFile {
   uint64_t inode = 0;
   std::string name;
   std::string current;  // what a read gives now
   std::string durable;  // what a read gives after a crash
+  // Bytes of `durable` a commit found dirty: a crash may give 0 instead (the
+  // engine restores the page as the last commit had it where its block still
+  // holds data, and zeros where the block was a hole at the commit).
+  std::vector<bool> maybe_zero;
+  BlockRangeSet dirty;     // byte ranges in the page cache, not written back
+  uint64_t disk_size = 0;  // the size a commit makes durable while pages are dirty
+  bool write_back_on_close = false;  // truncated as the profile's close writeback says
   std::string history;  // the operations since the last crash, for a failure message
 };
 
@@ -93,6 +106,8 @@ class CrashModel : public ::testing::TestWithParam<ModelCase> {
     for (const ModelFile& file : files) {
       const FileStats stats = fs.stats(file.inode);
       ASSERT_EQ(stats.size, file.current.size()) << when << " " << file.name;
+      ASSERT_EQ(stats.dirty_bytes, file.dirty.blocks())
+          << when << " " << file.name << "; its operations:" << file.history;
       ASSERT_EQ(difference(fs.read(file.inode, 0, file.current.size() + 1), file.current), "")
           << when << " " << file.name << "; its operations:" << file.history;
       // Bytes outside data (holes, unwritten extents, as SEEK_DATA and SEEK_HOLE
@@ -136,6 +151,66 @@ class CrashModel : public ::testing::TestWithParam<ModelCase> {
     }
   }
 
+  // The file is durable as it is now (a sync).
+  static void synced(ModelFile& file) {
+    file.durable = file.current;
+    file.maybe_zero.assign(file.durable.size(), false);
+  }
+
+  // Writeback of the dirty units overlapping [offset, offset+length): they are
+  // clean, and the disk size reaches the end of the last (RegularFile::writeback).
+  static void write_back(ModelFile& file, uint64_t offset, uint64_t length, uint64_t unit) {
+    const uint64_t start = offset / unit * unit;
+    const uint64_t end = std::min(kBeyond, (offset + length + unit - 1) / unit * unit);
+    for (const BlockRange& range : file.dirty.overlapping(start, end - start)) {
+      file.dirty.remove(range.start, range.length);
+      file.disk_size =
+          std::max(file.disk_size, std::min<uint64_t>(file.current.size(), range.start + range.length));
+    }
+  }
+
+  // A commit that finds the file dirty: every byte below the disk size outside
+  // the dirty pages is durable as it is now; a dirty byte keeps its durable
+  // value, or reads as zero.
+  static void commit_partly(ModelFile& file) {
+    std::string durable(file.disk_size, '\0');
+    std::vector<bool> maybe_zero(file.disk_size, false);
+    for (uint64_t i = 0; i < file.disk_size; ++i) {
+      if (file.dirty.overlapping(i, 1).empty()) {
+        durable[i] = file.current[i];
+      } else {
+        if (i < file.durable.size()) durable[i] = file.durable[i];
+        maybe_zero[i] = true;
+      }
+    }
+    file.durable = std::move(durable);
+    file.maybe_zero = std::move(maybe_zero);
+  }
+
+  // A power cut: each file reads as its durable image (a byte a commit found
+  // dirty may read as zero), which is then what it holds.
+  void crash(const std::string& when) {
+    fs.volume.crash();
+    for (ModelFile& f : files) {
+      const std::string now = fs.read(f.inode, 0, f.durable.size() + 1);
+      ASSERT_EQ(now.size(), f.durable.size()) << when << " " << f.name << "; its operations:"
+                                              << f.history;
+      for (size_t i = 0; i < now.size(); ++i) {
+        ASSERT_TRUE(now[i] == f.durable[i] || (f.maybe_zero[i] && now[i] == '\0'))
+            << when << " " << f.name << " byte " << i << ": " << int(now[i]) << " instead of "
+            << int(f.durable[i]) << (f.maybe_zero[i] ? " or 0" : "")
+            << "; its operations:" << f.history;
+      }
+      f.current = now;
+      synced(f);
+      f.dirty.clear();
+      f.disk_size = now.size();
+      f.write_back_on_close = false;
+    }
+    ASSERT_NO_FATAL_FAILURE(check(when + " after crash"));
+    for (ModelFile& f : files) f.history += " crash";
+  }
+
   // True when `result` succeeded; ENOSPC (which changes nothing) is accepted on
   // a small device, anything else fails the test.
   template <typename T>
@@ -170,6 +245,9 @@ TEST_P(CrashModel, FilesReadAsTheirDurableImageAfterEachCrash) {
   };
   const uint64_t block = std::max<uint64_t>(profile.logical_block_size, 4096);
   const bool synchronous = profile.metadata_durability == "synchronous";
+  const uint64_t unit = profile.dirty_unit;
+  const std::string& close_writeback = profile.write_back_on_close_after_truncate;
+  for (ModelFile& f : files) f.maybe_zero.assign(f.durable.size(), false);
   uint64_t background_ns = 0;
   char fill = 'a';
   for (int step = 0; step < kSteps; ++step) {
@@ -188,11 +266,16 @@ TEST_P(CrashModel, FilesReadAsTheirDurableImageAfterEachCrash) {
       write_at(file.current, offset, data);
       file.history +=
           fmt::format(" write({}, {}{})", offset, data.size(), dsync ? ", O_DSYNC" : "");
+      const uint64_t start = offset / unit * unit;
+      file.dirty.add(start, (offset + data.size() + unit - 1) / unit * unit - start);
       if (dsync) {
+        write_back(file, offset, data.size(), unit);
         // As O_DSYNC: the range is durable, and the size where the write extended it.
         const uint64_t end = offset + data.size();
         file.durable.resize(std::max<uint64_t>(file.durable.size(), end), '\0');
         file.durable.replace(offset, data.size(), data);
+        file.maybe_zero.resize(file.durable.size(), false);
+        std::fill_n(file.maybe_zero.begin() + offset, data.size(), false);
       }
     } else if (choice < 40 && profile.direct_io) {  // O_DIRECT, aligned
       const uint64_t offset = below(kSpan / block) * block;
@@ -202,13 +285,24 @@ TEST_P(CrashModel, FilesReadAsTheirDurableImageAfterEachCrash) {
       }
       write_at(file.current, offset, data);
       file.history += fmt::format(" write({}, {}, O_DIRECT)", offset, data.size());
+      file.dirty.remove(offset, data.size());
+      file.disk_size = std::max<uint64_t>(file.disk_size, offset + data.size());
     } else if (choice < 50) {
       const uint64_t size = below(kSpan);
       ASSERT_TRUE(fs.truncate(file.inode, size)) << when;
+      if ((close_writeback == "to_zero" && size == 0) ||
+          (close_writeback == "down" && size <= file.current.size())) {
+        file.write_back_on_close = true;
+      }
       file.current.resize(size, '\0');
       file.history += fmt::format(" truncate({})", size);
+      file.dirty.remove(size, kBeyond);
+      file.disk_size = size;
       // NFS: the client writes back and commits first; the server's SETATTR is stable.
-      if (synchronous) file.durable = file.current;
+      if (synchronous) {
+        file.dirty.clear();
+        synced(file);
+      }
     } else if (choice < 60 && profile.supports(FallocateMode::kPunchHole)) {
       const uint64_t offset = below(kSpan);
       const uint64_t length = 1 + below(64 * kKiB);
@@ -218,7 +312,18 @@ TEST_P(CrashModel, FilesReadAsTheirDurableImageAfterEachCrash) {
         const uint64_t end = std::min<uint64_t>(offset + length, file.current.size());
         file.current.replace(offset, end - offset, zeros(end - offset));
       }
-      if (synchronous) file.durable = file.current;  // as truncate (DEALLOCATE)
+      // Written back first: its dirty data moves the disk size; then dropped.
+      if (const auto dirty = file.dirty.overlapping(offset, length); !dirty.empty()) {
+        file.disk_size = std::max<uint64_t>(
+            file.disk_size,
+            std::min<uint64_t>(file.current.size(), dirty.back().start + dirty.back().length));
+      }
+      file.dirty.remove(offset, length);
+      if (synchronous) {  // as truncate (DEALLOCATE)
+        file.dirty.clear();
+        file.disk_size = file.current.size();
+        synced(file);
+      }
     } else if (choice < 68 && profile.supports(FallocateMode::kAllocate)) {
       const bool keep_size = profile.supports(FallocateMode::kKeepSize) && below(2) == 0;
       const uint64_t offset = below(kSpan);
@@ -232,36 +337,46 @@ TEST_P(CrashModel, FilesReadAsTheirDurableImageAfterEachCrash) {
           fmt::format(" fallocate({}{}, {})", keep_size ? "KEEP_SIZE, " : "", offset, length);
       if (!keep_size && offset + length > file.current.size()) {
         file.current.resize(offset + length, '\0');
+        file.disk_size = offset + length;
       }
       // NFS's ALLOCATE: the server commits the size it sets; unsynced data
       // (appends included) stays unsynced.
       if (synchronous && !keep_size && offset + length > file.durable.size()) {
         file.durable.resize(offset + length, '\0');
+        file.maybe_zero.resize(file.durable.size(), false);
       }
     } else if (choice < 78) {  // fsync or fdatasync: the whole file
       ASSERT_TRUE(fs.volume.fsync(file.inode, below(2) == 0)) << when;
-      file.durable = file.current;
+      synced(file);
+      file.dirty.clear();
+      file.disk_size = file.current.size();
       file.history = fmt::format(" fsync (size {})", file.current.size());
     } else if (choice < 88) {  // close and reopen (NFS: close-to-open commits)
       fs.flush(file.inode);
       fs.volume.release(file.inode);
       fs.open(file.inode);
-      if (profile.flush_on_close) file.durable = file.current;
+      if (profile.flush_on_close) synced(file);
+      if (profile.flush_on_close || std::exchange(file.write_back_on_close, false)) {
+        file.dirty.clear();
+        file.disk_size = file.current.size();
+      }
       file.history += " close";
     } else if (choice < 92) {
-      fs.volume.crash();
-      for (ModelFile& f : files) f.current = f.durable;
-      ASSERT_NO_FATAL_FAILURE(check(when + " after crash"));
-      for (ModelFile& f : files) f.history += " crash";
+      ASSERT_NO_FATAL_FAILURE(crash(when));
     } else if (choice < 94) {
-      // The kernel's threads, 10 s later: the flusher writes back what has been
-      // dirty for more than 30 s (page_cache.dirty_expire_ns), then the
-      // filesystem commits, which makes every file with nothing dirty durable.
+      // The kernel's threads, 10 s later: the flusher writes back, whole, what
+      // has been dirty for more than 30 s (page_cache.dirty_expire_ns), then the
+      // filesystem commits every file but its dirty pages.
       background_ns += 10'000'000'000;
       Work work;
       fs.engine.volume().background(background_ns, /*flush=*/true, /*commit=*/true, work);
       for (ModelFile& f : files) {
-        if (fs.stats(f.inode).dirty_bytes == 0) f.durable = f.current;
+        if (fs.stats(f.inode).dirty_bytes == 0) write_back(f, 0, kBeyond, 1);
+        if (f.dirty.empty()) {
+          synced(f);
+        } else {
+          commit_partly(f);
+        }
         f.history += " background";
       }
     } else {
@@ -271,9 +386,7 @@ TEST_P(CrashModel, FilesReadAsTheirDurableImageAfterEachCrash) {
       ASSERT_NO_FATAL_FAILURE(check(when));
     }
   }
-  fs.volume.crash();
-  for (ModelFile& f : files) f.current = f.durable;
-  check("final crash");
+  crash("final crash");
 }
 
 INSTANTIATE_TEST_SUITE_P(Profiles, CrashModel,
