@@ -29,6 +29,21 @@ void FileDurability::synced(uint64_t size) {
   metadata_unsynced_ = false;
   unsynced_.clear();
   saved_.clear();
+  zeroed_.clear();
+}
+
+void FileDurability::commit_zeroes() {
+  for (const auto& [start, length] : zeroed_.ranges()) {
+    for (auto it = saved_.lower_bound(start / kPageBytes * kPageBytes);
+         it != saved_.end() && it->first < start + length; ++it) {
+      if (!it->second) continue;  // a hole reads as zeros already
+      std::string& contents = *it->second;
+      const uint64_t from = std::max(start, it->first);
+      const uint64_t to = std::min(start + length, it->first + contents.size());
+      if (from < to) std::fill_n(contents.begin() + (from - it->first), to - from, '\0');
+    }
+  }
+  zeroed_.clear();
 }
 
 void FileDurability::size_synced(uint64_t size) {

@@ -36,6 +36,15 @@ class FileDurability {
   }
   // The file's size or allocation changed (truncate, fallocate, punch).
   void metadata_changed() { metadata_unsynced_ = true; }
+  // [offset, offset+length) was zeroed by a truncate or a punch: a commit that
+  // makes the change durable makes those bytes zeros on the device, under the
+  // dirty pages too (commit_zeroes).
+  void zeroed(uint64_t offset, uint64_t length) {
+    if (length > 0) zeroed_.add(offset, length);
+  }
+  // A commit made the truncates and punches since the last sync durable: the
+  // saved pages read as zeros where they zeroed.
+  void commit_zeroes();
   // Everything is durable now, at `size`.
   void synced(uint64_t size);
   // The size (`size`) and allocation are durable now; the data written since
@@ -58,6 +67,7 @@ class FileDurability {
   uint64_t synced_size_ = 0;
   bool metadata_unsynced_ = false;
   BlockRangeSet unsynced_;                                // byte ranges
+  BlockRangeSet zeroed_;  // byte ranges truncates and punches zeroed since the last commit
   std::map<uint64_t, std::optional<std::string>> saved_;  // page offset -> synced contents
 };
 

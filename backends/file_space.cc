@@ -36,6 +36,13 @@ bool FileSpace::has_data(uint64_t first, uint64_t count) const {
   return !delayed_.overlapping(first, count).empty();
 }
 
+bool FileSpace::has_written_blocks(uint64_t first, uint64_t count) const {
+  for (const Extent& e : extents_.find(first, count)) {
+    if (!e.unwritten) return true;
+  }
+  return false;
+}
+
 std::optional<uint64_t> FileSpace::next_data(uint64_t block) const {
   std::optional<uint64_t> data = extents_.next_data(block);
   if (auto pending = delayed_.at_or_after(block)) {

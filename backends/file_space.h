@@ -39,6 +39,8 @@ class FileSpace {
   BlockRange reservation_window() const { return {reservation_.physical, reservation_.length}; }
   // True when any block of [first, first+count) holds data: written, or delayed.
   bool has_data(uint64_t first, uint64_t count) const;
+  // True when any block of [first, first+count) has written device blocks.
+  bool has_written_blocks(uint64_t first, uint64_t count) const;
   // SEEK_DATA and SEEK_HOLE in blocks: delayed blocks are data.
   std::optional<uint64_t> next_data(uint64_t block) const;
   uint64_t next_hole(uint64_t block) const;

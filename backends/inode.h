@@ -43,6 +43,7 @@ struct Inode {
   // Regular files only; the pointer is set once, before the inode is shared.
   std::unique_ptr<RegularFile> file PT_GUARDED_BY(mutex);
   bool reclaim_queued GUARDED_BY(mutex) = false;  // a deferred task will free its storage
+  bool in_journal GUARDED_BY(mutex) = false;  // listed in the Volume's uncommitted files
   std::string symlink_target GUARDED_BY(mutex);
 
   // Guarded by Namespace::mutex_ (nlink is atomic so getattr can read it

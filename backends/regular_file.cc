@@ -106,7 +106,10 @@ void RegularFile::truncate(uint64_t size) {
       (truncate_writeback_ == TruncateWriteback::kDown && size <= size_)) {
     write_back_on_close_ = true;
   }
-  if (size < size_) prepare_change(size, size_ - size);
+  if (size < size_) {
+    prepare_change(size, size_ - size);
+    durability_.zeroed(size, size_ - size);
+  }
   if (size <= size_) {
     drop_cache(size, kMaxFileSize - size);
     space_.truncate(div_up(size, unit_), size == 0);
@@ -126,6 +129,7 @@ void RegularFile::punch(uint64_t offset, uint64_t length) {
     disk_size_ = std::max(disk_size_, std::min(size_, dirty.back().start + dirty.back().length));
   }
   drop_cache(offset, length);
+  if (offset < size_) durability_.zeroed(offset, std::min(end, size_) - offset);
   const uint64_t first_whole = div_up(offset, unit_);
   const uint64_t end_whole = end / unit_;
   space_.punch(first_whole, first_whole < end_whole ? end_whole - first_whole : 0);
@@ -222,6 +226,7 @@ void RegularFile::commit_attributes(uint64_t allocated_end) {
     durability_.size_synced(std::max(durability_.synced_size(), allocated_end));
   }
   space_.synced();
+  disk_size_ = std::max(disk_size_, std::min(size_, durability_.synced_size()));
 }
 
 bool RegularFile::write_back_if_expired(uint64_t now_ns, uint64_t expire_ns, Work& work) {
@@ -240,6 +245,7 @@ bool RegularFile::commit() {
   if (cache_.dirty_bytes() == 0) {
     durability_.synced(size_);
     space_.synced();
+    disk_size_ = size_;
     return true;
   }
   // The journal holds the file's allocation and its disk size; the data
@@ -249,6 +255,7 @@ bool RegularFile::commit() {
                        durability_.synced_size() != disk_size_;
   const uint64_t unsynced_before = durability_.unsynced_bytes();
   durability_.size_synced(disk_size_);
+  durability_.commit_zeroes();
   const auto current = [&](uint64_t from, uint64_t count) {
     std::string bytes(count, '\0');
     contents_->read(from, std::as_writable_bytes(std::span(bytes.data(), count)));
@@ -263,7 +270,9 @@ bool RegularFile::commit() {
     clean = dirty.start + dirty.length;
   }
   commit_clean(disk_size_);
-  space_.synced();
+  // The allocation below the disk size: blocks past it (delayed ones a close
+  // allocated, data still dirty) go back at a crash, with the data they were for.
+  space_.range_synced(0, div_up(disk_size_, unit_));
   return changed || durability_.unsynced_bytes() != unsynced_before;
 }
 
@@ -363,7 +372,9 @@ uint64_t RegularFile::persist_some(double fraction, uint64_t unit, std::mt19937_
       const uint64_t count = div_up(to, unit_) - first;
       // A draw for every piece, so the same seed gives the same pieces whatever is skipped.
       const bool persisted = draw(random) < fraction;
-      if (persisted && space_.has_data(first, count) && !space_.changed_since_sync(first, count)) {
+      // Delayed blocks have no device blocks yet: nothing of them reached the disk.
+      if (persisted && space_.has_written_blocks(first, count) &&
+          !space_.changed_since_sync(first, count)) {
         pieces.emplace_back(from, to - from);
       }
     }

@@ -34,6 +34,8 @@ Volume::Volume(Profile profile, std::unique_ptr<DataStore> store, const WallCloc
       clock_(clock),
       space_(profile_),
       dirty_pages_(profile_.dirty_limit_bytes),
+      journal_commits_files_(NamespaceJournal::durability_of(profile_) ==
+                             NamespaceJournal::Durability::kJournal),
       namespace_(profile_, space_.allocator().group_count(), clock_,
                  Namespace::Hooks{[this](uint64_t group) {
                                     return std::make_unique<RegularFile>(profile_, space_,
@@ -149,6 +151,32 @@ void Volume::before_attribute_change(Inode& node, Work& work) {
 void Volume::after_attribute_change(Inode& node, uint64_t allocated_end) {
   // The server commits SETATTR, ALLOCATE and DEALLOCATE before it replies.
   if (attributes_synchronous_) node.file->commit_attributes(allocated_end);
+  note_uncommitted_locked(node);
+}
+
+void Volume::note_uncommitted_locked(Inode& node) {
+  if (!journal_commits_files_ || node.in_journal || !node.file->unsynced()) return;
+  node.in_journal = true;
+  std::lock_guard lock(journal_mutex_);
+  uncommitted_.push_back(node.number);
+}
+
+void Volume::commit_journal_files() {
+  if (!journal_commits_files_) return;
+  std::vector<uint64_t> files;
+  {
+    std::lock_guard lock(journal_mutex_);
+    files.swap(uncommitted_);
+  }
+  for (const uint64_t number : files) {
+    auto node = namespace_.find(number);
+    if (!node || !node->is_regular()) continue;
+    std::lock_guard lock(node->mutex);
+    node->in_journal = false;
+    // A removed file a crash may still bring back keeps its last sync.
+    if (node->nlink == 0 && node->pending_removals > 0) continue;
+    node->file->commit();
+  }
 }
 
 bool Volume::kill_suidgid_locked(Inode& node) {
@@ -314,6 +342,7 @@ Result<void> Volume::flush(uint64_t inode, bool writer, Work& work) {
   Work writeback;  // started, not waited for: not charged to the close
   node->file->flush(node->open_handles <= 1, work, writeback);
   note_blocks_change(*node, blocks, work);
+  note_uncommitted_locked(*node);
   return {};
 }
 
@@ -326,6 +355,7 @@ void Volume::release(uint64_t inode, Work& work) {
       const uint64_t blocks = node->file->space().blocks();
       node->file->close(work);
       note_blocks_change(*node, blocks, work);
+      note_uncommitted_locked(*node);
       // Unlinked while open: nlink changes under this lock too (Namespace::drop_link_locked).
       if (node->nlink.load() == 0) free_storage_locked(node, work);
     }
@@ -390,10 +420,13 @@ Result<size_t> Volume::do_write(uint64_t inode, uint64_t offset, std::span<const
     auto written = node.file->write(offset, data, flags, work);
     if (!written || *written == 0) return written;
     node.mtime = node.ctime = clock_.now();
+    note_uncommitted_locked(node);
   }
   if (flags & O_DSYNC) {
-    // Its commit is fsync's: on a journal every namespace change goes with it.
+    // Its commit is fsync's: on a journal every namespace change, and every
+    // other file's changes, go with it.
     namespace_.commit(node.number, /*only_its_creation=*/false, work);
+    commit_journal_files();
   }
   return data.size();
 }
@@ -506,6 +539,9 @@ Result<void> Volume::fsync(uint64_t inode, bool datasync, Work& work) {
   const bool journal =
       namespace_.commit(node->number, datasync && node->is_regular() && !committed, work);
   if (journal && !committed) ++work.commits;
+  // The transaction it commits holds every other file's changes too: their
+  // truncates, punches, allocations and the sizes writeback reached.
+  if (committed || journal) commit_journal_files();
   return {};
 }
 
@@ -661,6 +697,7 @@ BackgroundReport Volume::background(uint64_t now_ns, bool flush, bool commit, Wo
     const uint64_t blocks = node->file->space().blocks();
     if (flush && node->file->write_back_if_expired(now_ns, profile_.dirty_expire_ns, work)) {
       ++report.files_written_back;
+      note_uncommitted_locked(*node);
     }
     if (commit && node->file->commit()) ++report.files_committed;
     note_blocks_change(*node, blocks, work);

@@ -12,8 +12,8 @@
 // Lock order (acquire left to right, never the reverse):
 //   Namespace::mutex_ -> Inode::mutex -> ExtentReferences -> Allocator
 // Layers' own locks (CostLayer::files_mutex_ and schedule_mutex_,
-// OperationCounters' errors mutex, FaultInjector::mutex_) and DeferredWork's are
-// leaves, never held while calling into the Volume or running a task's effect.
+// OperationCounters' errors mutex, FaultInjector::mutex_), DeferredWork's and
+// the Volume's journal_mutex_ are leaves, never held while calling into the Volume or running a task's effect.
 #pragma once
 
 #include <sys/types.h>
@@ -185,6 +185,14 @@ class Volume final : public FileSystem {
   // `allocated_end`: where an ALLOCATE that sets the size ends (0: none).
   void after_attribute_change(Inode& inode, uint64_t allocated_end = 0) REQUIRES(inode.mutex);
   FileStats file_stats_locked(const Inode& inode) const REQUIRES(inode.mutex);
+  // On one journal (durability.metadata = "journal": ext4, xfs) a file's
+  // changes are in the running transaction, which any fsync commits, not
+  // only its own (jbd2's transaction, xfs's CIL). After an operation that
+  // changed a regular file: lists it if anything of it is not durable.
+  void note_uncommitted_locked(Inode& inode) REQUIRES(inode.mutex);
+  // A sync committed the journal: every listed file is committed with it
+  // (RegularFile::commit: all but its dirty pages). No inode lock held.
+  void commit_journal_files();
   // Every regular file in the table now (taken under the namespace lock).
   std::vector<std::shared_ptr<Inode>> regular_files();
   // ImageError unless every device block has one owner (free, metadata, a
@@ -201,6 +209,10 @@ class Volume final : public FileSystem {
   HostDirtyPages dirty_pages_;
   DeferredWork deferred_;
   std::atomic<uint64_t> crashes_{0};
+  const bool journal_commits_files_;  // durability.metadata = "journal"
+  std::mutex journal_mutex_;
+  // Files changed since a commit last carried them (each once: Inode::in_journal).
+  std::vector<uint64_t> uncommitted_ GUARDED_BY(journal_mutex_);
   Namespace namespace_;  // last: destroyed first, while what its files use lives
 };
 

@@ -214,6 +214,53 @@ TEST(Background, ADirtyPageKeepsTheContentsOfTheLastCommit) {
   EXPECT_EQ(fs.stats(file).allocated_bytes, 12 * kKiB);
 }
 
+TEST(Background, ADirtyPageKeepsTheZerosOfACommittedTruncate) {
+  // Truncated to 1 byte and extended again: the commit makes the truncate
+  // durable, so the dirty page's old bytes past the first are zeros.
+  Clocked fs("xfs");
+  const uint64_t file = fs.create_open("table");
+  ASSERT_TRUE(fs.write(file, 0, std::string(8 * kKiB, 'o')));
+  fs.fsync(file);
+  ASSERT_TRUE(fs.truncate(file, 1));
+  ASSERT_TRUE(fs.truncate(file, 8 * kKiB));
+  ASSERT_TRUE(fs.write(file, 100, std::string(100, 'n')));
+  fs.advance_to(30.0);
+  fs.volume.crash();
+  EXPECT_EQ(fs.read(file, 0, 16 * kKiB), "o" + zeros(8 * kKiB - 1));
+}
+
+TEST(Background, BlocksAllocatedPastTheDiskSizeGoBackAtACrash) {
+  // ext4 allocates the delayed blocks at close; the data is still dirty, so
+  // the commit keeps the size at 0 and the blocks are not the file's after a crash.
+  Clocked fs("ext4");
+  const uint64_t file = fs.create_open("big");
+  ASSERT_TRUE(fs.write(file, 0, std::string(kMiB, 'b')));
+  fs.flush(file);
+  fs.volume.release(file);
+  fs.advance_to(5.0);
+  fs.volume.crash();
+  EXPECT_EQ(fs.stats(file).size, 0u);
+  EXPECT_EQ(fs.stats(file).allocated_bytes, 0u);
+}
+
+TEST(Background, AFileSyncCarriesTheOtherFilesChangesOnAJournal) {
+  // ext4's fsync commits the running transaction: another file's truncate is
+  // in it, and its rewrite, still dirty, is not. btrfs's log tree logs the
+  // synced file alone.
+  for (const char* profile : {"ext4", "xfs", "btrfs"}) {
+    SCOPED_TRACE(profile);
+    Clocked fs(profile);
+    const uint64_t other = fs.create_open("other");
+    fs.fsync(other);  // its name, on every profile
+    const uint64_t state = truncate_and_rewrite(fs, 0, /*close=*/false);
+    ASSERT_TRUE(fs.write(other, 0, "synced"));
+    fs.fsync(other);
+    fs.volume.crash();
+    EXPECT_EQ(fs.read(other, 0, 100), "synced");
+    EXPECT_EQ(fs.stats(state).size, std::string(profile) == "btrfs" ? 8 * kKiB : 0u);
+  }
+}
+
 TEST(Background, NfsCommitsWhatTheFlusherWroteBack) {
   Clocked fs("nfs");
   const uint64_t file = fs.create_open("remote");
