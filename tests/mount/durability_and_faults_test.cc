@@ -770,6 +770,41 @@ TEST(Durability, ATruncateIsDurableAtOnceOnNfsOnly) {
   }
 }
 
+// Another file's fsync: on a journal its commit carries this file's truncate,
+// and the rewrite still in the page cache is lost (the zero-length file);
+// btrfs logs the synced file alone; NFS committed the truncate at once.
+TEST(Durability, AnotherFilesFsyncCarriesATruncateOnAJournal) {
+  MIMICFS_REQUIRE_MOUNTABLE();
+  for (const DurabilityCase& c : kDurabilityCases) {
+    SCOPED_TRACE(c.profile);
+    MountedVolume vol(c.profile);
+    ASSERT_TRUE(vol.mounted()) << vol.error();
+    create_file(vol.file("other"));
+    const int fd = open(vol.file("t").c_str(), O_CREAT | O_RDWR, 0644);
+    ASSERT_GE(fd, 0);
+    write_at(fd, std::string(8192, 's'), 0);
+    ASSERT_EQ(fsync(fd), 0);
+    ASSERT_EQ(ftruncate(fd, 0), 0);
+    write_at(fd, "rewritten", 0);
+    const int other = open(vol.file("other").c_str(), O_WRONLY);
+    ASSERT_GE(other, 0);
+    write_at(other, "synced", 0);
+    ASSERT_EQ(fsync(other), 0);
+    ASSERT_EQ(vol.ctl("crash"), 0);
+    close(other);
+    close(fd);
+    EXPECT_EQ(read_file(vol.file("other")), "synced");
+    const std::string after = read_file(vol.file("t"));
+    if (c.journal) {
+      EXPECT_EQ(after, "");
+    } else if (c.synchronous) {
+      EXPECT_EQ(after, "") << "the SETATTR committed; the rewrite was never written back";
+    } else {
+      EXPECT_EQ(after, std::string(8192, 's'));
+    }
+  }
+}
+
 // An O_SYNC write commits like fsync: on a journal the pending names with it.
 TEST(Durability, AnOSyncWriteCommitsLikeFsync) {
   MIMICFS_REQUIRE_MOUNTABLE();
