@@ -66,6 +66,7 @@ void FileDurability::range_synced(uint64_t offset, uint64_t length, uint64_t siz
   if (length == 0) return;
   const uint64_t end = offset + length;
   unsynced_.remove(offset, length);
+  zeroed_.remove(offset, length);  // durable as it is now, whatever zeroed it before
   // The range is durable as it is now: a saved page it covers whole is dropped,
   // one it covers in part takes the range's bytes.
   for (auto it = saved_.lower_bound(offset / kPageBytes * kPageBytes);

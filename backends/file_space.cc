@@ -43,6 +43,15 @@ bool FileSpace::has_written_blocks(uint64_t first, uint64_t count) const {
   return false;
 }
 
+bool FileSpace::written_in_place(uint64_t first, uint64_t count) const {
+  uint64_t covered = 0;
+  for (const Extent& e : extents_.find(first, count)) {
+    if (e.unwritten) return false;
+    covered += e.length;
+  }
+  return covered == count;
+}
+
 std::optional<uint64_t> FileSpace::next_data(uint64_t block) const {
   std::optional<uint64_t> data = extents_.next_data(block);
   if (auto pending = delayed_.at_or_after(block)) {
@@ -340,6 +349,13 @@ void FileSpace::remember(uint64_t first, uint64_t count) {
 void FileSpace::synced() {
   changed_.clear();
   synced_mapping_ = ExtentMap();
+}
+
+void FileSpace::synced_below(uint64_t end) {
+  // A block past `end` changed since the last sync (allocated, or freed by a
+  // truncate or punch this commit makes durable) is a hole at the commit.
+  (void)synced_mapping_.unmap(end, kAllBlocks - end);
+  range_synced(0, end);
 }
 
 void FileSpace::range_synced(uint64_t first, uint64_t count) {

@@ -41,6 +41,9 @@ class FileSpace {
   bool has_data(uint64_t first, uint64_t count) const;
   // True when any block of [first, first+count) has written device blocks.
   bool has_written_blocks(uint64_t first, uint64_t count) const;
+  // True when every block of [first, first+count) is mapped and written: an
+  // overwrite there changes no allocation (copy-on-write aside).
+  bool written_in_place(uint64_t first, uint64_t count) const;
   // SEEK_DATA and SEEK_HOLE in blocks: delayed blocks are data.
   std::optional<uint64_t> next_data(uint64_t block) const;
   uint64_t next_hole(uint64_t block) const;
@@ -90,6 +93,11 @@ class FileSpace {
   // blocks [first, first+count) only (O_DSYNC).
   void synced();
   void range_synced(uint64_t first, uint64_t count);
+  // A commit at a disk size of `end` blocks: the mapping below is durable;
+  // past it the commit made truncates and punches durable but no allocation
+  // (its data is not written), so a crash leaves holes where the mapping
+  // changed since the last sync.
+  void synced_below(uint64_t end);
   // True when some block's mapping changed since the last sync (of blocks
   // [first, first+count) only, with a range).
   bool changed_since_sync() const { return !changed_.empty(); }

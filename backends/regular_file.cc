@@ -240,6 +240,22 @@ bool RegularFile::write_back_if_expired(uint64_t now_ns, uint64_t expire_ns, Wor
   return true;
 }
 
+bool RegularFile::overwritten_in_place_only(uint64_t offset, uint64_t length) const {
+  const auto in_place = [&](uint64_t from, uint64_t count) {
+    const uint64_t first = from / unit_;
+    return from + count <= size_ && space_.written_in_place(first, div_up(from + count, unit_) - first);
+  };
+  if (durability_.metadata_unsynced() || space_.changed_since_sync() ||
+      space_.delayed_blocks() > 0 || durability_.synced_size() != size_) {
+    return false;
+  }
+  if (length > 0 && !in_place(offset, length)) return false;
+  for (const auto& [from, count] : durability_.unsynced_ranges()) {
+    if (!in_place(from, count)) return false;
+  }
+  return true;
+}
+
 bool RegularFile::commit() {
   if (!unsynced()) return false;
   if (cache_.dirty_bytes() == 0) {
@@ -251,7 +267,8 @@ bool RegularFile::commit() {
   // The journal holds the file's allocation and its disk size; the data
   // written back is on the device (data=ordered waits for it). Every byte
   // below the disk size outside the dirty pages is durable as it is now.
-  const bool changed = durability_.metadata_unsynced() || space_.changed_since_sync() ||
+  const bool changed = durability_.metadata_unsynced() ||
+                       space_.changed_since_sync(0, div_up(disk_size_, unit_)) ||
                        durability_.synced_size() != disk_size_;
   const uint64_t unsynced_before = durability_.unsynced_bytes();
   durability_.size_synced(disk_size_);
@@ -272,7 +289,7 @@ bool RegularFile::commit() {
   commit_clean(disk_size_);
   // The allocation below the disk size: blocks past it (delayed ones a close
   // allocated, data still dirty) go back at a crash, with the data they were for.
-  space_.range_synced(0, div_up(disk_size_, unit_));
+  space_.synced_below(div_up(disk_size_, unit_));
   return changed || durability_.unsynced_bytes() != unsynced_before;
 }
 

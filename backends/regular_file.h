@@ -122,6 +122,11 @@ class RegularFile {
   bool power_cut();
   void recover();
   bool unsynced() const { return durability_.unsynced() || space_.changed_since_sync(); }
+  // True when the file's size and allocation are durable and all it has not
+  // made durable overwrote written blocks in place, and so would [offset,
+  // offset+length): ext4's fdatasync (i_datasync_tid) and xfs's
+  // (ili_datasync_seq) then flush the data and commit no transaction.
+  bool overwritten_in_place_only(uint64_t offset = 0, uint64_t length = 0) const;
   // Before a power cut, the device or the flusher wrote back part of the data
   // written since the last sync: each `unit`-byte piece of it that overwrote
   // durable data in place (below the synced size, in a block mapped as at the

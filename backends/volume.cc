@@ -411,8 +411,14 @@ Result<size_t> Volume::do_write(uint64_t inode, uint64_t offset, std::span<const
   if (!found) return std::unexpected(found.error());
   Inode& node = **found;
   work.file = node.number;
+  bool in_place = false;
   {
     std::lock_guard lock(node.mutex);
+    // O_DSYNC (not O_SYNC) over written blocks, nothing else pending: as fdatasync.
+    if ((flags & O_SYNC) != O_SYNC && (flags & O_DSYNC)) {
+      in_place = node.file->overwritten_in_place_only(
+          (flags & O_APPEND) ? node.file->size() : offset, data.size());
+    }
     // Before the data, as file_remove_privs: a failed write has cleared them too.
     if ((flags & kKillSuidgid) && kill_suidgid_locked(node)) {
       work.changed_attributes.push_back(node.number);  // the kernel drops size, not mode
@@ -425,8 +431,9 @@ Result<size_t> Volume::do_write(uint64_t inode, uint64_t offset, std::span<const
   if (flags & O_DSYNC) {
     // Its commit is fsync's: on a journal every namespace change, and every
     // other file's changes, go with it.
-    namespace_.commit(node.number, /*only_its_creation=*/false, work);
-    commit_journal_files();
+    if (namespace_.commit(node.number, /*only_its_creation=*/false, work) || !in_place) {
+      commit_journal_files();
+    }
   }
   return data.size();
 }
@@ -523,10 +530,12 @@ Result<void> Volume::fsync(uint64_t inode, bool datasync, Work& work) {
   auto node = namespace_.find(inode);
   if (!node) return fail(ENOENT);
   bool committed = false;
+  bool in_place = false;
   if (node->is_regular()) {
     work.file = node->number;
     std::lock_guard lock(node->mutex);
     const uint64_t blocks = node->file->space().blocks();
+    in_place = datasync && node->file->overwritten_in_place_only();
     committed = node->file->sync(0, kMaxFileSize, work);
     note_blocks_change(*node, blocks, work);
   }
@@ -540,8 +549,9 @@ Result<void> Volume::fsync(uint64_t inode, bool datasync, Work& work) {
       namespace_.commit(node->number, datasync && node->is_regular() && !committed, work);
   if (journal && !committed) ++work.commits;
   // The transaction it commits holds every other file's changes too: their
-  // truncates, punches, allocations and the sizes writeback reached.
-  if (committed || journal) commit_journal_files();
+  // truncates, punches, allocations and the sizes writeback reached. An
+  // fdatasync of overwrites in place commits none.
+  if ((committed && !in_place) || journal) commit_journal_files();
   return {};
 }
 
@@ -729,6 +739,16 @@ CrashReport Volume::crash(Work& work) {
     const std::shared_ptr<Inode>& node = namespace_.inodes().at(number);
     std::lock_guard node_lock(node->mutex);
     node->file->recover();
+  }
+  // Every file is durable as it is now: nothing is left for a commit to carry.
+  for (const auto& [number, node] : namespace_.inodes()) {
+    if (!node->is_regular()) continue;
+    std::lock_guard node_lock(node->mutex);
+    node->in_journal = false;
+  }
+  {
+    std::lock_guard journal_lock(journal_mutex_);
+    uncommitted_.clear();
   }
   crashes_.fetch_add(1);
   spdlog::warn("crash: {} files put back to their last sync, {} namespace entries put back",

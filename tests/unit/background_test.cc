@@ -261,6 +261,25 @@ TEST(Background, AFileSyncCarriesTheOtherFilesChangesOnAJournal) {
   }
 }
 
+TEST(Background, AnFdatasyncOfOverwritesInPlaceCommitsNoOtherFile) {
+  // ext4's i_datasync_tid: overwriting written blocks changes nothing the
+  // journal holds, so fdatasync flushes the data and commits no transaction;
+  // an append does commit, and another file's truncate goes with it.
+  for (const bool append : {false, true}) {
+    SCOPED_TRACE(append ? "append" : "overwrite");
+    Clocked fs("ext4");
+    const uint64_t log = fs.create_open("log");
+    ASSERT_TRUE(fs.write(log, 0, std::string(8 * kKiB, 'l')));
+    fs.fsync(log);
+    const uint64_t state = truncate_and_rewrite(fs, 0, /*close=*/false);
+    ASSERT_TRUE(fs.write(log, append ? 8 * kKiB : 0, "record"));
+    ASSERT_TRUE(fs.volume.fsync(log, /*datasync=*/true));
+    fs.volume.crash();
+    EXPECT_EQ(fs.read(log, append ? 8 * kKiB : 0, 6), "record");
+    EXPECT_EQ(fs.stats(state).size, append ? 0u : 8 * kKiB);
+  }
+}
+
 TEST(Background, NfsCommitsWhatTheFlusherWroteBack) {
   Clocked fs("nfs");
   const uint64_t file = fs.create_open("remote");
