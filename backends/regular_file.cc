@@ -208,11 +208,7 @@ bool RegularFile::sync(uint64_t offset, uint64_t length, Work& work) {
   } else {
     const uint64_t first = offset / unit_;
     space_.range_synced(first, div_up(offset + length, unit_) - first);
-    durability_.range_synced(offset, length, size_, [&](uint64_t from, uint64_t count) {
-      std::string bytes(count, '\0');
-      contents_->read(from, std::as_writable_bytes(std::span(bytes.data(), count)));
-      return std::optional<std::string>(std::move(bytes));
-    });
+    durability_.range_synced(offset, length, size_, current_bytes());
   }
   return commit;
 }
@@ -273,11 +269,7 @@ bool RegularFile::commit() {
   const uint64_t unsynced_before = durability_.unsynced_bytes();
   durability_.size_synced(disk_size_);
   durability_.commit_zeroes();
-  const auto current = [&](uint64_t from, uint64_t count) {
-    std::string bytes(count, '\0');
-    contents_->read(from, std::as_writable_bytes(std::span(bytes.data(), count)));
-    return std::optional<std::string>(std::move(bytes));
-  };
+  const FileDurability::PageReader current = current_bytes();
   uint64_t clean = 0;  // the start of the clean bytes after the last dirty range
   const auto commit_clean = [&](uint64_t end) {
     if (end > clean) durability_.range_synced(clean, end - clean, disk_size_, current);
@@ -398,11 +390,7 @@ uint64_t RegularFile::persist_some(double fraction, uint64_t unit, std::mt19937_
   }
   uint64_t bytes = 0;
   for (const auto& [from, length] : pieces) {
-    durability_.range_synced(from, length, synced_size, [&](uint64_t at, uint64_t count) {
-      std::string now(count, '\0');
-      contents_->read(at, std::as_writable_bytes(std::span(now.data(), count)));
-      return std::optional<std::string>(std::move(now));
-    });
+    durability_.range_synced(from, length, synced_size, current_bytes());
     bytes += length;
   }
   return bytes;
@@ -425,10 +413,16 @@ void RegularFile::prepare_change(uint64_t offset, uint64_t length) {
     if (!space_.has_data(first, div_up(from + count, unit_) - first)) {
       return std::optional<std::string>();
     }
+    return current_bytes()(from, count);
+  });
+}
+
+FileDurability::PageReader RegularFile::current_bytes() const {
+  return [this](uint64_t from, uint64_t count) {
     std::string bytes(count, '\0');
     contents_->read(from, std::as_writable_bytes(std::span(bytes.data(), count)));
     return std::optional<std::string>(std::move(bytes));
-  });
+  };
 }
 
 DeviceWork RegularFile::device_work(uint64_t offset, uint64_t length) const {

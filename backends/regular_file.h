@@ -152,6 +152,8 @@ class RegularFile {
   void writeback(uint64_t offset, uint64_t length, Work& work);
   // Frees whole blocks inside [offset, offset+length) and zeroes the rest.
   void punch(uint64_t offset, uint64_t length);
+  // Reads the file's bytes as they are now (a FileDurability::PageReader).
+  FileDurability::PageReader current_bytes() const;
   // The device requests for [offset, offset+length).
   DeviceWork device_work(uint64_t offset, uint64_t length) const;
   // Forgets the cached pages of [offset, offset+length), dirty ones included.
