@@ -33,7 +33,9 @@ DeviceSpace::DeviceSpace(const Profile& profile)
                  ExtentRules{profile.extents_cross_groups, profile.cow_extent_max_bytes / unit_}),
       references_(profile.copy_on_write
                       ? std::make_unique<ExtentReferences>(profile.cow_extent_max_bytes / unit_)
-                      : nullptr) {
+                      : nullptr),
+      group_locks_(profile.group_trylock ? std::make_unique<GroupLocks>(allocator_.group_count())
+                                         : nullptr) {
   if (!placement_) {
     throw std::invalid_argument(
         fmt::format("unknown allocation placement \"{}\"", profile.placement));

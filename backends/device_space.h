@@ -5,8 +5,8 @@
 // copy-on-write profile, ExtentReferences (when freed blocks really are free).
 // Each is chosen by profile keys when the volume is made.
 //
-// Thread-safety: the Allocator and ExtentReferences lock themselves (leaf
-// locks, in the order ExtentReferences -> Allocator); the policies are
+// Thread-safety: the Allocator, ExtentReferences and GroupLocks lock themselves
+// (leaf locks, in the order ExtentReferences -> Allocator); the policies are
 // immutable. A file's own state is its FileSpace's, under the inode's mutex.
 #pragma once
 
@@ -15,6 +15,7 @@
 
 #include "backends/allocator.h"
 #include "backends/extent_references.h"
+#include "backends/group_locks.h"
 #include "backends/placement_policy.h"
 #include "backends/preallocation_policy.h"
 #include "backends/profile.h"
@@ -32,6 +33,8 @@ class DeviceSpace {
   const PlacementPolicy& placement() const { return *placement_; }
   const PreallocationPolicy* preallocation() const { return preallocation_.get(); }
   bool copy_on_write() const { return references_ != nullptr; }
+  // xfs's AGF trylock (allocation.group_trylock); null when the profile has none.
+  GroupLocks* group_locks() { return group_locks_.get(); }
   // Copy-on-write: the data extents, whole (none elsewhere).
   std::vector<BlockRange> data_extents() const {
     return references_ ? references_->data_extents() : std::vector<BlockRange>{};
@@ -74,6 +77,7 @@ class DeviceSpace {
   const std::unique_ptr<PreallocationPolicy> preallocation_;  // null: none
   Allocator allocator_;
   const std::unique_ptr<ExtentReferences> references_;  // copy-on-write profiles only
+  const std::unique_ptr<GroupLocks> group_locks_;       // allocation.group_trylock only
 };
 
 }  // namespace mimicfs

@@ -27,7 +27,12 @@ uint64_t blocks_in(const std::vector<BlockRange>& runs) {
 FileSpace::FileSpace(DeviceSpace& device, uint64_t group)
     : device_(device),
       group_(group),
+      created_stamp_(device.group_locks() ? device.group_locks()->stamp() : 0),
       extents_(device.max_extent_blocks(), device.max_unwritten_blocks()) {}
+
+FileSpace::~FileSpace() {
+  if (GroupLocks* locks = device_.group_locks()) locks->released(this);
+}
 
 bool FileSpace::has_data(uint64_t first, uint64_t count) const {
   for (const Extent& e : extents_.find(first, count)) {
@@ -224,6 +229,7 @@ void FileSpace::truncate(uint64_t keep_blocks, bool emptied) {
 void FileSpace::close(uint64_t size, Work& work) {
   flush_delayed(0, kAllBlocks, size, work);
   discard_reservation();
+  if (GroupLocks* locks = device_.group_locks()) locks->released(this);
   const PreallocationPolicy* policy = device_.preallocation();
   if (policy && policy->kind() == PreallocationKind::kBeyondEndOfFile && !fallocated_ &&
       !eof_trimmed_) {
@@ -237,6 +243,7 @@ void FileSpace::close(uint64_t size, Work& work) {
 }
 
 void FileSpace::release() {
+  if (GroupLocks* locks = device_.group_locks()) locks->released(this);
   device_.allocator().unreserve(delayed_.blocks());
   delayed_.clear();
   discard_reservation();
@@ -289,6 +296,9 @@ void FileSpace::allocate_range(uint64_t logical, uint64_t count, bool unwritten,
       extra = std::min(extra, pending->start > end ? pending->start - end : 0);
     }
   }
+  GroupLocks* locks = device_.group_locks();
+  const bool first = extents_.empty();
+  if (locks && first) group_ = locks->group_for_first_allocation(this, group_, created_stamp_);
   const uint64_t goal = device_.placement().goal(extents_, logical, group_, allocator);
   auto runs = allocator.allocate(goal, count + extra, count);
   if (!runs) {  // no room for the extra: exactly what was reserved
@@ -296,6 +306,7 @@ void FileSpace::allocate_range(uint64_t logical, uint64_t count, bool unwritten,
     runs = allocator.allocate(goal, count, count);
   }
   if (!runs) throw std::logic_error("FileSpace::allocate_range: reserved blocks are gone");
+  if (locks) locks->allocated(this, group_, first);
   device_.referenced(*runs);
 
   const bool beyond_eof = policy && policy->kind() == PreallocationKind::kBeyondEndOfFile;
@@ -437,6 +448,7 @@ ImageJson FileSpace::save() const {
       {"preallocation_next_window", preallocation_.next_window},
       {"fallocated", fallocated_},
       {"eof_trimmed", eof_trimmed_},
+      {"group", group_},
   };
 }
 
@@ -449,6 +461,7 @@ void FileSpace::load(const ImageJson& saved) {
   preallocation_.next_window = saved.at("preallocation_next_window").get<uint64_t>();
   fallocated_ = saved.at("fallocated").get<bool>();
   eof_trimmed_ = saved.at("eof_trimmed").get<bool>();
+  group_ = saved.value("group", group_);  // images before GroupLocks: the inode's group
 }
 
 }  // namespace mimicfs

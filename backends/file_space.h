@@ -30,6 +30,9 @@ class FileSpace {
   static constexpr uint64_t kAllBlocks = std::numeric_limits<uint64_t>::max() / 2;
 
   FileSpace(DeviceSpace& device, uint64_t group);
+  ~FileSpace();
+  FileSpace(const FileSpace&) = delete;
+  FileSpace& operator=(const FileSpace&) = delete;
 
   const ExtentMap& extents() const { return extents_; }
   // Blocks the file holds or is promised (st_blocks): mapped and delayed.
@@ -150,7 +153,8 @@ class FileSpace {
   std::vector<BlockRange> unpromised_holes(uint64_t first, uint64_t count) const;
 
   DeviceSpace& device_;
-  const uint64_t group_;  // the allocation group its blocks are placed in
+  uint64_t group_;  // the allocation group its blocks are placed in (GroupLocks may move it once)
+  const uint64_t created_stamp_;  // GroupLocks::stamp() when it was made
   ExtentMap extents_;
   BlockRangeSet delayed_;  // written blocks awaiting delayed allocation (each reserved)
   InodeReservation reservation_;

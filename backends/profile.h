@@ -56,6 +56,7 @@ struct Profile {
   uint64_t cow_extent_max_bytes = uint64_t{128} << 20;  // the longest copy-on-write data extent
   bool background_reclaim = false;  // an unlinked file's blocks are freed later, in background
   bool extents_cross_groups = true;  // false: an extent lives in one group (btrfs block groups)
+  bool group_trylock = false;  // writers starting together begin in different groups (xfs's AGF trylock)
 
   // [cost]: emulated time (cost_model.h). 0 everywhere: operations are free.
   uint64_t round_trip_ns = 0;     // network round trip of every request to an NFS server

@@ -167,6 +167,12 @@ const std::vector<ProfileKey>& profile_keys() {
            "it is referenced (`device.unreferenced_bytes`)"),
       bytes("allocation.cow_extent_max_bytes", &Profile::cow_extent_max_bytes, 0, kMaxBytes,
             "the longest copy-on-write data extent (BTRFS_MAX_EXTENT_SIZE)"),
+      flag("allocation.group_trylock", &Profile::group_trylock,
+           "writers that start together begin their files in different allocation groups, as "
+           "xfs's first pass over the groups passes over one whose free-space header (AGF) "
+           "another writer's allocation holds: a file's first allocation, right after another "
+           "open file's first allocation in the same group, goes to the next group, and the "
+           "file grows there (group_locks.h)"),
       flag("allocation.background_reclaim", &Profile::background_reclaim,
            "the blocks of a file's last unlink (or of its last close, when unlinked while "
            "open) are freed by a background task, as xfs's inode inactivation workers do since "

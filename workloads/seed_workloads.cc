@@ -92,23 +92,29 @@ Outcome grow(int fd, int pages, int per_extension, off_t page) {
 }
 
 Outcome concurrent_writers(const std::string& dir, const Writers& w) {
-  // `start`: every writer waits for its EOF, so they begin together. `errors`:
+  // `ready`: each writer sends a byte once its file is open, and `start` is
+  // closed only when all have, so every file exists before any is written and
+  // the writers begin together (every writer waits for start's EOF). `errors`:
   // a failing writer says what failed there (one short write: atomic).
-  int start[2], errors[2];
+  int start[2], ready[2], errors[2];
   if (pipe(start) != 0) return failed("pipe");
-  if (pipe(errors) != 0) {
+  if (pipe(ready) != 0) {
     const auto outcome = failed("pipe");
     close(start[0]);
     close(start[1]);
     return outcome;
   }
+  if (pipe(errors) != 0) {
+    const auto outcome = failed("pipe");
+    for (const int fd : {start[0], start[1], ready[0], ready[1]}) close(fd);
+    return outcome;
+  }
   std::vector<pid_t> children;
   auto stop = [&](const Outcome& outcome) {
     for (const pid_t pid : children) kill(pid, SIGKILL);
-    close(start[0]);
-    close(start[1]);
-    close(errors[0]);
-    close(errors[1]);
+    for (const int fd : {start[0], start[1], ready[0], ready[1], errors[0], errors[1]}) {
+      if (fd >= 0) close(fd);
+    }
     for (const pid_t pid : children) {
       while (waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
       }
@@ -120,6 +126,7 @@ Outcome concurrent_writers(const std::string& dir, const Writers& w) {
     if (pid < 0) return stop(failed("fork"));
     if (pid == 0) {
       close(start[1]);
+      close(ready[0]);
       close(errors[0]);
       const std::string path = dir + "/datafile" + std::to_string(i);
       auto fail_child = [&](const std::string& what) {
@@ -129,6 +136,8 @@ Outcome concurrent_writers(const std::string& dir, const Writers& w) {
       };
       const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_SYNC, 0644);
       if (fd < 0) fail_child("open");
+      if (write(ready[1], "r", 1) != 1) fail_child("saying it is ready");
+      close(ready[1]);
       char go;
       if (read(start[0], &go, 1) != 0) fail_child("waiting to start");
       if (w.reserve_first && fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, w.file_size) != 0) {
@@ -145,7 +154,21 @@ Outcome concurrent_writers(const std::string& dir, const Writers& w) {
     children.push_back(pid);
   }
   close(start[0]);
+  start[0] = -1;
+  close(ready[1]);
+  ready[1] = -1;
+  // Every writer's byte, or EOF when one failed before sending it (it has said why).
+  for (int opened = 0; opened < w.count;) {
+    char byte;
+    const ssize_t n = read(ready[0], &byte, 1);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    ++opened;
+  }
+  close(ready[0]);
+  ready[0] = -1;
   close(start[1]);  // every writer starts now
+  start[1] = -1;
   close(errors[1]);
   bool all_succeeded = true;
   for (const pid_t pid : children) {

@@ -152,6 +152,35 @@ TEST(Backends, XfsSpeculativePreallocationIsTrimmedOnClose) {
   EXPECT_EQ(st.st_blocks * 512, 8 * kMiB) << "fallocated blocks survive close";
 }
 
+// Two O_SYNC writers whose files both exist before either writes, writing in
+// turns: on xfs they begin in different allocation groups and each file is one
+// extent (real xfs on a fresh 4 GiB device: AGs 0 and 1, one extent each; the
+// AGF trylock). With the key off they interleave write by write, as on ext4.
+TEST(Backends, XfsWritersStartingTogetherBeginInDifferentGroups) {
+  MIMICFS_REQUIRE_MOUNTABLE();
+  for (const char* trylock : {"true", "false"}) {
+    SCOPED_TRACE(trylock);
+    MountedVolume vol("xfs", {"--set", "allocation.speculative_preallocation=false", "--set",
+                              std::string("allocation.group_trylock=") + trylock});
+    ASSERT_TRUE(vol.mounted()) << vol.error();
+    const std::string paths[] = {vol.file("datafile0"), vol.file("datafile1")};
+    int fds[2];
+    for (int i = 0; i < 2; ++i) {
+      fds[i] = open(paths[i].c_str(), O_CREAT | O_WRONLY | O_SYNC, 0644);
+      ASSERT_GE(fds[i], 0) << errno_text();
+    }
+    const std::vector<char> chunk(32 * kKiB, 'w');
+    for (int i = 0; i < 32; ++i) {
+      for (int fd : fds) ASSERT_EQ(write(fd, chunk.data(), chunk.size()), 32 * kKiB);
+    }
+    const uint64_t expected = std::string(trylock) == "true" ? 1 : 32;
+    for (int i = 0; i < 2; ++i) {
+      EXPECT_EQ(xattr_number(paths[i], "user.mimicfs.extents"), expected) << paths[i];
+      close(fds[i]);
+    }
+  }
+}
+
 // `mount --set` changes one key for one mount: xfs without speculative
 // preallocation allocates exactly what is written.
 TEST(Backends, SetOverridesAProfileKey) {

@@ -24,17 +24,22 @@ TEST(Report, InterleavedWritersShowAsAlternatingRuns) {
   MIMICFS_REQUIRE_MOUNTABLE();
   MountedVolume vol("xfs", {"--set", "allocation.speculative_preallocation=false"});
   ASSERT_TRUE(vol.mounted()) << vol.error();
-  // Two files grown in turns, each write made durable at once (seed 003).
-  const int a = open(vol.file("datafile0").c_str(), O_CREAT | O_WRONLY, 0644);
-  const int b = open(vol.file("datafile1").c_str(), O_CREAT | O_WRONLY, 0644);
-  ASSERT_GE(a, 0);
-  ASSERT_GE(b, 0);
+  // Two files grown in turns, each write made durable at once (seed 003); the
+  // second writer starts after the first's first write (writers that start
+  // together begin in different groups: allocation.group_trylock).
   const std::vector<char> chunk(32 << 10, 'z');
+  const int a = open(vol.file("datafile0").c_str(), O_CREAT | O_WRONLY, 0644);
+  ASSERT_GE(a, 0);
+  ASSERT_EQ(pwrite(a, chunk.data(), chunk.size(), 0), 32 << 10);
+  ASSERT_EQ(fdatasync(a), 0);
+  const int b = open(vol.file("datafile1").c_str(), O_CREAT | O_WRONLY, 0644);
+  ASSERT_GE(b, 0);
   for (int i = 0; i < 64; ++i) {
-    for (int fd : {a, b}) {
-      ASSERT_EQ(pwrite(fd, chunk.data(), chunk.size(), i * chunk.size()), 32 << 10);
-      ASSERT_EQ(fdatasync(fd), 0);
-    }
+    ASSERT_EQ(pwrite(b, chunk.data(), chunk.size(), i * chunk.size()), 32 << 10);
+    ASSERT_EQ(fdatasync(b), 0);
+    if (i + 1 == 64) break;
+    ASSERT_EQ(pwrite(a, chunk.data(), chunk.size(), (i + 1) * chunk.size()), 32 << 10);
+    ASSERT_EQ(fdatasync(a), 0);
   }
   close(a);
   close(b);

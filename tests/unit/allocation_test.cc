@@ -474,30 +474,32 @@ TEST(XfsSpeculativePreallocation, ReadOnlyCloseChangesNothing) {
 Profile xfs_allocsize_4k() { return with("xfs", {"allocation.speculative_preallocation=false"}); }
 
 // Two files appended in turns, each write made durable at once, take blocks from
-// one cursor: they interleave write by write (seed 003). (In a directory of
-// their own, so in AG 1, whose free space after the headers is one run; AG 0
-// has the root inode chunk 6 blocks in.)
+// one cursor: they interleave write by write (seed 003) once the second writer
+// starts after the first has allocated (writers that start together begin in
+// different groups: GroupTrylock below). In a directory of their own, so in AG
+// 1, whose free space after the headers is one run; AG 0 has the root inode
+// chunk 6 blocks in.
 TEST(SharedCursor, TwoFilesAppendedInTurnsInterleaveWriteByWrite) {
   Fs fs(xfs_allocsize_4k());
   const uint64_t dir = fs.mkdir("db");
   const uint64_t a = fs.create_open("a", dir);
+  ASSERT_TRUE(fs.append(a, pattern(kBlock, 22)).has_value());
+  fs.fsync(a);
   const uint64_t b = fs.create_open("b", dir);
   constexpr int kWrites = 32;
   for (int i = 0; i < kWrites; ++i) {
-    for (uint64_t file : {a, b}) {
+    for (uint64_t file : {b, a}) {
       ASSERT_TRUE(fs.append(file, pattern(kBlock, 23)).has_value());
       fs.fsync(file);
     }
   }
   const std::vector<Extent> ea = fs.extents(a);
   const std::vector<Extent> eb = fs.extents(b);
-  ASSERT_EQ(ea.size(), static_cast<size_t>(kWrites));
+  ASSERT_EQ(ea.size(), static_cast<size_t>(kWrites + 1));
   ASSERT_EQ(eb.size(), static_cast<size_t>(kWrites));
   for (int i = 0; i < kWrites; ++i) {
     EXPECT_EQ(eb[i].physical, ea[i].physical + 1) << "write " << i;
-    if (i + 1 < kWrites) {
-      EXPECT_EQ(ea[i + 1].physical, eb[i].physical + 1) << "write " << i;
-    }
+    EXPECT_EQ(ea[i + 1].physical, eb[i].physical + 1) << "write " << i;
   }
 }
 
@@ -554,6 +556,96 @@ TEST(SharedCursor, FilesOfANewDirectoryUseTheNextGroup) {
   ASSERT_EQ(inner_extents.size(), 1u);
   EXPECT_EQ(top_extents[0].physical, 10u);  // group 0's first free block, after its headers
   EXPECT_EQ(inner_extents[0].physical, kGroupBlocks + 10);  // group 1's
+}
+
+// --- xfs: writers that start together meet at the AGF (allocation.group_trylock)
+
+constexpr uint64_t kXfsGroupBlocks = uint64_t{256} << 30 >> 12;  // the default capacity's AGs
+
+uint64_t group_of(Fs& fs, uint64_t file) { return fs.extents(file).at(0).physical / kXfsGroupBlocks; }
+
+// Files that exist before either is written, appended in turns with each write
+// made durable: the second's first allocation finds the group's AGF held by the
+// first's and starts in the next group; each grows there alone (one extent),
+// as two O_SYNC writers on a real xfs do (docs/profiles.md, "Fidelity").
+TEST(GroupTrylock, TwoWritersStartingTogetherBeginInDifferentGroups) {
+  for (const Profile& profile : {builtin("xfs"), xfs_allocsize_4k()}) {
+    SCOPED_TRACE(profile.name);
+    Fs fs(profile);
+    const uint64_t dir = fs.mkdir("db");
+    const uint64_t a = fs.create_open("a", dir);
+    const uint64_t b = fs.create_open("b", dir);
+    for (int i = 0; i < 64; ++i) {
+      for (uint64_t file : {a, b}) {
+        ASSERT_TRUE(fs.append(file, pattern(8 * kBlock, 5)).has_value());
+        fs.fsync(file);
+      }
+    }
+    EXPECT_EQ(fs.extents(a).size(), 1u);
+    EXPECT_EQ(fs.extents(b).size(), 1u);
+    EXPECT_EQ(group_of(fs, a), 1u) << "the directory's group";
+    EXPECT_EQ(group_of(fs, b), 2u);
+  }
+}
+
+// Four: the third's first allocation follows the second's, which held another
+// group, so it takes the directory's group and meets the first there; the
+// fourth meets the third and moves on. Two pairs, each interleaving.
+TEST(GroupTrylock, FourWritersStartingTogetherFormTwoPairs) {
+  Fs fs(xfs_allocsize_4k());
+  const uint64_t dir = fs.mkdir("db");
+  std::vector<uint64_t> files;
+  for (const char* name : {"a", "b", "c", "d"}) files.push_back(fs.create_open(name, dir));
+  for (int i = 0; i < 16; ++i) {
+    for (uint64_t file : files) {
+      ASSERT_TRUE(fs.append(file, pattern(kBlock, 6)).has_value());
+      fs.fsync(file);
+    }
+  }
+  EXPECT_EQ(group_of(fs, files[0]), 1u);
+  EXPECT_EQ(group_of(fs, files[1]), 2u);
+  EXPECT_EQ(group_of(fs, files[2]), 1u);
+  EXPECT_EQ(group_of(fs, files[3]), 2u);
+  for (uint64_t file : files) EXPECT_EQ(fs.extents(file).size(), 16u);
+}
+
+// No meeting: a file created after another's first allocation (a writer that
+// starts later), or after the first file was closed, follows it in its group.
+// Nor on ext4, whose profile has no group_trylock.
+TEST(GroupTrylock, AWriterThatStartsLaterOrAfterACloseStaysInTheGroup) {
+  {
+    Fs fs("xfs");
+    const uint64_t dir = fs.mkdir("db");
+    const uint64_t a = fs.create_open("a", dir);
+    ASSERT_TRUE(fs.append(a, pattern(4 * kBlock, 7)).has_value());
+    fs.fsync(a);
+    const uint64_t b = fs.create_open("b", dir);
+    ASSERT_TRUE(fs.append(b, pattern(4 * kBlock, 8)).has_value());
+    fs.fsync(b);
+    EXPECT_EQ(group_of(fs, b), group_of(fs, a));
+  }
+  {
+    Fs fs("xfs");
+    const uint64_t dir = fs.mkdir("db");
+    const uint64_t a = fs.create_open("a", dir);
+    const uint64_t b = fs.create_open("b", dir);
+    ASSERT_TRUE(fs.append(a, pattern(4 * kBlock, 7)).has_value());
+    fs.fsync(a);
+    fs.flush(a);  // its last close
+    ASSERT_TRUE(fs.append(b, pattern(4 * kBlock, 8)).has_value());
+    fs.fsync(b);
+    EXPECT_EQ(group_of(fs, b), group_of(fs, a));
+  }
+  {
+    Fs fs(with("ext4", {"allocation.inode_window_max_bytes=0"}));
+    const uint64_t a = fs.create_open("a");
+    const uint64_t b = fs.create_open("b");
+    for (uint64_t file : {a, b}) {
+      ASSERT_TRUE(fs.append(file, pattern(4 * kBlock, 9)).has_value());
+      fs.fsync(file);
+    }
+    EXPECT_EQ(fs.extents(b).at(0).physical, fs.extents(a).at(0).physical_end());
+  }
 }
 
 // --- btrfs: copy-on-write and bookend extents
