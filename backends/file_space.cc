@@ -26,6 +26,7 @@ uint64_t blocks_in(const std::vector<BlockRange>& runs) {
 
 FileSpace::FileSpace(DeviceSpace& device, uint64_t group)
     : device_(device),
+      home_group_(group),
       group_(group),
       created_stamp_(device.group_locks() ? device.group_locks()->stamp() : 0),
       extents_(device.max_extent_blocks(), device.max_unwritten_blocks()) {}
@@ -269,6 +270,7 @@ void FileSpace::allocate_range(uint64_t logical, uint64_t count, bool unwritten,
   // A stream continues from the file's own reservation; one elsewhere ends it.
   InodeReservation& r = reservation_;
   if (r.length > 0 && r.logical == logical) {
+    if (GroupLocks* locks = device_.group_locks()) locks->later_allocation();
     const uint64_t take = std::min(count, r.length);
     map(logical, r.physical, take, unwritten);
     allocator.unreserve(take);  // these blocks were allocated with the window
@@ -296,9 +298,13 @@ void FileSpace::allocate_range(uint64_t logical, uint64_t count, bool unwritten,
       extra = std::min(extra, pending->start > end ? pending->start - end : 0);
     }
   }
-  GroupLocks* locks = device_.group_locks();
-  const bool first = extents_.empty();
-  if (locks && first) group_ = locks->group_for_first_allocation(this, group_, created_stamp_);
+  if (GroupLocks* locks = device_.group_locks()) {
+    if (extents_.empty()) {
+      group_ = locks->first_allocation(this, home_group_, created_stamp_);
+    } else {
+      locks->later_allocation();
+    }
+  }
   const uint64_t goal = device_.placement().goal(extents_, logical, group_, allocator);
   auto runs = allocator.allocate(goal, count + extra, count);
   if (!runs) {  // no room for the extra: exactly what was reserved
@@ -306,7 +312,6 @@ void FileSpace::allocate_range(uint64_t logical, uint64_t count, bool unwritten,
     runs = allocator.allocate(goal, count, count);
   }
   if (!runs) throw std::logic_error("FileSpace::allocate_range: reserved blocks are gone");
-  if (locks) locks->allocated(this, group_, first);
   device_.referenced(*runs);
 
   const bool beyond_eof = policy && policy->kind() == PreallocationKind::kBeyondEndOfFile;
@@ -462,6 +467,10 @@ void FileSpace::load(const ImageJson& saved) {
   fallocated_ = saved.at("fallocated").get<bool>();
   eof_trimmed_ = saved.at("eof_trimmed").get<bool>();
   group_ = saved.value("group", group_);  // images before GroupLocks: the inode's group
+  if (group_ >= device_.allocator().group_count()) {
+    throw ImageError(fmt::format("a file's group {} is past the device's {} groups", group_,
+                                 device_.allocator().group_count()));
+  }
 }
 
 }  // namespace mimicfs

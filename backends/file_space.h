@@ -153,7 +153,8 @@ class FileSpace {
   std::vector<BlockRange> unpromised_holes(uint64_t first, uint64_t count) const;
 
   DeviceSpace& device_;
-  uint64_t group_;  // the allocation group its blocks are placed in (GroupLocks may move it once)
+  const uint64_t home_group_;  // its inode's group, where a first allocation starts from
+  uint64_t group_;  // the group its blocks are placed in: home_group_, or where GroupLocks put it
   const uint64_t created_stamp_;  // GroupLocks::stamp() when it was made
   ExtentMap extents_;
   BlockRangeSet delayed_;  // written blocks awaiting delayed allocation (each reserved)

@@ -7,28 +7,30 @@ uint64_t GroupLocks::stamp() {
   return first_allocations_;
 }
 
-uint64_t GroupLocks::group_for_first_allocation(const void* file, uint64_t group,
-                                                uint64_t created) {
+uint64_t GroupLocks::first_allocation(const void* file, uint64_t group, uint64_t created) {
   std::lock_guard lock(mutex_);
   const bool held = holder_ != nullptr && holder_ != file && held_group_ == group &&
                     created <= held_stamp_;
-  return held ? (group + 1) % groups_ : group;
+  const uint64_t chosen = held ? (group + 1) % groups_ : group;
+  holder_ = file;
+  held_group_ = chosen;
+  held_stamp_ = first_allocations_++;
+  return chosen;
 }
 
-void GroupLocks::allocated(const void* file, uint64_t group, bool first) {
+void GroupLocks::later_allocation() {
   std::lock_guard lock(mutex_);
-  if (!first) {
-    holder_ = nullptr;
-    return;
-  }
-  holder_ = file;
-  held_group_ = group;
-  held_stamp_ = first_allocations_++;
+  holder_ = nullptr;
 }
 
 void GroupLocks::released(const void* file) {
   std::lock_guard lock(mutex_);
   if (holder_ == file) holder_ = nullptr;
+}
+
+void GroupLocks::reset() {
+  std::lock_guard lock(mutex_);
+  holder_ = nullptr;
 }
 
 }  // namespace mimicfs

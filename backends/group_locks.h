@@ -37,14 +37,17 @@ class GroupLocks {
 
   // When a file comes to exist: how many first allocations the volume has seen.
   uint64_t stamp() EXCLUDES(mutex_);
-  // The group the first allocation of `file`, a file of `group` whose stamp()
-  // at its creation was `created`, goes to.
-  uint64_t group_for_first_allocation(const void* file, uint64_t group, uint64_t created)
-      EXCLUDES(mutex_);
-  // An allocation for `file` in `group`: the file's first one or a later one.
-  void allocated(const void* file, uint64_t group, bool first) EXCLUDES(mutex_);
+  // The first allocation of `file`, a file of `group` whose stamp() at its
+  // creation was `created`: the group it goes to, recorded as held by it at
+  // once (under one lock: two writers' first allocations cannot both miss the
+  // other's). The allocation that follows cannot fail: its blocks are reserved.
+  uint64_t first_allocation(const void* file, uint64_t group, uint64_t created) EXCLUDES(mutex_);
+  // Any other allocation: the previous one no longer holds a group.
+  void later_allocation() EXCLUDES(mutex_);
   // `file` was closed or freed: it holds no group.
   void released(const void* file) EXCLUDES(mutex_);
+  // A power cut: no allocation is in progress.
+  void reset() EXCLUDES(mutex_);
 
  private:
   const uint64_t groups_;

@@ -12,8 +12,9 @@
 // Lock order (acquire left to right, never the reverse):
 //   Namespace::mutex_ -> Inode::mutex -> ExtentReferences -> Allocator
 // Layers' own locks (CostLayer::files_mutex_ and schedule_mutex_,
-// OperationCounters' errors mutex, FaultInjector::mutex_), DeferredWork's and
-// the Volume's journal_mutex_ are leaves, never held while calling into the Volume or running a task's effect.
+// OperationCounters' errors mutex, FaultInjector::mutex_), DeferredWork's,
+// GroupLocks' (taken under Inode::mutex, never with the Allocator's) and the
+// Volume's journal_mutex_ are leaves, never held while calling into the Volume or running a task's effect.
 #pragma once
 
 #include <sys/types.h>

@@ -6,6 +6,10 @@ devices, runs the same workloads in the same order on the matching built-in
 profiles (a volume of the same size, made fresh where the real script made a
 fresh filesystem), and prints one table: real, emulated, their ratio and
 whether it is within 2x. Run through scripts/fidelity.sh, which builds first.
+
+With --json FILE the emulated figures are also written to FILE (with --label
+saying what produced them, e.g. a commit); with --before FILE an earlier such
+file is shown beside them, row by row: the before/after columns.
 """
 import argparse
 import json
@@ -290,6 +294,30 @@ def seed_rows(args):
     return rows
 
 
+def short(figure):
+    """A figure as the before column shows it: an extent row's median only."""
+    return figure.rsplit("(median ", 1)[1].rstrip(")") if "(median " in figure else figure
+
+
+def print_table(header, rows, earlier, with_before, noun="rows"):
+    """A markdown table; with_before adds each row's earlier figure and verdict."""
+    columns = list(header) + (["before", "before within"] if with_before else [])
+    print("| " + " | ".join(columns) + " |")
+    print("|" + "---|" * len(columns))
+    for row in rows:
+        cells = list(row)
+        if with_before:
+            old = earlier.get((row[0], row[1]))
+            cells += [short(old[3]), old[5]] if old else ["-", "-"]
+        print("| " + " | ".join(cells) + " |")
+    misses = sum(1 for row in rows if row[5] == "no")
+    line = f"\n{len(rows) - misses} of {len(rows)} {noun} within their bound"
+    if with_before:
+        old_misses = sum(1 for old in earlier.values() if old[5] == "no")
+        line += f" (before: {len(earlier) - old_misses} of {len(earlier)})"
+    print(line + ".")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("real", help="what measure-real-fs.sh --json wrote")
@@ -297,7 +325,19 @@ def main():
     parser.add_argument("--workload", required=True, help="the mimicfs-workload binary")
     parser.add_argument("--scenarios", required=True, help="the mimicfs-scenarios binary")
     parser.add_argument("--json", help="also write the emulated rows to this file")
+    parser.add_argument("--label", default="", help="what produced these rows (kept in --json)")
+    parser.add_argument("--before", help="an earlier --json file, shown beside these rows")
     args = parser.parse_args()
+    before = None
+    if args.before:
+        try:
+            with open(args.before) as f:
+                before = json.load(f)
+            before["rows"], before["seeds"]
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            print(f"fidelity: {args.before} is not fidelity.py --json output: {e}",
+                  file=sys.stderr)
+            return 2
     try:
         with open(args.real) as f:
             real = json.load(f)
@@ -311,29 +351,27 @@ def main():
               f"({', '.join(PROFILES)})", file=sys.stderr)
         return 2
     emulated = emulate(args, real)
+    seeds = seed_rows(args)
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"rows": emulated}, f, indent=1)
+            json.dump({"label": args.label, "rows": emulated, "seeds": seeds}, f, indent=1)
     print(f"Real: Linux {real.get('kernel', '?')}, {mib(real.get('device_bytes', 4 << 30))} "
           "loop devices; emulated: the built-in profiles at that capacity.\n")
     print("Counts and sizes are within 2x when emulated / real is; a time row is a ratio of "
           "two times, within 30% when emulated / real is. Medians over the runs.\n")
-    print("| workload | filesystem | real | emulated | emulated / real | within |")
-    print("|---|---|---|---|---|---|")
     rows = table(real, emulated)
-    for row in rows:
-        print("| " + " | ".join(row) + " |")
-    misses = sum(1 for row in rows if row[5] == "no")
-    print(f"\n{len(rows) - misses} of {len(rows)} rows within their bound.")
+    earlier = {}
+    if before is not None:
+        print(f"Before: {before.get('label') or args.before}; its figure (the median for "
+              "extent counts) and verdict.\n")
+        earlier = {(r[0], r[1]): r for r in table(real, before["rows"])}
+    print_table(("workload", "filesystem", "real", "emulated", "emulated / real", "within"),
+                rows, earlier, before is not None)
     print("\nThe seeds' own figures, on the profile that stands for each seed's system "
           "(mimicfs-scenarios, default capacity):\n")
-    print("| seed | profile | seed's figure | mimicfs | mimicfs / seed | within |")
-    print("|---|---|---|---|---|---|")
-    seeds = seed_rows(args)
-    for row in seeds:
-        print("| " + " | ".join(row) + " |")
-    misses = sum(1 for row in seeds if row[5] == "no")
-    print(f"\n{len(seeds) - misses} of {len(seeds)} seed rows within their bound.")
+    earlier = {} if before is None else {(r[0], r[1]): r for r in before["seeds"]}
+    print_table(("seed", "profile", "seed's figure", "mimicfs", "mimicfs / seed", "within"),
+                seeds, earlier, before is not None, noun="seed rows")
     return 0
 
 

@@ -5,10 +5,10 @@
 # Needs root or a usable /dev/fuse (it mounts); takes a few minutes.
 #
 #   sudo scripts/measure-real-fs.sh 3 --json real.json   # once, on a machine with loop devices
-#   scripts/fidelity.sh real.json [--json emulated.json]
+#   scripts/fidelity.sh real.json [--json emulated.json [--label TEXT]] [--before earlier.json]
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-[ $# -ge 1 ] || { echo "usage: scripts/fidelity.sh REAL.json [--json EMULATED.json]" >&2; exit 2; }
+[ $# -ge 1 ] || { echo "usage: scripts/fidelity.sh REAL.json [--json EMULATED.json [--label TEXT]] [--before EARLIER.json]" >&2; exit 2; }
 [ -r "$1" ] || { echo "fidelity.sh: cannot read $1" >&2; exit 2; }
 "$root/scripts/bootstrap.sh" --with python3
 "$root/scripts/build.sh" >/dev/null

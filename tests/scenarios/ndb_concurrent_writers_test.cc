@@ -45,6 +45,9 @@ struct NdbCase {
   bool reserve_first;  // fallocate(KEEP_SIZE, full size) before writing
   uint64_t min_extents;
   uint64_t max_extents;
+  // Each file is whole (it began in a group of its own) or interleaved with
+  // another write by write: 1-2 or at least 100 extents (xfs allocsize=4k).
+  bool split_or_whole = false;
 };
 
 void PrintTo(const NdbCase& c, std::ostream* os) { *os << c.name; }
@@ -81,6 +84,9 @@ TEST_P(NdbConcurrentWriters, ExtentsPerFileFollowFromTheAllocationPolicy) {
     EXPECT_EQ(file["unwritten_extents"], 0) << name << ": every reserved block was written";
     EXPECT_GE(extents, c.min_extents) << name;
     EXPECT_LE(extents, c.max_extents) << name;
+    if (c.split_or_whole) {  // a group of its own, or shared write by write
+      EXPECT_TRUE(extents <= 2 || extents >= 100) << name << ": " << extents << " extents";
+    }
   }
   // The figures, for whoever reads the log beside the real filesystems' ones.
   std::cout << "[ figures  ] " << c.name << ": " << total_extents / c.writers
@@ -103,8 +109,10 @@ INSTANTIATE_TEST_SUITE_P(
         NdbCase{"xfs_4_writers_reserved", "xfs", {}, 4, true, 1, 1},
         // xfs -o allocsize=4k: writers that share a group interleave (2006's 13-212);
         // real 1-4095 per file, depending on whether the first writes met.
-        NdbCase{"xfs_allocsize_4k_2_writers", "xfs", kNoSpeculation, 2, false, 1, kWritesPerFile},
-        NdbCase{"xfs_allocsize_4k_4_writers", "xfs", kNoSpeculation, 4, false, 1, kWritesPerFile},
+        NdbCase{"xfs_allocsize_4k_2_writers", "xfs", kNoSpeculation, 2, false, 1, kWritesPerFile,
+                true},
+        NdbCase{"xfs_allocsize_4k_4_writers", "xfs", kNoSpeculation, 4, false, 1, kWritesPerFile,
+                true},
         NdbCase{"xfs_allocsize_4k_4_writers_reserved", "xfs", kNoSpeculation, 4, true, 1, 1},
         // btrfs: about one extent per write; real 3948-4093 per file. How long a
         // writer runs alone is scheduling: on a loaded machine 2039 was seen.

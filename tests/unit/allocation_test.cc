@@ -648,6 +648,51 @@ TEST(GroupTrylock, AWriterThatStartsLaterOrAfterACloseStaysInTheGroup) {
   }
 }
 
+// The hold ends with any other allocation (the first writer wrote again before
+// the second's first write: they did not start together) and with a power cut.
+// A file emptied and written again starts from its inode's group, where xfs's
+// first allocation of an empty file looks, not from where it was moved to.
+TEST(GroupTrylock, TheHoldEndsWithALaterAllocationOrACrash) {
+  for (bool crash : {false, true}) {
+    SCOPED_TRACE(crash ? "crash" : "a later allocation");
+    Fs fs(xfs_allocsize_4k());
+    const uint64_t dir = fs.mkdir("db");
+    const uint64_t a = fs.create_open("a", dir);
+    const uint64_t b = fs.create_open("b", dir);
+    fs.fsync(b);  // commits both creations
+    ASSERT_TRUE(fs.append(a, pattern(kBlock, 10)).has_value());
+    fs.fsync(a);
+    if (crash) {
+      fs.volume.crash();
+      fs.open(b);
+    } else {
+      ASSERT_TRUE(fs.append(a, pattern(kBlock, 11)).has_value());
+      fs.fsync(a);
+    }
+    ASSERT_TRUE(fs.append(b, pattern(kBlock, 12)).has_value());
+    fs.fsync(b);
+    EXPECT_EQ(group_of(fs, b), 1u);
+  }
+}
+
+TEST(GroupTrylock, AnEmptiedFileStartsAgainFromItsInodesGroup) {
+  Fs fs(xfs_allocsize_4k());
+  const uint64_t dir = fs.mkdir("db");
+  const uint64_t a = fs.create_open("a", dir);
+  const uint64_t b = fs.create_open("b", dir);
+  for (uint64_t file : {a, b}) {
+    ASSERT_TRUE(fs.append(file, pattern(kBlock, 13)).has_value());
+    fs.fsync(file);
+  }
+  ASSERT_EQ(group_of(fs, b), 2u);
+  for (int round = 0; round < 2; ++round) {
+    ASSERT_TRUE(fs.truncate(b, 0).has_value());
+    ASSERT_TRUE(fs.append(b, pattern(kBlock, 14)).has_value());
+    fs.fsync(b);
+    EXPECT_EQ(group_of(fs, b), 1u) << "round " << round;
+  }
+}
+
 // --- btrfs: copy-on-write and bookend extents
 
 // An overwrite moves the blocks; the old data extent stays allocated, its
