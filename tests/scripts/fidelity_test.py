@@ -1,0 +1,93 @@
+"""scripts/fidelity.py's tables, from made-up real and emulated rows (no mount):
+the verdicts, the medians, and the before/after columns of --before."""
+import contextlib
+import importlib.util
+import io
+import json
+import os
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SPEC = importlib.util.spec_from_file_location(
+    "fidelity", os.path.join(HERE, "..", "..", "scripts", "fidelity.py"))
+fidelity = importlib.util.module_from_spec(SPEC)
+SPEC.loader.exec_module(fidelity)
+
+
+def seed003(fs, writers, run, extents, reserve=0):
+    return {"seed": "003", "fs": fs, "reserve": reserve, "writers": writers, "run": run,
+            "extents": extents}
+
+
+def timed(fs, run, one, two, four):
+    return {"seed": "time", "fs": fs, "run": run, "grow_1_per_fsync_s": 10.0,
+            "grow_128_per_fsync_s": 1.0, "drop_plain_unlink_s": 1.0, "drop_plain_sync_s": 0.0,
+            "drop_punched_unlink_s": 1.0, "drop_punched_sync_s": 0.0,
+            "osync_writers_s": [one, two, four]}
+
+
+REAL = {"rows": [seed003("xfs", 2, 1, [1, 1]), seed003("xfs", 2, 2, [1, 3]),
+                 timed("xfs", 1, 1.0, 1.5, 2.0)]}
+NOW = [seed003("xfs", 2, 1, [1, 1]), seed003("xfs", 2, 2, [2, 2]),
+       timed("xfs", 1, 1.0, 2.0, 4.0)]
+EARLIER = [seed003("xfs", 2, 1, [11, 12]), seed003("xfs", 2, 2, [13, 12]),
+           timed("xfs", 1, 1.0, 2.0, 4.0)]
+
+
+class Tables(unittest.TestCase):
+    def test_verdicts_and_medians(self):
+        rows = {(r[0], r[1]): r for r in fidelity.table(REAL, NOW)}
+        extents = rows[("003 extents per file, 2 writers", "xfs")]
+        self.assertEqual(extents[2], "1,1 / 1,3 (median 1)")
+        self.assertEqual(extents[3], "1,1 / 2,2 (median 1.5)")
+        self.assertEqual((extents[4], extents[5]), ("1.50", "yes"))
+        two = rows[("32 KiB O_SYNC writers, 32 MiB each: 2 writers / 1", "xfs")]
+        self.assertEqual((two[2], two[3], two[5]), ("1.50x", "2.00x", "no"))  # 1.33 > 1.3
+        four = rows[("32 KiB O_SYNC writers, 32 MiB each: 4 writers / 1", "xfs")]
+        self.assertEqual(four[5], "no")
+
+    def test_before_columns(self):
+        rows = fidelity.table(REAL, NOW)
+        earlier = {(r[0], r[1]): r for r in fidelity.table(REAL, EARLIER)}
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            fidelity.print_table(("workload", "filesystem", "real", "emulated", "ratio", "within"),
+                                 rows, earlier, True)
+        text = out.getvalue()
+        self.assertIn("| before | before within |", text)
+        # The extent row shows the earlier median only, and its verdict.
+        self.assertIn("(median 1.5) | 1.50 | yes | 12 | no |", text)
+        self.assertIn("3 of 5 rows within their bound (before: 2 of 5).", text)
+
+    def test_without_before_no_extra_columns(self):
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            fidelity.print_table(("a", "b", "c", "d", "e", "within"),
+                                 [("x", "xfs", "1", "1", "1.00", "yes")], {}, False)
+        self.assertNotIn("before", out.getvalue())
+        self.assertIn("1 of 1 rows within their bound.", out.getvalue())
+
+    def test_a_bad_before_file_is_refused_before_anything_runs(self):
+        with tempfile.TemporaryDirectory() as d:
+            real = os.path.join(d, "real.json")
+            with open(real, "w") as f:
+                json.dump(REAL, f)
+            bad = os.path.join(d, "before.json")
+            with open(bad, "w") as f:
+                f.write('{"rows": []}')  # no "seeds": not --json output
+            argv = sys.argv
+            sys.argv = ["fidelity.py", real, "--mimicfs", "/nonexistent", "--workload", "/x",
+                        "--scenarios", "/x", "--before", bad]
+            err = io.StringIO()
+            try:
+                with contextlib.redirect_stderr(err):
+                    self.assertEqual(fidelity.main(), 2)
+            finally:
+                sys.argv = argv
+            self.assertIn("is not fidelity.py --json output", err.getvalue())
+
+
+if __name__ == "__main__":
+    unittest.main()
