@@ -115,6 +115,9 @@ void FileSpace::describe(uint64_t size_blocks, FileStats& f) const {
     mapped_past_eof += e.length;
   }
   f.preallocated_bytes = (mapped_past_eof + reservation_.length) * unit;
+  if (auto first = extents_.first_at_or_after(0)) {
+    f.first_group = device_.allocator().group_of(first->physical);
+  }
   for (const auto& [blocks, count] : summary.length_histogram) {
     f.extent_size_histogram[blocks * unit] = count;
   }

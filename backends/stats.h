@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
@@ -74,6 +75,7 @@ struct FileStats {
   uint64_t dirty_bytes = 0;         // in the page cache, not yet written to the device
   uint64_t unsynced_bytes = 0;      // written since the last sync: a crash would lose them
   uint64_t emulated_ns = 0;         // emulated time of the operations on this file
+  std::optional<uint64_t> first_group;  // the allocation group of its first block, if it has one
   // Extent lengths in bytes, each rounded up to a power of two -> number of extents.
   std::map<uint64_t, uint64_t> extent_size_histogram;
 };

@@ -120,6 +120,9 @@ std::optional<Result<std::string>> ControlFiles::virtual_xattr(uint64_t inode,
     value = stats->delayed_bytes;
   } else if (key == "preallocated_bytes") {
     value = stats->preallocated_bytes;
+  } else if (key == "first_group") {
+    if (!stats->first_group) return fail(ENODATA);  // no block yet
+    value = *stats->first_group;
   } else {
     return fail(ENODATA);
   }

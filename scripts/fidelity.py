@@ -38,7 +38,9 @@ while read -r reserve writers run; do
   sync
   counts=$(for i in $(seq 0 $((writers - 1))); do
     getfattr --only-values -n user.mimicfs.fragments "$m/datafile$i"; echo; done | paste -sd,)
-  echo "$reserve $writers $run $counts"
+  groups=$(for i in $(seq 0 $((writers - 1))); do
+    getfattr --only-values -n user.mimicfs.first_group "$m/datafile$i"; echo; done | paste -sd,)
+  echo "$reserve $writers $run $counts $groups"
 done <<< "$PLAN"
 """
 
@@ -113,10 +115,11 @@ def emulate(args, real):
         for line in run_on_profile(args, fs, device_bytes, SEED003, {"PLAN": plan}):
             if not line.strip():
                 continue
-            reserve, writers, run, counts = line.split()
+            reserve, writers, run, counts, groups = line.split()
             emulated.append({"seed": "003", "fs": fs, "reserve": int(reserve),
                              "writers": int(writers), "run": int(run),
-                             "extents": [int(c) for c in counts.split(",")]})
+                             "extents": [int(c) for c in counts.split(",")],
+                             "groups": [int(g) for g in groups.split(",")]})
     timed = [r for r in real["rows"] if r["seed"] == "time"]
     for fs in dict.fromkeys(r["fs"] for r in timed):
         runs = str(sum(1 for r in timed if r["fs"] == fs))
@@ -150,10 +153,17 @@ def verdict(real, emulated):
 def per_run(runs):
     """Each run's counts in order ("1,1 / 12,11"; the first run of a volume's
     first case is on a fresh one, the others follow a delete) and the median."""
+    runs = list(runs)
     values = [v for run in runs for v in run]
     median = statistics.median(values)
     text = " / ".join(",".join(str(v) for v in run) for run in runs)
     return median, f"{text} (median {median:g})"
+
+
+def groups_text(runs, median):
+    """Each run's files' groups in order ("0,1 / 0,0"), and the median count of distinct ones."""
+    text = " / ".join(",".join(str(g) for g in r["groups"]) for r in runs)
+    return f"{text} (median {median:g} groups)"
 
 
 def time_verdict(real, emulated):
@@ -208,15 +218,26 @@ def table(real, emulated):
         for r in records:
             if r["seed"] == "003":
                 key = (r["fs"], r["writers"], r["reserve"])
-                seed003.setdefault(key, {"real": [], "emulated": []})[source].append(r["extents"])
+                seed003.setdefault(key, {"real": [], "emulated": []})[source].append(r)
     for (fs, writers, reserve), both in seed003.items():
         if not both["emulated"]:
             continue
-        real_median, real_text = per_run(both["real"])
-        emulated_median, emulated_text = per_run(both["emulated"])
+        real_median, real_text = per_run(r["extents"] for r in both["real"])
+        emulated_median, emulated_text = per_run(r["extents"] for r in both["emulated"])
         ratio, ok = verdict(real_median, emulated_median)
-        what = f"003 extents per file, {writers} writers" + (", fallocated" if reserve else "")
-        rows.append((what, fs, real_text, emulated_text, ratio, ok))
+        how = f"{writers} writers" + (", fallocated" if reserve else "")
+        rows.append((f"003 extents per file, {how}", fs, real_text, emulated_text, ratio, ok))
+        # Where the files began (xfs_bmap's AG; measured on xfs only): how many
+        # groups each run's files began in, and the groups themselves.
+        if both["real"] and all("groups" in r for r in both["real"] + both["emulated"]):
+            real_groups = [len(set(r["groups"])) for r in both["real"]]
+            emulated_groups = [len(set(r["groups"])) for r in both["emulated"]]
+            real_n = statistics.median(real_groups)
+            emulated_n = statistics.median(emulated_groups)
+            ratio, ok = verdict(real_n, emulated_n)
+            rows.append((f"003 groups the files began in, {how}", fs,
+                         groups_text(both["real"], real_n), groups_text(both["emulated"], emulated_n),
+                         ratio, ok))
     emulated004 = {r["fs"]: r for r in emulated if r["seed"] == "004"}
     for r in real["rows"]:
         if r["seed"] != "004" or r["fs"] not in emulated004:

@@ -62,6 +62,9 @@ fresh() {  # fresh FS [MOUNT OPTIONS]
 }
 
 extents() { filefrag "$1" | grep -oE '[0-9]+ extents? found' | cut -d' ' -f1; }
+# The AG of an xfs file's first block (xfs_bmap -v's AG column; the first record
+# that is not a hole).
+first_ag() { xfs_bmap -v "$1" | awk 'NR > 2 && $3 != "hole" { print $4; exit }'; }
 
 rows=()
 echo "seed 003: extents per 128 MiB file (each line one run; filefrag's count)"
@@ -74,8 +77,13 @@ for fs in ext4 xfs xfs:allocsize=4k btrfs; do
         rm -f "$work"/mnt/datafile*; sync
         "$workload" concurrent "$work/mnt" --writers "$writers" $([ "$reserve" = 1 ] && echo --reserve); sync
         counts=$(for i in $(seq 0 $((writers - 1))); do extents "$work/mnt/datafile$i"; done | paste -sd,)
+        groups=""
+        if [[ $fs == xfs* ]]; then
+          groups=$(for i in $(seq 0 $((writers - 1))); do first_ag "$work/mnt/datafile$i"; done | paste -sd,)
+          groups=", \"groups\": [$groups]"
+        fi
         line+=" [$counts]"
-        rows+=("{\"seed\": \"003\", \"fs\": \"$fs\", \"writers\": $writers, \"reserve\": $reserve, \"run\": $run, \"extents\": [$counts]}")
+        rows+=("{\"seed\": \"003\", \"fs\": \"$fs\", \"writers\": $writers, \"reserve\": $reserve, \"run\": $run, \"extents\": [$counts]$groups}")
       done
       printf '  %-18s writers=%d reserved=%d:%s\n' "$fs" "$writers" "$reserve" "$line"
     done

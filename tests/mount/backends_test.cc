@@ -158,6 +158,16 @@ TEST(Backends, XfsSpeculativePreallocationIsTrimmedOnClose) {
 // AGF trylock). With the key off they interleave write by write, as on ext4.
 TEST(Backends, XfsWritersStartingTogetherBeginInDifferentGroups) {
   MIMICFS_REQUIRE_MOUNTABLE();
+  {  // No block yet: no group.
+    MountedVolume vol("xfs");
+    ASSERT_TRUE(vol.mounted()) << vol.error();
+    const int fd = open(vol.file("empty").c_str(), O_CREAT | O_WRONLY, 0644);
+    ASSERT_GE(fd, 0);
+    close(fd);
+    char value[32];
+    EXPECT_EQ(getxattr(vol.file("empty").c_str(), "user.mimicfs.first_group", value, sizeof value), -1);
+    EXPECT_EQ(errno, ENODATA);
+  }
   for (const char* trylock : {"true", "false"}) {
     SCOPED_TRACE(trylock);
     MountedVolume vol("xfs", {"--set", "allocation.speculative_preallocation=false", "--set",
@@ -173,11 +183,15 @@ TEST(Backends, XfsWritersStartingTogetherBeginInDifferentGroups) {
     for (int i = 0; i < 32; ++i) {
       for (int fd : fds) ASSERT_EQ(write(fd, chunk.data(), chunk.size()), 32 * kKiB);
     }
-    const uint64_t expected = std::string(trylock) == "true" ? 1 : 32;
+    const bool spread = std::string(trylock) == "true";
     for (int i = 0; i < 2; ++i) {
-      EXPECT_EQ(xattr_number(paths[i], "user.mimicfs.extents"), expected) << paths[i];
+      EXPECT_EQ(xattr_number(paths[i], "user.mimicfs.extents"), spread ? 1u : 32u) << paths[i];
       close(fds[i]);
     }
+    // user.mimicfs.first_group: where each file's first block is (xfs_bmap's AG).
+    const uint64_t first = xattr_number(paths[0], "user.mimicfs.first_group");
+    EXPECT_LT(first, 4u);
+    EXPECT_EQ(xattr_number(paths[1], "user.mimicfs.first_group"), spread ? first + 1 : first);
   }
 }
 

@@ -28,9 +28,11 @@ def timed(fs, run, one, two, four):
             "osync_writers_s": [one, two, four]}
 
 
-REAL = {"rows": [seed003("xfs", 2, 1, [1, 1]), seed003("xfs", 2, 2, [1, 3]),
+REAL = {"rows": [dict(seed003("xfs", 2, 1, [1, 1]), groups=[0, 1]),
+                 dict(seed003("xfs", 2, 2, [1, 3]), groups=[0, 0]),
                  timed("xfs", 1, 1.0, 1.5, 2.0)]}
-NOW = [seed003("xfs", 2, 1, [1, 1]), seed003("xfs", 2, 2, [2, 2]),
+NOW = [dict(seed003("xfs", 2, 1, [1, 1]), groups=[0, 1]),
+       dict(seed003("xfs", 2, 2, [2, 2]), groups=[0, 1]),
        timed("xfs", 1, 1.0, 2.0, 4.0)]
 EARLIER = [seed003("xfs", 2, 1, [11, 12]), seed003("xfs", 2, 2, [13, 12]),
            timed("xfs", 1, 1.0, 2.0, 4.0)]
@@ -43,6 +45,9 @@ class Tables(unittest.TestCase):
         self.assertEqual(extents[2], "1,1 / 1,3 (median 1)")
         self.assertEqual(extents[3], "1,1 / 2,2 (median 1.5)")
         self.assertEqual((extents[4], extents[5]), ("1.50", "yes"))
+        groups = rows[("003 groups the files began in, 2 writers", "xfs")]
+        self.assertEqual(groups[2], "0,1 / 0,0 (median 1.5 groups)")
+        self.assertEqual((groups[3], groups[4], groups[5]), ("0,1 / 0,1 (median 2 groups)", "1.33", "yes"))
         two = rows[("32 KiB O_SYNC writers, 32 MiB each: 2 writers / 1", "xfs")]
         self.assertEqual((two[2], two[3], two[5]), ("1.50x", "2.00x", "no"))  # 1.33 > 1.3
         four = rows[("32 KiB O_SYNC writers, 32 MiB each: 4 writers / 1", "xfs")]
@@ -59,7 +64,9 @@ class Tables(unittest.TestCase):
         self.assertIn("| before | before within |", text)
         # The extent row shows the earlier median only, and its verdict.
         self.assertIn("(median 1.5) | 1.50 | yes | 12 | no |", text)
-        self.assertIn("3 of 5 rows within their bound (before: 2 of 5).", text)
+        # The earlier rows have no groups (as before they were measured): no such row then.
+        self.assertIn("(median 2 groups) | 1.33 | yes | - | - |", text)
+        self.assertIn("4 of 6 rows within their bound (before: 2 of 5).", text)
 
     def test_without_before_no_extra_columns(self):
         out = io.StringIO()
