@@ -63,8 +63,8 @@ fresh() {  # fresh FS [MOUNT OPTIONS]
 
 extents() { filefrag "$1" | grep -oE '[0-9]+ extents? found' | cut -d' ' -f1; }
 # The AG of an xfs file's first block (xfs_bmap -v's AG column; the first record
-# that is not a hole).
-first_ag() { xfs_bmap -v "$1" | awk 'NR > 2 && $3 != "hole" { print $4; exit }'; }
+# that is not a hole; awk reads it all: an early exit would kill xfs_bmap with SIGPIPE).
+first_ag() { xfs_bmap -v "$1" | awk 'NR > 2 && $3 != "hole" && !found { print $4; found = 1 }'; }
 
 rows=()
 echo "seed 003: extents per 128 MiB file (each line one run; filefrag's count)"
