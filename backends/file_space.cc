@@ -273,7 +273,7 @@ void FileSpace::allocate_range(uint64_t logical, uint64_t count, bool unwritten,
   // A stream continues from the file's own reservation; one elsewhere ends it.
   InodeReservation& r = reservation_;
   if (r.length > 0 && r.logical == logical) {
-    if (GroupLocks* locks = device_.group_locks()) locks->later_allocation();
+    if (GroupLocks* locks = device_.group_locks()) locks->end_hold();
     const uint64_t take = std::min(count, r.length);
     map(logical, r.physical, take, unwritten);
     allocator.unreserve(take);  // these blocks were allocated with the window
@@ -305,7 +305,7 @@ void FileSpace::allocate_range(uint64_t logical, uint64_t count, bool unwritten,
     if (extents_.empty()) {
       group_ = locks->first_allocation(this, home_group_, created_stamp_);
     } else {
-      locks->later_allocation();
+      locks->end_hold();
     }
   }
   const uint64_t goal = device_.placement().goal(extents_, logical, group_, allocator);

@@ -18,7 +18,7 @@ uint64_t GroupLocks::first_allocation(const void* file, uint64_t group, uint64_t
   return chosen;
 }
 
-void GroupLocks::later_allocation() {
+void GroupLocks::end_hold() {
   std::lock_guard lock(mutex_);
   holder_ = nullptr;
 }
@@ -26,11 +26,6 @@ void GroupLocks::later_allocation() {
 void GroupLocks::released(const void* file) {
   std::lock_guard lock(mutex_);
   if (holder_ == file) holder_ = nullptr;
-}
-
-void GroupLocks::reset() {
-  std::lock_guard lock(mutex_);
-  holder_ = nullptr;
 }
 
 }  // namespace mimicfs

@@ -42,12 +42,11 @@ class GroupLocks {
   // once (under one lock: two writers' first allocations cannot both miss the
   // other's). The allocation that follows cannot fail: its blocks are reserved.
   uint64_t first_allocation(const void* file, uint64_t group, uint64_t created) EXCLUDES(mutex_);
-  // Any other allocation: the previous one no longer holds a group.
-  void later_allocation() EXCLUDES(mutex_);
+  // Any other allocation, or a power cut (no allocation is in progress after
+  // one): nobody holds a group.
+  void end_hold() EXCLUDES(mutex_);
   // `file` was closed or freed: it holds no group.
   void released(const void* file) EXCLUDES(mutex_);
-  // A power cut: no allocation is in progress.
-  void reset() EXCLUDES(mutex_);
 
  private:
   const uint64_t groups_;

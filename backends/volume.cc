@@ -724,8 +724,7 @@ CrashReport Volume::crash(Work& work) {
   // Log recovery finishes what background workers had not (xfs's unlinked
   // list); under the lock, so no operation queues a task meanwhile.
   deferred_.complete_all();
-  // No allocation is in progress after a power cut.
-  if (GroupLocks* locks = space_.group_locks()) locks->reset();
+  if (GroupLocks* locks = space_.group_locks()) locks->end_hold();
   // Namespace changes since the last commit, newest first.
   report.removed_entries = namespace_.undo_uncommitted(work);
   // Files whose creation was undone: gone at once.
