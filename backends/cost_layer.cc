@@ -25,7 +25,7 @@ void CostLayer::leave(const Call&, Work& work, int error) {
     file_ns_[work.file] += total;
   }
   forget_destroyed(work);              // after: an unlink charges the file it destroys
-  if (total > 0) clock_.charge(cost);  // may wait: no lock is held here
+  if (total > 0) clock_.charge(cost, work.caller);  // may wait: no lock is held here
   if (!work.deferred.empty()) schedule(work);
   complete_due();
   run_background(work);

@@ -1,5 +1,6 @@
 #include "backends/cost_model.h"
 
+#include <algorithm>
 #include <limits>
 
 namespace mimicfs {
@@ -34,11 +35,13 @@ Cost CostModel::device(uint64_t per_request_ns, const DeviceWork& work) const {
   if (work.empty()) return {};
   // Requests in flight overlap: each round of queue_depth costs one latency.
   const uint64_t rounds = div_up(work.requests, profile_.queue_depth);
+  const Wide busy = transfer_ns(work.bytes, profile_.bandwidth_bytes_per_second) +
+                    Wide{work.extra_extents} * profile_.extent_ns +
+                    Wide{work.gap_fills} * profile_.gap_fill_ns;
   Cost cost;
-  cost.device_ns = saturate(Wide{rounds} * (Wide{profile_.round_trip_ns} + per_request_ns) +
-                            transfer_ns(work.bytes, profile_.bandwidth_bytes_per_second) +
-                            Wide{work.extra_extents} * profile_.extent_ns +
-                            Wide{work.gap_fills} * profile_.gap_fill_ns);
+  cost.device_ns =
+      saturate(Wide{rounds} * (Wide{profile_.round_trip_ns} + per_request_ns) + busy);
+  cost.transfer_ns = std::min(saturate(busy), cost.device_ns);
   return cost;
 }
 
@@ -56,7 +59,10 @@ Cost CostModel::buffered_copy(uint64_t bytes) const {
           0};
 }
 
-Cost CostModel::commit() const { return {0, profile_.round_trip_ns + profile_.fsync_ns}; }
+Cost CostModel::commit() const {
+  const uint64_t ns = profile_.round_trip_ns + profile_.fsync_ns;
+  return {0, ns, 0, ns};
+}
 
 Cost CostModel::metadata() const { return {0, profile_.round_trip_ns + profile_.metadata_ns}; }
 
@@ -80,11 +86,8 @@ Cost CostModel::unlink(uint64_t freed_extents, uint64_t freed_bytes) const {
 
 Cost CostModel::of(const Work& work) const {
   Cost cost;
-  const auto times = [](uint64_t n, const Cost& each) {
-    return Cost{each.host_ns * n, each.device_ns * n};
-  };
-  cost += times(work.metadata_updates, metadata());
-  cost += times(work.opens, open());
+  cost += metadata().times(work.metadata_updates);
+  cost += open().times(work.opens);
   if (work.cache_copies > 0) {
     cost += Cost{
         saturate(Wide{work.cache_copies} * profile_.syscall_ns +
@@ -93,9 +96,9 @@ Cost CostModel::of(const Work& work) const {
   }
   cost += device_reads(work.device_reads);
   cost += device_writes(work.device_writes);
-  cost += times(work.commits, commit());
-  cost += times(work.fallocates, fallocate());
-  cost += times(work.punches, punch());
+  cost += commit().times(work.commits);
+  cost += fallocate().times(work.fallocates);
+  cost += punch().times(work.punches);
   if (work.unlinks > 0) {
     cost += Cost{0, saturate(Wide{work.unlinks} * (profile_.round_trip_ns + profile_.unlink_ns))};
   }

@@ -20,12 +20,23 @@ namespace mimicfs {
 struct Cost {
   uint64_t host_ns = 0;    // system call and page cache copies
   uint64_t device_ns = 0;  // device or server, network included
+  // Parts of device_ns that a shared resource serves one caller at a time
+  // (timelines.h): the device's transfers (bandwidth, extents, holes filled)
+  // and the journal's commits. The rest of device_ns is request latency, which
+  // overlaps with other callers' requests.
+  uint64_t transfer_ns = 0;
+  uint64_t commit_ns = 0;
 
   uint64_t total() const { return host_ns + device_ns; }
   Cost& operator+=(const Cost& other) {
     host_ns += other.host_ns;
     device_ns += other.device_ns;
+    transfer_ns += other.transfer_ns;
+    commit_ns += other.commit_ns;
     return *this;
+  }
+  Cost times(uint64_t n) const {
+    return {host_ns * n, device_ns * n, transfer_ns * n, commit_ns * n};
   }
 };
 

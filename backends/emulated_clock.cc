@@ -31,8 +31,21 @@ std::string LatencyMode::to_string() const {
   return scale == 1.0 ? "real" : fmt::format("real:{}", scale);
 }
 
-EmulatedClock::EmulatedClock(uint64_t queue_depth, LatencyMode mode)
-    : queue_depth_(queue_depth == 0 ? 1 : queue_depth), mode_(mode) {}
+EmulatedClock::EmulatedClock(uint64_t queue_depth, LatencyMode mode,
+                             Timelines::RealClock real_clock)
+    : queue_depth_(queue_depth == 0 ? 1 : queue_depth),
+      timelines_(std::move(real_clock)),
+      mode_(mode) {}
+
+void EmulatedClock::reset() {
+  timelines_.rebase();
+  total_ns_.store(0, std::memory_order_relaxed);
+}
+
+void EmulatedClock::set_total(uint64_t ns) {
+  timelines_.restart_at(ns);
+  total_ns_.store(ns, std::memory_order_relaxed);
+}
 
 LatencyMode EmulatedClock::mode() const {
   std::lock_guard lock(mutex_);
@@ -49,10 +62,15 @@ void EmulatedClock::wait(uint64_t ns, double scale) const {
   if (scaled > 0) std::this_thread::sleep_for(std::chrono::nanoseconds(scaled));
 }
 
-void EmulatedClock::charge(const Cost& cost) {
+void EmulatedClock::charge(const Cost& cost, uint32_t caller) {
   if (cost.total() == 0) return;
-  total_ns_.fetch_add(cost.total(), std::memory_order_relaxed);
   const LatencyMode mode = this->mode();
+  const double sleeps = mode.real ? static_cast<double>(cost.total()) * mode.scale : 0;
+  const uint64_t end = timelines_.place(caller, cost, static_cast<uint64_t>(sleeps));
+  // The latest end wins: another thread's later one may be stored already.
+  uint64_t seen = total_ns_.load(std::memory_order_relaxed);
+  while (seen < end && !total_ns_.compare_exchange_weak(seen, end, std::memory_order_relaxed)) {
+  }
   if (!mode.real) return;
   wait(cost.host_ns, mode.scale);
   if (cost.device_ns == 0) return;

@@ -1,8 +1,9 @@
 // EmulatedClock: where emulated operation costs add up, and, in real latency
 // mode, where the calling thread waits them out.
 //
-// Virtual (the default): costs are summed and nothing sleeps, so a
-// single-threaded workload gets the same total to the nanosecond every run.
+// Virtual (the default): nothing sleeps. Each operation takes its place on its
+// caller's timeline (timelines.h); the total is the latest end, which for a
+// single caller is the sum of the costs: the same to the nanosecond every run.
 // Real (`--latency real[:SCALE]`): each operation also sleeps its cost times
 // SCALE; the device part holds one of the profile's queue_depth slots, so
 // concurrent operations overlap as on the device and queue beyond its depth.
@@ -19,6 +20,7 @@
 
 #include "backends/cost_model.h"
 #include "backends/thread_annotations.h"
+#include "backends/timelines.h"
 
 namespace mimicfs {
 
@@ -33,14 +35,18 @@ struct LatencyMode {
 
 class EmulatedClock {
  public:
-  explicit EmulatedClock(uint64_t queue_depth, LatencyMode mode = {});
+  explicit EmulatedClock(uint64_t queue_depth, LatencyMode mode = {},
+                         Timelines::RealClock real_clock = Timelines::steady_ns);
 
-  // Adds `cost` to the total and, in real mode, waits it. Call without locks held.
-  void charge(const Cost& cost);
+  // Places `cost` on `caller`'s timeline (caller.h; 0: after everything) and,
+  // in real mode, waits it. Call without locks held.
+  void charge(const Cost& cost, uint32_t caller = 0);
+  // The emulated time: the latest end of any operation.
   uint64_t total_ns() const { return total_ns_.load(std::memory_order_relaxed); }
-  void reset() { total_ns_.store(0, std::memory_order_relaxed); }
-  // The total of an earlier mount (a volume image).
-  void set_total(uint64_t ns) { total_ns_.store(ns, std::memory_order_relaxed); }
+  // Every timeline moves back by the total, which becomes 0.
+  void reset();
+  // The total of an earlier mount (a volume image); no caller's timeline kept.
+  void set_total(uint64_t ns);
 
   LatencyMode mode() const;
   void set_mode(LatencyMode mode);
@@ -49,7 +55,8 @@ class EmulatedClock {
   void wait(uint64_t ns, double scale) const;
 
   const uint64_t queue_depth_;
-  std::atomic<uint64_t> total_ns_{0};
+  Timelines timelines_;
+  std::atomic<uint64_t> total_ns_{0};  // timelines_.now(), read without its lock
 
   mutable std::mutex mutex_;
   std::condition_variable_any slot_freed_;

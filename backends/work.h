@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/caller.h"
 #include "backends/power_cut.h"
 
 namespace mimicfs {
@@ -52,6 +53,9 @@ struct DeferredTask {
 };
 
 struct Work {
+  // The program the operation runs for (caller.h): the timeline it takes in
+  // emulated time.
+  uint32_t caller = CallerScope::current();
   // The inode the work is charged to (0: none): per-file emulated time.
   uint64_t file = 0;
   // The operation counters' bytes: data moved by read and write, punched by punch.

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/caller.h"
 #include "fusefs/fuse_channel.h"
 #include "fusefs/fuse_reply.h"
 
@@ -46,10 +47,12 @@ enum class OnFailure {
 };
 
 // Runs `body`, which returns the Reply, and sends it: the one place exceptions
-// stop and the one place a reply is sent.
+// stop and the one place a reply is sent. The engine's work runs for the
+// calling thread (caller.h; 0 for a request of the kernel's own).
 template <typename Body>
 void serve(fuse_req_t req, const char* op, uint64_t inode, Body&& body,
            OnFailure on_failure = OnFailure::kError) {
+  const CallerScope caller(static_cast<uint32_t>(fuse_req_ctx(req)->pid));
   int error = 0;
   Reply reply;
   try {

@@ -83,6 +83,24 @@ TEST(CostModel, FullFormulaAddsEveryTerm) {
   EXPECT_EQ(cost.host_ns, 0u);
   EXPECT_EQ(cost.device_ns, 2 * 1'100u + 349'526u + 55u + 39u);
   EXPECT_EQ(cost.total(), cost.device_ns);
+  // What the device serves one caller at a time: the bytes, extents and holes,
+  // not the request latency (timelines.h).
+  EXPECT_EQ(cost.transfer_ns, 349'526u + 55u + 39u);
+  EXPECT_EQ(cost.commit_ns, 0u);
+}
+
+TEST(CostModel, CommitsAreTheJournalsPart) {
+  const Profile p = costly();
+  const CostModel costs(p);
+  EXPECT_EQ(costs.commit().commit_ns, costs.commit().device_ns);
+  Work w;
+  w.commits = 2;
+  w.metadata_updates = 1;
+  w.device_writes = work(1, 3'000);
+  const Cost cost = costs.of(w);
+  EXPECT_EQ(cost.commit_ns, 2 * (100u + 50'000u));
+  EXPECT_EQ(cost.transfer_ns, 1'000u);
+  EXPECT_EQ(cost.device_ns, 2 * 50'100u + 300u + 1'100u + 1'000u);
 }
 
 TEST(CostModel, EmptyWorkCostsNothing) {
@@ -111,11 +129,17 @@ TEST(CostModel, DeviceWorkAddsUp) {
 }
 
 TEST(CostModel, CostAddsUpHostAndDevice) {
-  Cost cost{1, 2};
-  cost += Cost{10, 20};
+  Cost cost{1, 2, 1, 0};
+  cost += Cost{10, 20, 3, 4};
   EXPECT_EQ(cost.host_ns, 11u);
   EXPECT_EQ(cost.device_ns, 22u);
+  EXPECT_EQ(cost.transfer_ns, 4u);
+  EXPECT_EQ(cost.commit_ns, 4u);
   EXPECT_EQ(cost.total(), 33u);
+  const Cost three = cost.times(3);
+  EXPECT_EQ(three.total(), 99u);
+  EXPECT_EQ(three.transfer_ns, 12u);
+  EXPECT_EQ(three.commit_ns, 12u);
 }
 
 TEST(CostModel, RequestsSplitAtMaxRequestBytes) {

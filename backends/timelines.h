@@ -1,0 +1,88 @@
+// Timelines: where each caller's operations fall in emulated time, and the
+// resources callers share.
+//
+// One caller's operations follow each other on its own timeline; two callers'
+// overlap, as two programs do on the real filesystem, except where they meet
+// a resource that serves one at a time:
+//   - the device's transfers (Cost::transfer_ns): bandwidth is shared, so a
+//     transfer starts when the previous one, any caller's, has ended. Request
+//     latency (the rest of Cost::device_ns) overlaps, as requests do in the
+//     device's queue;
+//   - the journal's commits (Cost::commit_ns): one runs at a time. A commit
+//     takes every change made before it starts, so a caller whose change comes
+//     while one is running waits for the next, and every caller waiting for it
+//     shares it (group commit: jbd2's running and committing transactions, the
+//     xfs CIL push, a btrfs log commit). A caller whose change came before a
+//     commit that has started since waits for that commit's end, and no more.
+// Host time (system calls, page cache copies) overlaps freely.
+//
+// now() is the volume's emulated time: the latest end of any operation. With
+// one caller every operation starts where the previous ended, and now() is the
+// sum of the costs, to the nanosecond. Caller 0 (caller.h) always starts at
+// now(). So does a caller seen for the first time, or one whose last operation
+// ended more than kIdleNs ago in real time: it was doing something the volume
+// cannot see (thinking, waiting for another program), so it starts after
+// everything already done, not in the emulated past. Which operations overlap
+// therefore depends on how the host runs the callers, as on the real
+// filesystem; a single caller's time does not.
+//
+// Thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <unordered_map>
+
+#include "backends/cost_model.h"
+#include "backends/thread_annotations.h"
+
+namespace mimicfs {
+
+class Timelines {
+ public:
+  // Real time in ns on a monotonic clock; passed in so tests can move it.
+  using RealClock = std::function<uint64_t()>;
+  static constexpr uint64_t kIdleNs = 10'000'000;  // 10 ms of real time
+
+  explicit Timelines(RealClock real_clock = steady_ns);
+
+  // Places an operation of `caller` costing `cost`; returns its end in
+  // emulated time. `real_ns_after`: how much real time the caller spends on it
+  // after this call (real latency mode sleeps it), counted before it is idle.
+  uint64_t place(uint32_t caller, const Cost& cost, uint64_t real_ns_after = 0)
+      EXCLUDES(mutex_);
+  uint64_t now() const EXCLUDES(mutex_);
+  // Moves every time back by now(), which becomes 0 (statistics reset).
+  void rebase() EXCLUDES(mutex_);
+  // Starts over at `ns`, no caller known and no resource busy (a loaded image).
+  void restart_at(uint64_t ns) EXCLUDES(mutex_);
+  // Callers with a timeline (active within kIdleNs).
+  size_t callers() const EXCLUDES(mutex_);
+
+  static uint64_t steady_ns();
+
+ private:
+  struct Timeline {
+    uint64_t emulated_ns = 0;  // where its last operation ended
+    uint64_t real_ns = 0;      // when, in real time
+  };
+  struct Commit {
+    uint64_t start_ns = 0;
+    uint64_t end_ns = 0;
+  };
+  // The end of a commit taking the changes made up to `changed_ns`.
+  uint64_t commit(uint64_t changed_ns, uint64_t commit_ns) REQUIRES(mutex_);
+  void drop_idle(uint64_t real_now) REQUIRES(mutex_);
+
+  const RealClock real_clock_;
+  mutable std::mutex mutex_;
+  uint64_t now_ns_ GUARDED_BY(mutex_) = 0;
+  std::unordered_map<uint32_t, Timeline> lines_ GUARDED_BY(mutex_);
+  uint64_t transfers_end_ns_ GUARDED_BY(mutex_) = 0;  // the device's last transfer ends
+  std::deque<Commit> commits_ GUARDED_BY(mutex_);     // the latest commits, by start
+  uint64_t placed_ GUARDED_BY(mutex_) = 0;            // operations, to sweep idle callers
+};
+
+}  // namespace mimicfs
