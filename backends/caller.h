@@ -5,7 +5,8 @@
 // The FUSE adapter sets it for the thread that serves a request (the calling
 // thread's id the kernel passes, FUSE's pid); every Work made on that thread
 // carries it (work.h). 0, the default, is the volume's own work, a test's or a
-// request the kernel makes on no program's behalf: it never overlaps anything.
+// request the kernel makes on no program's behalf: it starts after everything
+// done, and every caller's next operation starts after it (timelines.h).
 #pragma once
 
 #include <cstdint>

@@ -16,7 +16,12 @@ CostLayer::CostLayer(FileSystem& target, LatencyMode latency)
 
 void CostLayer::leave(const Call&, Work& work, int error) {
   Cost cost{0, work.fault_latency_ns};
-  if (work.waited_for_deferred) cost.host_ns += wait_for_worker();  // waits, holds no device slot
+  uint64_t not_before = 0;
+  if (work.waited_for_deferred) {
+    // From the clock, not the caller's own time, which may be behind it.
+    not_before = clock_.total_ns();
+    cost.host_ns += wait_for_worker();  // waits, holds no device slot
+  }
   if (error == 0) cost += costs_.of(work);
   const uint64_t total = cost.total();
   work.emulated_ns = total;
@@ -25,7 +30,7 @@ void CostLayer::leave(const Call&, Work& work, int error) {
     file_ns_[work.file] += total;
   }
   forget_destroyed(work);              // after: an unlink charges the file it destroys
-  if (total > 0) clock_.charge(cost, work.caller);  // may wait: no lock is held here
+  clock_.charge(cost, work.caller, not_before);  // may wait: no lock is held here
   if (!work.deferred.empty()) schedule(work);
   complete_due();
   run_background(work);
@@ -202,7 +207,9 @@ void CostLayer::reset_statistics() {
   {
     // Pending tasks keep the time they have left.
     std::lock_guard lock(schedule_mutex_);
-    const uint64_t now = clock_.total_ns();
+    // The clock starts again at 0; `now` is where it was, however an operation
+    // on another thread moved it meanwhile.
+    const uint64_t now = clock_.reset();
     std::multimap<uint64_t, uint64_t> rebased;
     for (const auto& [due, id] : due_) rebased.emplace(due - std::min(due, now), id);
     due_ = std::move(rebased);
@@ -210,8 +217,8 @@ void CostLayer::reset_statistics() {
     task_ns_ = 0;
     // The kernel's threads keep their schedule: uptime goes on.
     uptime_offset_ns_ += now;
-    background_ = {};
-    clock_.reset();  // under the lock: run_background never sees the offset without it
+    background_ = {};  // the clock was reset under the lock: run_background never
+                       // sees the offset without it
     publish_next_wake();  // the same wakes, on the new clock
   }
   std::lock_guard lock(files_mutex_);

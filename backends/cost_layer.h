@@ -18,7 +18,8 @@
 // costs nothing: background. Their times run on the volume's uptime, which a
 // statistics reset does not restart.
 //
-// Thread-safety: the clock is lock-free; per-file times and the schedule are
+// Thread-safety: reading the clock is lock-free, charging it takes the
+// timelines' leaf lock (timelines.h); per-file times and the schedule are
 // guarded by files_mutex_ and schedule_mutex_, leaf locks never held while
 // calling the target.
 #pragma once

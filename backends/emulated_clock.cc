@@ -37,15 +37,9 @@ EmulatedClock::EmulatedClock(uint64_t queue_depth, LatencyMode mode,
       timelines_(std::move(real_clock)),
       mode_(mode) {}
 
-void EmulatedClock::reset() {
-  timelines_.rebase();
-  total_ns_.store(0, std::memory_order_relaxed);
-}
+uint64_t EmulatedClock::reset() { return timelines_.rebase(); }
 
-void EmulatedClock::set_total(uint64_t ns) {
-  timelines_.restart_at(ns);
-  total_ns_.store(ns, std::memory_order_relaxed);
-}
+void EmulatedClock::set_total(uint64_t ns) { timelines_.restart_at(ns); }
 
 LatencyMode EmulatedClock::mode() const {
   std::lock_guard lock(mutex_);
@@ -62,16 +56,18 @@ void EmulatedClock::wait(uint64_t ns, double scale) const {
   if (scaled > 0) std::this_thread::sleep_for(std::chrono::nanoseconds(scaled));
 }
 
-void EmulatedClock::charge(const Cost& cost, uint32_t caller) {
+void EmulatedClock::charge(const Cost& cost, uint32_t caller, uint64_t not_before) {
+  // A caller's free operation still shows it is not idle.
+  if (cost.total() == 0 && caller == 0 && not_before == 0) return;
+  timelines_.place(caller, cost, not_before);
   if (cost.total() == 0) return;
   const LatencyMode mode = this->mode();
-  const double sleeps = mode.real ? static_cast<double>(cost.total()) * mode.scale : 0;
-  const uint64_t end = timelines_.place(caller, cost, static_cast<uint64_t>(sleeps));
-  // The latest end wins: another thread's later one may be stored already.
-  uint64_t seen = total_ns_.load(std::memory_order_relaxed);
-  while (seen < end && !total_ns_.compare_exchange_weak(seen, end, std::memory_order_relaxed)) {
-  }
   if (!mode.real) return;
+  struct Finished {
+    Timelines& timelines;
+    uint32_t caller;
+    ~Finished() { timelines.finished(caller); }
+  } finished{timelines_, caller};
   wait(cost.host_ns, mode.scale);
   if (cost.device_ns == 0) return;
   {

@@ -38,13 +38,15 @@ class EmulatedClock {
   explicit EmulatedClock(uint64_t queue_depth, LatencyMode mode = {},
                          Timelines::RealClock real_clock = Timelines::steady_ns);
 
-  // Places `cost` on `caller`'s timeline (caller.h; 0: after everything) and,
-  // in real mode, waits it. Call without locks held.
-  void charge(const Cost& cost, uint32_t caller = 0);
-  // The emulated time: the latest end of any operation.
-  uint64_t total_ns() const { return total_ns_.load(std::memory_order_relaxed); }
-  // Every timeline moves back by the total, which becomes 0.
-  void reset();
+  // Places `cost` on `caller`'s timeline (caller.h; 0: after everything),
+  // starting no earlier than `not_before`, and, in real mode, waits it. Call
+  // without locks held.
+  void charge(const Cost& cost, uint32_t caller = 0, uint64_t not_before = 0);
+  // The emulated time: the latest end of any operation. Lock-free.
+  uint64_t total_ns() const { return timelines_.now(); }
+  // Every timeline moves back by the total, which becomes 0; returns the total
+  // it was.
+  uint64_t reset();
   // The total of an earlier mount (a volume image); no caller's timeline kept.
   void set_total(uint64_t ns);
 
@@ -56,7 +58,6 @@ class EmulatedClock {
 
   const uint64_t queue_depth_;
   Timelines timelines_;
-  std::atomic<uint64_t> total_ns_{0};  // timelines_.now(), read without its lock
 
   mutable std::mutex mutex_;
   std::condition_variable_any slot_freed_;

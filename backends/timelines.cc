@@ -11,11 +11,7 @@ constexpr uint64_t kMax = std::numeric_limits<uint64_t>::max();
 
 uint64_t add(uint64_t a, uint64_t b) { return b > kMax - a ? kMax : a + b; }
 
-// Commits kept to be joined: a caller lagging behind the others may join one
-// that started after its change; older ones have ended before any caller's
-// timeline can reach back to them in practice.
-constexpr size_t kCommitsKept = 64;
-// Every this many operations, callers idle past kIdleNs are forgotten.
+// Every this many operations of callers, those idle past kIdleNs are forgotten.
 constexpr uint64_t kSweepEvery = 4096;
 
 }  // namespace
@@ -28,17 +24,19 @@ uint64_t Timelines::steady_ns() {
                                    .count());
 }
 
-uint64_t Timelines::place(uint32_t caller, const Cost& cost, uint64_t real_ns_after) {
+uint64_t Timelines::place(uint32_t caller, const Cost& cost, uint64_t not_before) {
   const uint64_t real_now = caller == 0 ? 0 : real_clock_();
   std::lock_guard lock(mutex_);
-  uint64_t t = now_ns_;
+  const uint64_t now = now_ns_.load(std::memory_order_relaxed);
+  uint64_t t = now;
   Timeline* line = nullptr;
   if (caller != 0) {
     line = &lines_[caller];  // a new one has real_ns 0: idle
     if (line->real_ns != 0 && real_now - std::min(real_now, line->real_ns) <= kIdleNs) {
-      t = line->emulated_ns;
+      t = std::max(line->emulated_ns, barrier_ns_);
     }
   }
+  t = std::max(t, not_before);
   const uint64_t shared = add(cost.transfer_ns, cost.commit_ns);
   const uint64_t latency = cost.device_ns - std::min(cost.device_ns, shared);
   t = add(t, add(cost.host_ns, latency));
@@ -47,10 +45,24 @@ uint64_t Timelines::place(uint32_t caller, const Cost& cost, uint64_t real_ns_af
     transfers_end_ns_ = t;
   }
   if (cost.commit_ns > 0) t = commit(t, cost.commit_ns);
-  now_ns_ = std::max(now_ns_, t);
-  if (line != nullptr) *line = {t, add(real_now, real_ns_after)};
-  if (++placed_ % kSweepEvery == 0) drop_idle(real_now);
+  if (line != nullptr) {
+    *line = {t, real_now};
+    if (++placed_ % kSweepEvery == 0) drop_idle(real_now);
+  } else {
+    barrier_ns_ = t;
+  }
+  publish(std::max(now, t));
   return t;
+}
+
+void Timelines::publish(uint64_t ns) { now_ns_.store(ns, std::memory_order_relaxed); }
+
+void Timelines::finished(uint32_t caller) {
+  if (caller == 0) return;
+  const uint64_t real_now = real_clock_();
+  std::lock_guard lock(mutex_);
+  auto it = lines_.find(caller);
+  if (it != lines_.end()) it->second.real_ns = real_now;
 }
 
 uint64_t Timelines::commit(uint64_t changed_ns, uint64_t commit_ns) {
@@ -58,10 +70,11 @@ uint64_t Timelines::commit(uint64_t changed_ns, uint64_t commit_ns) {
   for (const Commit& c : commits_) {
     if (c.start_ns >= changed_ns) return c.end_ns;
   }
-  const uint64_t start = std::max(changed_ns, commits_.empty() ? 0 : commits_.back().end_ns);
-  commits_.push_back({start, add(start, commit_ns)});
+  const uint64_t start = std::max(changed_ns, journal_free_ns_);
+  journal_free_ns_ = add(start, commit_ns);
+  commits_.push_back({start, journal_free_ns_});
   if (commits_.size() > kCommitsKept) commits_.pop_front();
-  return commits_.back().end_ns;
+  return journal_free_ns_;
 }
 
 void Timelines::drop_idle(uint64_t real_now) {
@@ -70,30 +83,26 @@ void Timelines::drop_idle(uint64_t real_now) {
   });
 }
 
-uint64_t Timelines::now() const {
+uint64_t Timelines::rebase() {
   std::lock_guard lock(mutex_);
-  return now_ns_;
-}
-
-void Timelines::rebase() {
-  std::lock_guard lock(mutex_);
-  const uint64_t by = now_ns_;
+  const uint64_t by = now_ns_.load(std::memory_order_relaxed);
   const auto back = [by](uint64_t& ns) { ns -= std::min(ns, by); };
   for (auto& [caller, line] : lines_) back(line.emulated_ns);
+  back(barrier_ns_);
   back(transfers_end_ns_);
-  for (Commit& c : commits_) {
-    back(c.start_ns);
-    back(c.end_ns);
-  }
-  now_ns_ = 0;
+  // A commit that started before the reset carries no change made after it.
+  back(journal_free_ns_);
+  commits_.clear();
+  publish(0);
+  return by;
 }
 
 void Timelines::restart_at(uint64_t ns) {
   std::lock_guard lock(mutex_);
-  now_ns_ = ns;
   lines_.clear();
-  transfers_end_ns_ = ns;
+  barrier_ns_ = transfers_end_ns_ = journal_free_ns_ = ns;
   commits_.clear();
+  publish(ns);
 }
 
 size_t Timelines::callers() const {

@@ -18,17 +18,24 @@
 //
 // now() is the volume's emulated time: the latest end of any operation. With
 // one caller every operation starts where the previous ended, and now() is the
-// sum of the costs, to the nanosecond. Caller 0 (caller.h) always starts at
-// now(). So does a caller seen for the first time, or one whose last operation
-// ended more than kIdleNs ago in real time: it was doing something the volume
-// cannot see (thinking, waiting for another program), so it starts after
-// everything already done, not in the emulated past. Which operations overlap
-// therefore depends on how the host runs the callers, as on the real
+// sum of the costs, to the nanosecond. Caller 0 (caller.h) is a barrier: its
+// operation starts at now(), and every caller's next one starts after it ends.
+// A caller seen for the first time, or one whose last operation ended more
+// than kIdleNs ago in real time, starts at now() too: it was doing something
+// the volume cannot see (thinking, waiting for another program), so it starts
+// after everything already done, not in the emulated past. Which operations
+// overlap therefore depends on how the host runs the callers, as on the real
 // filesystem; a single caller's time does not.
+//
+// Simplifications: the device is one queue of transfers (a caller behind the
+// others waits for the latest transfer, even if the device was idle at its own
+// time); a caller that joins a commit pays its end, whatever commit time its own
+// work would have cost; the last kCommitsKept commits can be joined.
 //
 // Thread-safe.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -45,20 +52,24 @@ class Timelines {
   // Real time in ns on a monotonic clock; passed in so tests can move it.
   using RealClock = std::function<uint64_t()>;
   static constexpr uint64_t kIdleNs = 10'000'000;  // 10 ms of real time
+  static constexpr size_t kCommitsKept = 64;
 
   explicit Timelines(RealClock real_clock = steady_ns);
 
-  // Places an operation of `caller` costing `cost`; returns its end in
-  // emulated time. `real_ns_after`: how much real time the caller spends on it
-  // after this call (real latency mode sleeps it), counted before it is idle.
-  uint64_t place(uint32_t caller, const Cost& cost, uint64_t real_ns_after = 0)
-      EXCLUDES(mutex_);
-  uint64_t now() const EXCLUDES(mutex_);
-  // Moves every time back by now(), which becomes 0 (statistics reset).
-  void rebase() EXCLUDES(mutex_);
+  // Places an operation of `caller` costing `cost`, starting no earlier than
+  // `not_before`; returns its end in emulated time.
+  uint64_t place(uint32_t caller, const Cost& cost, uint64_t not_before = 0) EXCLUDES(mutex_);
+  // The caller's operation is over in real time now (after real latency mode
+  // slept it): the time it spent sleeping or queued is not idleness.
+  void finished(uint32_t caller) EXCLUDES(mutex_);
+  // The latest end of any operation; no lock taken.
+  uint64_t now() const { return now_ns_.load(std::memory_order_relaxed); }
+  // Moves every time back by now(), which becomes 0 (statistics reset);
+  // returns by how much.
+  uint64_t rebase() EXCLUDES(mutex_);
   // Starts over at `ns`, no caller known and no resource busy (a loaded image).
   void restart_at(uint64_t ns) EXCLUDES(mutex_);
-  // Callers with a timeline (active within kIdleNs).
+  // Callers with a timeline (active within kIdleNs, until the next sweep).
   size_t callers() const EXCLUDES(mutex_);
 
   static uint64_t steady_ns();
@@ -75,14 +86,18 @@ class Timelines {
   // The end of a commit taking the changes made up to `changed_ns`.
   uint64_t commit(uint64_t changed_ns, uint64_t commit_ns) REQUIRES(mutex_);
   void drop_idle(uint64_t real_now) REQUIRES(mutex_);
+  void publish(uint64_t ns) REQUIRES(mutex_);
 
   const RealClock real_clock_;
   mutable std::mutex mutex_;
-  uint64_t now_ns_ GUARDED_BY(mutex_) = 0;
+  // Written under mutex_ only, so a reset never loses to an older end.
+  std::atomic<uint64_t> now_ns_{0};
   std::unordered_map<uint32_t, Timeline> lines_ GUARDED_BY(mutex_);
+  uint64_t barrier_ns_ GUARDED_BY(mutex_) = 0;        // the last caller 0 operation's end
   uint64_t transfers_end_ns_ GUARDED_BY(mutex_) = 0;  // the device's last transfer ends
+  uint64_t journal_free_ns_ GUARDED_BY(mutex_) = 0;   // the last commit ends
   std::deque<Commit> commits_ GUARDED_BY(mutex_);     // the latest commits, by start
-  uint64_t placed_ GUARDED_BY(mutex_) = 0;            // operations, to sweep idle callers
+  uint64_t placed_ GUARDED_BY(mutex_) = 0;            // callers' operations, to sweep idle ones
 };
 
 }  // namespace mimicfs

@@ -89,6 +89,16 @@ TEST(EmulatedClock, VirtualModeSumsWithoutSleeping) {
   EXPECT_FALSE(clock.mode().real);
 }
 
+TEST(EmulatedClock, TwoCallersOverlapOnTheirTimelines) {
+  EmulatedClock clock(1);
+  clock.charge(Cost{0, 100}, 1);
+  clock.charge(Cost{0, 100}, 2);  // a new caller starts at the clock: 100..200
+  clock.charge(Cost{0, 100}, 1);  // 100..200, beside it
+  EXPECT_EQ(clock.total_ns(), 200u);
+  EXPECT_EQ(clock.reset(), 200u);
+  EXPECT_EQ(clock.total_ns(), 0u);
+}
+
 TEST(EmulatedClock, ZeroCostChangesNothing) {
   EmulatedClock clock(1, LatencyMode{true, 1.0});
   clock.charge(Cost{});

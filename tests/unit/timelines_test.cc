@@ -107,10 +107,61 @@ TEST(Timelines, AnIdleCallerStartsAtTheClock) {
 TEST(Timelines, RealTimeSpentSleepingIsNotIdleness) {
   FakeRealClock real;
   Timelines lines(real.source());
-  lines.place(1, latency(100), /*real_ns_after=*/5 * Timelines::kIdleNs);
+  lines.place(1, latency(100));
   lines.place(2, latency(1000));
   real.ns += 5 * Timelines::kIdleNs;  // the caller slept its cost in real latency mode
+  lines.finished(1);
   EXPECT_EQ(lines.place(1, latency(10)), 110u);
+}
+
+TEST(Timelines, CallerZeroIsABarrier) {
+  FakeRealClock real;
+  Timelines lines(real.source());
+  EXPECT_EQ(lines.place(1, latency(100)), 100u);
+  EXPECT_EQ(lines.place(0, latency(50)), 150u);
+  // One program and the kernel's own requests: still the sum.
+  EXPECT_EQ(lines.place(1, latency(10)), 160u);
+}
+
+TEST(Timelines, NotBeforeHoldsACallerBehindTheClock) {
+  FakeRealClock real;
+  Timelines lines(real.source());
+  lines.place(1, latency(100));
+  lines.place(2, latency(1000));  // 100..1100
+  EXPECT_EQ(lines.place(1, host(10), /*not_before=*/1100), 1110u);
+}
+
+TEST(Timelines, AFreeOperationKeepsACallerActive) {
+  FakeRealClock real;
+  Timelines lines(real.source());
+  lines.place(1, latency(100));
+  lines.place(2, latency(1000));  // 100..1100
+  for (int i = 0; i < 3; ++i) {
+    real.ns += Timelines::kIdleNs / 2;
+    EXPECT_EQ(lines.place(1, Cost{}), 100u);
+  }
+  EXPECT_EQ(lines.place(1, latency(10)), 110u);
+}
+
+TEST(Timelines, IdleCallersAreSweptAway) {
+  FakeRealClock real;
+  Timelines lines(real.source());
+  for (uint32_t caller = 1; caller <= 100; ++caller) lines.place(caller, host(1));
+  EXPECT_EQ(lines.callers(), 100u);
+  real.ns += Timelines::kIdleNs + 1;
+  for (int i = 0; i < 5000; ++i) lines.place(1000, host(1));
+  EXPECT_EQ(lines.callers(), 1u);
+}
+
+TEST(Timelines, OnlyTheLatestCommitsCanBeJoined) {
+  FakeRealClock real;
+  Timelines lines(real.source());
+  lines.place(1, host(0));
+  lines.place(2, host(0));  // caller 2 stays at 0
+  for (size_t i = 0; i < Timelines::kCommitsKept + 1; ++i) lines.place(1, commit(10));
+  // Commit 0..10 carried caller 2's change at 0, but it is forgotten: the first
+  // kept one (10..20) carries it.
+  EXPECT_EQ(lines.place(2, commit(10)), 20u);
 }
 
 TEST(Timelines, RebaseMovesEveryTimeBackByTheClock) {
@@ -118,11 +169,21 @@ TEST(Timelines, RebaseMovesEveryTimeBackByTheClock) {
   Timelines lines(real.source());
   lines.place(1, commit(100));          // commit 0..100
   lines.place(2, latency(300));         // caller 2: 100..400
-  lines.rebase();
+  EXPECT_EQ(lines.rebase(), 400u);
   EXPECT_EQ(lines.now(), 0u);
   EXPECT_EQ(lines.place(2, host(5)), 5u);
   // Caller 1's timeline was at 100, 300 before the clock: it is at 0 now.
   EXPECT_EQ(lines.place(1, host(1)), 1u);
+}
+
+TEST(Timelines, ACommitAfterAResetJoinsNoneFromBefore) {
+  FakeRealClock real;
+  Timelines lines(real.source());
+  lines.place(1, commit(100));
+  lines.rebase();
+  EXPECT_EQ(lines.place(1, commit(10)), 10u);
+  EXPECT_EQ(lines.place(1, commit(10)), 20u);
+  EXPECT_EQ(lines.place(0, commit(10)), 30u);
 }
 
 TEST(Timelines, RestartForgetsCallersAndResources) {
@@ -137,7 +198,8 @@ TEST(Timelines, RestartForgetsCallersAndResources) {
 TEST(Timelines, SaturatesInsteadOfWrapping) {
   Timelines lines;
   const uint64_t max = std::numeric_limits<uint64_t>::max();
-  EXPECT_EQ(lines.place(0, Cost{max, max, max, 0}), max);
+  EXPECT_EQ(lines.place(0, Cost{0, max, max, 0}), max);
+  EXPECT_EQ(lines.now(), max);
   EXPECT_EQ(lines.place(0, commit(10)), max);
 }
 
