@@ -16,12 +16,8 @@ CostLayer::CostLayer(FileSystem& target, LatencyMode latency)
 
 void CostLayer::leave(const Call&, Work& work, int error) {
   Cost cost{0, work.fault_latency_ns};
-  uint64_t not_before = 0;
-  if (work.waited_for_deferred) {
-    // From the clock, not the caller's own time, which may be behind it.
-    not_before = clock_.total_ns();
-    cost.host_ns += wait_for_worker();  // waits, holds no device slot
-  }
+  // It waited from the clock, not from the caller's own time, which may be behind it.
+  if (work.waited_for_deferred) cost.host_ns += wait_for_worker();  // holds no device slot
   if (error == 0) cost += costs_.of(work);
   const uint64_t total = cost.total();
   work.emulated_ns = total;
@@ -30,7 +26,7 @@ void CostLayer::leave(const Call&, Work& work, int error) {
     file_ns_[work.file] += total;
   }
   forget_destroyed(work);              // after: an unlink charges the file it destroys
-  clock_.charge(cost, work.caller, not_before);  // may wait: no lock is held here
+  clock_.charge(cost, work.caller, work.waited_for_deferred);  // may wait: no lock held
   if (!work.deferred.empty()) schedule(work);
   complete_due();
   run_background(work);

@@ -56,13 +56,14 @@ void EmulatedClock::wait(uint64_t ns, double scale) const {
   if (scaled > 0) std::this_thread::sleep_for(std::chrono::nanoseconds(scaled));
 }
 
-void EmulatedClock::charge(const Cost& cost, uint32_t caller, uint64_t not_before) {
-  // A caller's free operation still shows it is not idle.
-  if (cost.total() == 0 && caller == 0 && not_before == 0) return;
-  timelines_.place(caller, cost, not_before);
-  if (cost.total() == 0) return;
+void EmulatedClock::charge(const Cost& cost, uint32_t caller, bool at_clock) {
+  // A caller's free operation still shows it is not idle; a free one of no
+  // caller's changes nothing.
+  if (cost.total() == 0 && caller == 0) return;
   const LatencyMode mode = this->mode();
-  if (!mode.real) return;
+  const bool sleeps = mode.real && cost.total() > 0;
+  timelines_.place(caller, cost, {.at_clock = at_clock, .sleeps = sleeps});
+  if (!sleeps) return;
   struct Finished {
     Timelines& timelines;
     uint32_t caller;

@@ -38,10 +38,10 @@ class EmulatedClock {
   explicit EmulatedClock(uint64_t queue_depth, LatencyMode mode = {},
                          Timelines::RealClock real_clock = Timelines::steady_ns);
 
-  // Places `cost` on `caller`'s timeline (caller.h; 0: after everything),
-  // starting no earlier than `not_before`, and, in real mode, waits it. Call
-  // without locks held.
-  void charge(const Cost& cost, uint32_t caller = 0, uint64_t not_before = 0);
+  // Places `cost` on `caller`'s timeline (caller.h; 0: after everything) and,
+  // in real mode, waits it. `at_clock`: it starts no earlier than the total
+  // (it waited for something every caller shares). Call without locks held.
+  void charge(const Cost& cost, uint32_t caller = 0, bool at_clock = false);
   // The emulated time: the latest end of any operation. Lock-free.
   uint64_t total_ns() const { return timelines_.now(); }
   // Every timeline moves back by the total, which becomes 0; returns the total

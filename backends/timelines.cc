@@ -24,7 +24,11 @@ uint64_t Timelines::steady_ns() {
                                    .count());
 }
 
-uint64_t Timelines::place(uint32_t caller, const Cost& cost, uint64_t not_before) {
+bool Timelines::idle(const Timeline& line, uint64_t real_now) {
+  return !line.sleeping && real_now - std::min(real_now, line.real_ns) > kIdleNs;
+}
+
+uint64_t Timelines::place(uint32_t caller, const Cost& cost, TimelineOptions how) {
   const uint64_t real_now = caller == 0 ? 0 : real_clock_();
   std::lock_guard lock(mutex_);
   const uint64_t now = now_ns_.load(std::memory_order_relaxed);
@@ -32,11 +36,11 @@ uint64_t Timelines::place(uint32_t caller, const Cost& cost, uint64_t not_before
   Timeline* line = nullptr;
   if (caller != 0) {
     line = &lines_[caller];  // a new one has real_ns 0: idle
-    if (line->real_ns != 0 && real_now - std::min(real_now, line->real_ns) <= kIdleNs) {
+    if (line->real_ns != 0 && !idle(*line, real_now)) {
       t = std::max(line->emulated_ns, barrier_ns_);
     }
   }
-  t = std::max(t, not_before);
+  if (how.at_clock) t = now;
   const uint64_t shared = add(cost.transfer_ns, cost.commit_ns);
   const uint64_t latency = cost.device_ns - std::min(cost.device_ns, shared);
   t = add(t, add(cost.host_ns, latency));
@@ -46,7 +50,7 @@ uint64_t Timelines::place(uint32_t caller, const Cost& cost, uint64_t not_before
   }
   if (cost.commit_ns > 0) t = commit(t, cost.commit_ns);
   if (line != nullptr) {
-    *line = {t, real_now};
+    *line = {t, real_now, how.sleeps};
     if (++placed_ % kSweepEvery == 0) drop_idle(real_now);
   } else {
     barrier_ns_ = t;
@@ -62,7 +66,10 @@ void Timelines::finished(uint32_t caller) {
   const uint64_t real_now = real_clock_();
   std::lock_guard lock(mutex_);
   auto it = lines_.find(caller);
-  if (it != lines_.end()) it->second.real_ns = real_now;
+  if (it != lines_.end()) {
+    it->second.real_ns = real_now;
+    it->second.sleeping = false;
+  }
 }
 
 uint64_t Timelines::commit(uint64_t changed_ns, uint64_t commit_ns) {
@@ -78,9 +85,7 @@ uint64_t Timelines::commit(uint64_t changed_ns, uint64_t commit_ns) {
 }
 
 void Timelines::drop_idle(uint64_t real_now) {
-  std::erase_if(lines_, [real_now](const auto& entry) {
-    return real_now - std::min(real_now, entry.second.real_ns) > kIdleNs;
-  });
+  std::erase_if(lines_, [real_now](const auto& entry) { return idle(entry.second, real_now); });
 }
 
 uint64_t Timelines::rebase() {

@@ -47,6 +47,16 @@
 
 namespace mimicfs {
 
+// How Timelines::place places an operation.
+struct TimelineOptions {
+  // Starts no earlier than now(): it waited for something all callers share
+  // (the background worker).
+  bool at_clock = false;
+  // Real latency mode sleeps it after place(): the caller is busy until
+  // finished(), never idle meanwhile.
+  bool sleeps = false;
+};
+
 class Timelines {
  public:
   // Real time in ns on a monotonic clock; passed in so tests can move it.
@@ -56,11 +66,11 @@ class Timelines {
 
   explicit Timelines(RealClock real_clock = steady_ns);
 
-  // Places an operation of `caller` costing `cost`, starting no earlier than
-  // `not_before`; returns its end in emulated time.
-  uint64_t place(uint32_t caller, const Cost& cost, uint64_t not_before = 0) EXCLUDES(mutex_);
-  // The caller's operation is over in real time now (after real latency mode
-  // slept it): the time it spent sleeping or queued is not idleness.
+  // Places an operation of `caller` costing `cost`; returns its end in
+  // emulated time.
+  uint64_t place(uint32_t caller, const Cost& cost, TimelineOptions how = {}) EXCLUDES(mutex_);
+  // The caller's operation placed with `sleeps` is over in real time now: the
+  // time it spent sleeping or queued is not idleness.
   void finished(uint32_t caller) EXCLUDES(mutex_);
   // The latest end of any operation; no lock taken.
   uint64_t now() const { return now_ns_.load(std::memory_order_relaxed); }
@@ -78,6 +88,7 @@ class Timelines {
   struct Timeline {
     uint64_t emulated_ns = 0;  // where its last operation ended
     uint64_t real_ns = 0;      // when, in real time
+    bool sleeping = false;     // placed with `sleeps`, not finished yet
   };
   struct Commit {
     uint64_t start_ns = 0;
@@ -85,6 +96,7 @@ class Timelines {
   };
   // The end of a commit taking the changes made up to `changed_ns`.
   uint64_t commit(uint64_t changed_ns, uint64_t commit_ns) REQUIRES(mutex_);
+  static bool idle(const Timeline& line, uint64_t real_now);
   void drop_idle(uint64_t real_now) REQUIRES(mutex_);
   void publish(uint64_t ns) REQUIRES(mutex_);
 

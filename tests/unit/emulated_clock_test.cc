@@ -90,13 +90,44 @@ TEST(EmulatedClock, VirtualModeSumsWithoutSleeping) {
 }
 
 TEST(EmulatedClock, TwoCallersOverlapOnTheirTimelines) {
-  EmulatedClock clock(1);
+  uint64_t real = 1'000'000'000;
+  EmulatedClock clock(1, {}, [&real] { return real; });
   clock.charge(Cost{0, 100}, 1);
   clock.charge(Cost{0, 100}, 2);  // a new caller starts at the clock: 100..200
   clock.charge(Cost{0, 100}, 1);  // 100..200, beside it
   EXPECT_EQ(clock.total_ns(), 200u);
   EXPECT_EQ(clock.reset(), 200u);
   EXPECT_EQ(clock.total_ns(), 0u);
+}
+
+TEST(EmulatedClock, AFreeOperationKeepsACallerActive) {
+  uint64_t real = 1'000'000'000;
+  EmulatedClock clock(1, {}, [&real] { return real; });
+  clock.charge(Cost{0, 100}, 1);
+  clock.charge(Cost{0, 1000}, 2);  // 100..1100
+  for (int i = 0; i < 3; ++i) {
+    real += Timelines::kIdleNs / 2;
+    clock.charge(Cost{}, 1);  // a getattr the page cache answers, say
+  }
+  clock.charge(Cost{0, 10}, 1);
+  EXPECT_EQ(clock.total_ns(), 1100u) << "caller 1 went on from 100, beside caller 2";
+}
+
+TEST(EmulatedClock, RealModeSleepIsNotIdleness) {
+  // The real clock jumps past kIdleNs during caller 1's first sleep.
+  int calls = 0;
+  uint64_t real = 1'000'000'000;
+  EmulatedClock clock(1, LatencyMode{true, 0.001}, [&calls, &real] {
+    return real + (++calls >= 2 ? 5 * Timelines::kIdleNs : 0);
+  });
+  clock.charge(Cost{0, 100}, 1);
+  clock.charge(Cost{0, 1000}, 2);  // 100..1100
+  clock.charge(Cost{0, 10}, 1);
+  EXPECT_EQ(clock.total_ns(), 1100u) << "caller 1 went on from 100, beside caller 2";
+  // Once its sleep is over, a caller away for longer than kIdleNs is idle.
+  real += Timelines::kIdleNs + 1;
+  clock.charge(Cost{0, 10}, 1);
+  EXPECT_EQ(clock.total_ns(), 1110u);
 }
 
 TEST(EmulatedClock, ZeroCostChangesNothing) {

@@ -107,11 +107,13 @@ TEST(Timelines, AnIdleCallerStartsAtTheClock) {
 TEST(Timelines, RealTimeSpentSleepingIsNotIdleness) {
   FakeRealClock real;
   Timelines lines(real.source());
-  lines.place(1, latency(100));
+  lines.place(1, latency(100), {.sleeps = true});
   lines.place(2, latency(1000));
   real.ns += 5 * Timelines::kIdleNs;  // the caller slept its cost in real latency mode
   lines.finished(1);
   EXPECT_EQ(lines.place(1, latency(10)), 110u);
+  real.ns += Timelines::kIdleNs + 1;  // and then was away
+  EXPECT_EQ(lines.place(1, latency(10)), 1110u);
 }
 
 TEST(Timelines, CallerZeroIsABarrier) {
@@ -123,23 +125,23 @@ TEST(Timelines, CallerZeroIsABarrier) {
   EXPECT_EQ(lines.place(1, latency(10)), 160u);
 }
 
-TEST(Timelines, NotBeforeHoldsACallerBehindTheClock) {
+TEST(Timelines, AtClockHoldsACallerBehindTheClock) {
   FakeRealClock real;
   Timelines lines(real.source());
   lines.place(1, latency(100));
   lines.place(2, latency(1000));  // 100..1100
-  EXPECT_EQ(lines.place(1, host(10), /*not_before=*/1100), 1110u);
+  EXPECT_EQ(lines.place(1, host(10), {.at_clock = true}), 1110u);
 }
 
-TEST(Timelines, AFreeOperationKeepsACallerActive) {
+TEST(Timelines, ASleepingCallerIsNeitherIdleNorSweptAway) {
   FakeRealClock real;
   Timelines lines(real.source());
-  lines.place(1, latency(100));
+  lines.place(1, latency(100), {.sleeps = true});
   lines.place(2, latency(1000));  // 100..1100
-  for (int i = 0; i < 3; ++i) {
-    real.ns += Timelines::kIdleNs / 2;
-    EXPECT_EQ(lines.place(1, Cost{}), 100u);
-  }
+  real.ns += 5 * Timelines::kIdleNs;
+  for (int i = 0; i < 5000; ++i) lines.place(3, host(0));  // sweeps
+  EXPECT_EQ(lines.callers(), 2u) << "caller 2 idle, swept; caller 1 asleep, kept";
+  lines.finished(1);
   EXPECT_EQ(lines.place(1, latency(10)), 110u);
 }
 
