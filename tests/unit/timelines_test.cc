@@ -19,6 +19,12 @@ Cost latency(uint64_t ns) { return {0, ns}; }
 Cost transfer(uint64_t ns) { return {0, ns, ns, 0}; }
 Cost commit(uint64_t ns) { return {0, ns, 0, ns}; }
 
+// Caller 1 ends at 100; caller 2, new, then runs 100..1100: caller 1 is behind the clock.
+void put_caller_one_behind(Timelines& lines) {
+  lines.place(1, latency(100));
+  lines.place(2, latency(1000));
+}
+
 TEST(Timelines, OneCallerSumsEveryCostToTheNanosecond) {
   FakeRealClock real;
   Timelines lines(real.source());
@@ -96,8 +102,7 @@ TEST(Timelines, AChangeMadeBeforeACommitStartedWaitsForThatCommitOnly) {
 TEST(Timelines, AnIdleCallerStartsAtTheClock) {
   FakeRealClock real;
   Timelines lines(real.source());
-  lines.place(1, latency(100));
-  lines.place(2, latency(1000));  // 100..1100
+  put_caller_one_behind(lines);
   real.ns += Timelines::kIdleNs;   // caller 1 was away, but not longer than kIdleNs
   EXPECT_EQ(lines.place(1, latency(10)), 110u);
   real.ns += Timelines::kIdleNs + 1;  // now longer: it starts after everything done
@@ -128,8 +133,7 @@ TEST(Timelines, CallerZeroIsABarrier) {
 TEST(Timelines, AtClockHoldsACallerBehindTheClock) {
   FakeRealClock real;
   Timelines lines(real.source());
-  lines.place(1, latency(100));
-  lines.place(2, latency(1000));  // 100..1100
+  put_caller_one_behind(lines);
   EXPECT_EQ(lines.place(1, host(10), {.at_clock = true}), 1110u);
 }
 
