@@ -198,6 +198,10 @@ const std::vector<ProfileKey>& profile_keys() {
       nanoseconds("cost.fsync_ns", &Profile::fsync_ns,
                   "the commit of fsync/fdatasync (journal and cache flush; NFS COMMIT), charged "
                   "when something was not durable"),
+      nanoseconds("cost.flush_ns", &Profile::flush_ns,
+                  "an fdatasync or O_DSYNC write that found only overwrites in place to make "
+                  "durable: the device's cache flush, no journal commit (ext4's i_datasync_tid, "
+                  "xfs's ili_datasync_seq; never on btrfs, whose overwrites are new blocks)"),
       nanoseconds("cost.fallocate_ns", &Profile::fallocate_ns,
                   "each fallocate that allocates or zeroes"),
       nanoseconds("cost.punch_ns", &Profile::punch_ns, "each hole punch"),

@@ -88,8 +88,12 @@ Result<size_t> RegularFile::write(uint64_t offset, std::span<const std::byte> da
   }
   if (sync_after) {
     // As generic_write_sync (iomap's direct I/O completion calls it too): the
-    // range is written back and committed now.
-    sync(offset, data.size(), work);
+    // range is written back and committed now. O_DSYNC (not O_SYNC) that left
+    // only overwrites in place to make durable is fdatasync's flush alone; a
+    // copy-on-write overwrite has moved its blocks by now, so it commits.
+    const bool flush_only =
+        (flags & O_SYNC) != O_SYNC && overwritten_in_place_only(offset, data.size());
+    sync(offset, data.size(), work, flush_only);
   } else if (!direct && dirty_.over_limit()) {
     // As balance_dirty_pages: past the dirty limit the writer writes back.
     writeback(0, kMaxFileSize, work);
@@ -197,10 +201,10 @@ void RegularFile::writeback(uint64_t offset, uint64_t length, Work& work) {
   }
 }
 
-bool RegularFile::sync(uint64_t offset, uint64_t length, Work& work) {
+bool RegularFile::sync(uint64_t offset, uint64_t length, Work& work, bool flush_only) {
   writeback(offset, length, work);
   const bool commit = durability_.unsynced();
-  if (commit) ++work.commits;
+  if (commit) ++(flush_only ? work.flushes : work.commits);
   if (offset == 0 && length >= kMaxFileSize) {
     durability_.synced(size_);
     space_.synced();

@@ -71,8 +71,10 @@ class RegularFile {
   // A sync of [offset, offset+length): the dirty data in it is written back (its
   // delayed blocks allocated first), one commit if anything was not durable,
   // then the range is durable (the whole file, size included, when it spans the
-  // file). True when it committed.
-  bool sync(uint64_t offset, uint64_t length, Work& work);
+  // file). True when it committed. `flush_only`: the caller found only
+  // overwrites in place to make durable (overwritten_in_place_only) and syncs
+  // the data alone, so the commit is a cache flush, no journal transaction.
+  bool sync(uint64_t offset, uint64_t length, Work& work, bool flush_only = false);
   // The size and allocation are durable now (an NFS server's synchronous
   // SETATTR, ALLOCATE or DEALLOCATE); data written since the last sync is not,
   // and the server's size is the synced one, or `allocated_end` (an ALLOCATE

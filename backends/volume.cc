@@ -411,14 +411,8 @@ Result<size_t> Volume::do_write(uint64_t inode, uint64_t offset, std::span<const
   if (!found) return std::unexpected(found.error());
   Inode& node = **found;
   work.file = node.number;
-  bool in_place = false;
   {
     std::lock_guard lock(node.mutex);
-    // O_DSYNC (not O_SYNC) over written blocks, nothing else pending: as fdatasync.
-    if ((flags & O_SYNC) != O_SYNC && (flags & O_DSYNC)) {
-      in_place = node.file->overwritten_in_place_only(
-          (flags & O_APPEND) ? node.file->size() : offset, data.size());
-    }
     // Before the data, as file_remove_privs: a failed write has cleared them too.
     if ((flags & kKillSuidgid) && kill_suidgid_locked(node)) {
       work.changed_attributes.push_back(node.number);  // the kernel drops size, not mode
@@ -430,7 +424,9 @@ Result<size_t> Volume::do_write(uint64_t inode, uint64_t offset, std::span<const
   }
   if (flags & O_DSYNC) {
     // Its commit is fsync's: on a journal every namespace change, and every
-    // other file's changes, go with it.
+    // other file's changes, go with it. A flush alone (O_DSYNC over blocks
+    // written in place, RegularFile::write) commits no transaction.
+    const bool in_place = work.flushes > 0;
     if (namespace_.commit(node.number, /*only_its_creation=*/false, work) || !in_place) {
       commit_journal_files();
     }
@@ -536,7 +532,7 @@ Result<void> Volume::fsync(uint64_t inode, bool datasync, Work& work) {
     std::lock_guard lock(node->mutex);
     const uint64_t blocks = node->file->space().blocks();
     in_place = datasync && node->file->overwritten_in_place_only();
-    committed = node->file->sync(0, kMaxFileSize, work);
+    committed = node->file->sync(0, kMaxFileSize, work, in_place);
     note_blocks_change(*node, blocks, work);
   }
   // The namespace changes the profile's model commits with it (NamespaceJournal):
@@ -547,7 +543,7 @@ Result<void> Volume::fsync(uint64_t inode, bool datasync, Work& work) {
   // still pending (a new inode's creation is part of its data).
   const bool journal =
       namespace_.commit(node->number, datasync && node->is_regular() && !committed, work);
-  if (journal && !committed) ++work.commits;
+  if (journal && (!committed || in_place)) ++work.commits;  // a flush alone commits none
   // The transaction it commits holds every other file's changes too: their
   // truncates, punches, allocations and the sizes writeback reached. An
   // fdatasync of overwrites in place commits none.

@@ -73,6 +73,11 @@ struct Work {
   DeviceWork device_writes;
   // Commits of a sync (journal commit and cache flush).
   uint32_t commits = 0;
+  // Syncs that found only overwrites in place to make durable (fdatasync,
+  // O_DSYNC): the data is written and the device's cache flushed, no journal
+  // transaction (ext4's i_datasync_tid, xfs's ili_datasync_seq). A commit in
+  // the same operation flushes the cache too, and covers them.
+  uint32_t flushes = 0;
   uint32_t fallocates = 0;  // fallocate calls that allocated or zeroed
   uint32_t punches = 0;
   // Unlinks and rmdirs, and the extent records and bytes of blocks freed with a

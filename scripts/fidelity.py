@@ -82,12 +82,22 @@ for run in $(seq "$RUNS"); do
     a=$(now); "$WORKLOAD" concurrent "$m" --writers "$n" --size-mib 32; b=$(now)
     w="$w $((b - a))"; rm -f "$m"/datafile*; sync
   done
-  echo "$run $((t1 - t0)) $((t2 - t1)) $((t4 - t3)) $((t5 - t4)) $((t6 - t5)) $((t7 - t6))$w"
+  "$WORKLOAD" extend "$m/punched" --how zeros; "$WORKLOAD" extend "$m/overwritten" --how zeros; sync
+  a=$(now); "$WORKLOAD" call punch "$m/punched"; b=$(now)
+  "$WORKLOAD" call fallocate "$m/fallocated"; c=$(now); sync
+  d=$(now); "$WORKLOAD" call overwrite "$m/overwritten"; e=$(now)
+  rm -f "$m/punched" "$m/overwritten" "$m/fallocated"; sync
+  echo "$run $((t1 - t0)) $((t2 - t1)) $((t4 - t3)) $((t5 - t4)) $((t6 - t5)) $((t7 - t6))$w" \
+    "$((b - a)) $((c - b)) $((e - d))"
 done
 """
 
 TIME_FIELDS = ("grow_1_per_fsync_s", "grow_128_per_fsync_s", "drop_plain_unlink_s",
                "drop_plain_sync_s", "drop_punched_unlink_s", "drop_punched_sync_s")
+# The per-call phases after the writers, and how many calls each makes
+# (mimicfs-workload call, as measure-real-fs.sh times them).
+CALL_FIELDS = (("punch_call_s", 4096), ("fallocate_call_s", 4096),
+               ("overwrite_fdatasync_call_s", 512))
 
 
 def run_on_profile(args, fs, device_bytes, script, env):
@@ -129,7 +139,8 @@ def emulate(args, real):
             run, *ns = (int(v) for v in line.split())
             row = {"seed": "time", "fs": fs, "run": run}
             row.update(zip(TIME_FIELDS, (v / 1e9 for v in ns[:6])))
-            row["osync_writers_s"] = [v / 1e9 for v in ns[6:]]
+            row["osync_writers_s"] = [v / 1e9 for v in ns[6:9]]
+            row.update((field, v / calls / 1e9) for (field, calls), v in zip(CALL_FIELDS, ns[9:]))
             emulated.append(row)
     for r in real["rows"]:
         if r["seed"] != "004":
@@ -185,25 +196,51 @@ TIME_RATIOS = (
      lambda r: r["osync_writers_s"][1] / r["osync_writers_s"][0]),
     ("32 KiB O_SYNC writers, 32 MiB each: 4 writers / 1",
      lambda r: r["osync_writers_s"][2] / r["osync_writers_s"][0]),
+    ("16 KiB overwrite + fdatasync / 001's page grown per fsync",
+     lambda r: r["overwrite_fdatasync_call_s"] / (r["grow_1_per_fsync_s"] / 2000)),
+)
+
+# A time row across filesystems: one call's time on this filesystem over its
+# time on ext4, measured in the same run on the same device.
+PER_CALL_RATIOS = (
+    ("punch 8 KiB of a 16 KiB page, per call: this fs / ext4", "punch_call_s"),
+    ("fallocate a 16 KiB page, per call: this fs / ext4", "fallocate_call_s"),
+    ("16 KiB overwrite + fdatasync, per call: this fs / ext4", "overwrite_fdatasync_call_s"),
 )
 
 
 def time_rows(real, emulated):
+    """The time rows. A figure a file does not hold (one written before its
+    workload was measured) leaves its row out."""
     rows = []
+    timed = lambda records, fs: [r for r in records if r["seed"] == "time" and r["fs"] == fs]
+
+    def row(label, fs, real_of, emulated_of):
+        try:
+            real_ratio, emulated_ratio = real_of(), emulated_of()
+        except KeyError:
+            return
+        except ZeroDivisionError:
+            rows.append((label, fs, "-", "-", "-", "no"))
+            return
+        ratio, ok = time_verdict(real_ratio, emulated_ratio)
+        rows.append((label, fs, f"{real_ratio:.2f}x", f"{emulated_ratio:.2f}x", ratio, ok))
+
+    def across(records, fs, field):
+        return (statistics.median(r[field] for r in timed(records, fs)) /
+                statistics.median(r[field] for r in timed(records, "ext4")))
+
     for fs in dict.fromkeys(r["fs"] for r in real if r["seed"] == "time"):
-        mine = [r for r in real if r["seed"] == "time" and r["fs"] == fs]
-        theirs = [r for r in emulated if r["seed"] == "time" and r["fs"] == fs]
+        mine, theirs = timed(real, fs), timed(emulated, fs)
         if not theirs:
             continue
         for label, ratio_of in TIME_RATIOS:
-            try:
-                real_ratio = statistics.median(ratio_of(r) for r in mine)
-                emulated_ratio = statistics.median(ratio_of(r) for r in theirs)
-            except ZeroDivisionError:
-                rows.append((label, fs, "-", "-", "-", "no"))
-                continue
-            ratio, ok = time_verdict(real_ratio, emulated_ratio)
-            rows.append((label, fs, f"{real_ratio:.2f}x", f"{emulated_ratio:.2f}x", ratio, ok))
+            row(label, fs, lambda: statistics.median(ratio_of(r) for r in mine),
+                lambda: statistics.median(ratio_of(r) for r in theirs))
+        if fs == "ext4" or not timed(real, "ext4") or not timed(emulated, "ext4"):
+            continue
+        for label, field in PER_CALL_RATIOS:
+            row(label, fs, lambda: across(real, fs, field), lambda: across(emulated, fs, field))
     return rows
 
 

@@ -109,13 +109,22 @@ done
 # SATA SSD: only ratios carry over): seed 001's 2000 pages grown one per fsync
 # or 128 per fsync; seed 004's drop of a 64 MiB file written plain or punched,
 # with a cold cache, as the unlink and the sync after it; 32 MiB per writer in
-# 32 KiB O_SYNC writes with 1, 2 and 4 writers.
+# 32 KiB O_SYNC writes with 1, 2 and 4 writers; and per call (mimicfs-workload
+# call): a punch of 8 KiB of a written 64 MiB file's 16 KiB pages (4096 calls),
+# a fallocate of one 16 KiB page (4096 calls), a 16 KiB page overwritten and
+# fdatasync'ed (512 calls).
 seconds() {  # seconds COMMAND...: its wall time, its output dropped
   local t0 t1
   t0=$(date +%s%N); "$@" >/dev/null; t1=$(date +%s%N)
   awk -v ns=$(( t1 - t0 )) 'BEGIN { printf "%.4f", ns / 1e9 }'
 }
-echo "time: seconds (grow 1/128 pages per fsync; drop plain/punched: unlink+sync; O_SYNC writers 1/2/4)"
+per_call() {  # per_call CALLS COMMAND...: its wall time over CALLS, in seconds
+  local t0 t1
+  t0=$(date +%s%N); "${@:2}" >/dev/null; t1=$(date +%s%N)
+  awk -v ns=$(( t1 - t0 )) -v calls="$1" 'BEGIN { printf "%.9f", ns / calls / 1e9 }'
+}
+echo "time: seconds (grow 1/128 pages per fsync; drop plain/punched: unlink+sync; O_SYNC writers 1/2/4;"
+echo "      per call, microseconds: punch, fallocate, overwrite+fdatasync)"
 for fs in ext4 xfs btrfs; do
   fresh "$fs"
   line=""
@@ -133,8 +142,16 @@ for fs in ext4 xfs btrfs; do
       writers+=("$(seconds "$workload" concurrent "$work/mnt" --writers "$n" --size-mib 32)")
       rm -f "$work"/mnt/datafile*; sync
     done
-    line+=" [$grow1/$grow128 $plain_rm+$plain_sync/$punched_rm+$punched_sync ${writers[*]}]"
-    rows+=("{\"seed\": \"time\", \"fs\": \"$fs\", \"run\": $run, \"grow_1_per_fsync_s\": $grow1, \"grow_128_per_fsync_s\": $grow128, \"drop_plain_unlink_s\": $plain_rm, \"drop_plain_sync_s\": $plain_sync, \"drop_punched_unlink_s\": $punched_rm, \"drop_punched_sync_s\": $punched_sync, \"osync_writers_s\": [${writers[0]}, ${writers[1]}, ${writers[2]}]}")
+    "$workload" extend "$work/mnt/punched" --how zeros
+    "$workload" extend "$work/mnt/overwritten" --how zeros; sync
+    punch=$(per_call 4096 "$workload" call punch "$work/mnt/punched")
+    falloc=$(per_call 4096 "$workload" call fallocate "$work/mnt/fallocated")
+    sync
+    overwrite=$(per_call 512 "$workload" call overwrite "$work/mnt/overwritten")
+    rm -f "$work/mnt/punched" "$work/mnt/overwritten" "$work/mnt/fallocated"; sync
+    calls=$(awk -v p="$punch" -v f="$falloc" -v o="$overwrite" 'BEGIN { printf "%.1f/%.1f/%.1f", p * 1e6, f * 1e6, o * 1e6 }')
+    line+=" [$grow1/$grow128 $plain_rm+$plain_sync/$punched_rm+$punched_sync ${writers[*]} $calls]"
+    rows+=("{\"seed\": \"time\", \"fs\": \"$fs\", \"run\": $run, \"grow_1_per_fsync_s\": $grow1, \"grow_128_per_fsync_s\": $grow128, \"drop_plain_unlink_s\": $plain_rm, \"drop_plain_sync_s\": $plain_sync, \"drop_punched_unlink_s\": $punched_rm, \"drop_punched_sync_s\": $punched_sync, \"osync_writers_s\": [${writers[0]}, ${writers[1]}, ${writers[2]}], \"punch_call_s\": $punch, \"fallocate_call_s\": $falloc, \"overwrite_fdatasync_call_s\": $overwrite}")
   done
   printf '  %-6s%s\n' "$fs" "$line"
 done

@@ -6,6 +6,7 @@
 //   mimicfs-workload grow FILE [--pages 2000] [--per-extension 1]
 //   mimicfs-workload concurrent DIR [--writers 4] [--size-mib 128] [--reserve]
 //   mimicfs-workload punch FILE [--size-mib 64]
+//   mimicfs-workload call punch|fallocate|overwrite FILE [--size-mib 64] [--pages 512]
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <unistd.h>
@@ -25,6 +26,17 @@ Outcome on_file(const std::string& path, int flags, const std::function<Outcome(
   Outcome outcome = body(fd);
   if (outcome && fsync(fd) != 0)
     outcome = std::unexpected(fmt::format("fsync: {}", strerror(errno)));
+  if (close(fd) != 0 && outcome)
+    outcome = std::unexpected(fmt::format("close: {}", strerror(errno)));
+  return outcome;
+}
+
+// Opens `path` with `flags` and runs `body` on it: no fsync, so a timed phase
+// holds the calls alone.
+Outcome on_open_file(const std::string& path, int flags, const std::function<Outcome(int)>& body) {
+  const int fd = open(path.c_str(), O_RDWR | flags, 0644);
+  if (fd < 0) return std::unexpected(fmt::format("cannot open {}: {}", path, strerror(errno)));
+  Outcome outcome = body(fd);
   if (close(fd) != 0 && outcome)
     outcome = std::unexpected(fmt::format("close: {}", strerror(errno)));
   return outcome;
@@ -60,6 +72,18 @@ int run(int argc, char** argv) {
       app.add_subcommand("punch", "seed 004: write FILE, then punch the last 8 KiB of each page");
   punch_cmd->add_option("FILE", target)->required();
   punch_cmd->add_option("--size-mib", size_mib, "default 64")->check(CLI::Range(1, 1 << 20));
+  std::string op;
+  auto* call_cmd = app.add_subcommand(
+      "call", "one operation repeated, for its per-call time: punch (FILE exists; the last "
+              "8 KiB of each 16 KiB page), fallocate (a new FILE, a page per call), overwrite "
+              "(FILE exists; a page in place, then fdatasync)");
+  call_cmd->add_option("OP", op)->required()->check(
+      CLI::IsMember({"punch", "fallocate", "overwrite"}));
+  call_cmd->add_option("FILE", target)->required();
+  call_cmd->add_option("--size-mib", size_mib, "punch and fallocate: bytes covered (default 64)")
+      ->check(CLI::Range(1, 1 << 20));
+  call_cmd->add_option("--pages", pages, "overwrite: pages (default 512)")
+      ->check(CLI::Range(1, 1 << 20));
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -93,6 +117,17 @@ int run(int argc, char** argv) {
     outcome = on_file(target, O_TRUNC, [&](int fd) { return write_range(fd, 0, size, kMiB, 'p'); });
     if (outcome) {
       outcome = on_file(target, 0, [&](int fd) { return punch_page_tails(fd, size); });
+    }
+  } else if (call_cmd->parsed()) {
+    const off_t size = (size_mib ? size_mib : 64) * kMiB;
+    if (op == "punch") {
+      outcome = on_open_file(target, 0, [&](int fd) { return punch_page_tails(fd, size); });
+    } else if (op == "fallocate") {
+      outcome = on_open_file(target, O_CREAT | O_EXCL,
+                             [&](int fd) { return fallocate_pages(fd, size); });
+    } else {
+      const int count = call_cmd->count("--pages") ? pages : 512;
+      outcome = on_open_file(target, 0, [&](int fd) { return overwrite_pages_synced(fd, count); });
     }
   }
   if (!outcome) {

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <string>
@@ -192,6 +193,23 @@ Outcome punch_page_tails(int fd, off_t size, off_t page, off_t punched) {
     if (fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, offset, punched) != 0) {
       return failed("punch at " + std::to_string(offset));
     }
+  }
+  return {};
+}
+
+Outcome fallocate_pages(int fd, off_t size, off_t page) {
+  for (off_t offset = 0; offset < size; offset += page) {
+    if (fallocate(fd, 0, offset, std::min(page, size - offset)) != 0) {
+      return failed("fallocate at " + std::to_string(offset));
+    }
+  }
+  return {};
+}
+
+Outcome overwrite_pages_synced(int fd, int pages, off_t page) {
+  for (int n = 0; n < pages; ++n) {
+    if (auto r = write_range(fd, n * page, page, page, 'o'); !r) return r;
+    if (fdatasync(fd) != 0) return failed("fdatasync after page " + std::to_string(n));
   }
   return {};
 }

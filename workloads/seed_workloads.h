@@ -57,4 +57,12 @@ Outcome concurrent_writers(const std::string& dir, const Writers& writers);
 // [0, size) are punched (PUNCH_HOLE | KEEP_SIZE).
 Outcome punch_page_tails(int fd, off_t size, off_t page = kInnodbPage, off_t punched = 8 * kKiB);
 
+// Per-call costs (scripts/measure-real-fs.sh times each phase and divides by
+// its calls): [0, size) reserved one page per fallocate(0) call, as a
+// tablespace extended a page at a time; and the first `pages` pages
+// overwritten in place, each followed by fdatasync, as a database flushing
+// one page (on a copy-on-write filesystem every overwrite is new blocks).
+Outcome fallocate_pages(int fd, off_t size, off_t page = kInnodbPage);
+Outcome overwrite_pages_synced(int fd, int pages, off_t page = kInnodbPage);
+
 }  // namespace mimicfs::workloads

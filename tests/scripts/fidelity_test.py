@@ -38,7 +38,34 @@ EARLIER = [seed003("xfs", 2, 1, [11, 12]), seed003("xfs", 2, 2, [13, 12]),
            timed("xfs", 1, 1.0, 2.0, 4.0)]
 
 
+def calls(fs, punch, overwrite):
+    return dict(timed(fs, 1, 1.0, 1.5, 2.0), punch_call_s=punch, fallocate_call_s=1e-5,
+                overwrite_fdatasync_call_s=overwrite)
+
+
 class Tables(unittest.TestCase):
+    def test_per_call_rows_are_against_ext4_in_the_same_run(self):
+        real = {"rows": [calls("ext4", 1e-5, 2e-4), calls("btrfs", 1e-5, 8e-4)]}
+        emulated = [calls("ext4", 2e-5, 1e-4), calls("btrfs", 2e-5, 1e-4)]
+        rows = {(r[0], r[1]): r for r in fidelity.table(real, emulated)}
+        overwrite = rows[("16 KiB overwrite + fdatasync, per call: this fs / ext4", "btrfs")]
+        self.assertEqual(overwrite[2:], ("4.00x", "1.00x", "0.25", "no"))
+        punch = rows[("punch 8 KiB of a 16 KiB page, per call: this fs / ext4", "btrfs")]
+        self.assertEqual(punch[2:], ("1.00x", "1.00x", "1.00", "yes"))
+        # ext4 is the reference: no row of its own against itself.
+        self.assertNotIn(("punch 8 KiB of a 16 KiB page, per call: this fs / ext4", "ext4"), rows)
+        # overwrite / grown page: 2e-4 / (10 s / 2000).
+        within = rows[("16 KiB overwrite + fdatasync / 001's page grown per fsync", "ext4")]
+        self.assertEqual(within[2], "0.04x")
+
+    def test_a_figure_an_earlier_file_lacks_leaves_its_row_out(self):
+        real = {"rows": [calls("ext4", 1e-5, 2e-4), calls("btrfs", 1e-5, 8e-4)]}
+        older = [timed("ext4", 1, 1.0, 2.0, 4.0), timed("btrfs", 1, 1.0, 2.0, 4.0)]
+        labels = {r[0] for r in fidelity.table(real, older)}
+        self.assertIn("32 KiB O_SYNC writers, 32 MiB each: 2 writers / 1", labels)
+        self.assertNotIn("16 KiB overwrite + fdatasync, per call: this fs / ext4", labels)
+        self.assertNotIn("16 KiB overwrite + fdatasync / 001's page grown per fsync", labels)
+
     def test_verdicts_and_medians(self):
         rows = {(r[0], r[1]): r for r in fidelity.table(REAL, NOW)}
         extents = rows[("003 extents per file, 2 writers", "xfs")]

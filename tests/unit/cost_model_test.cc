@@ -20,6 +20,7 @@ Profile costly() {
   p.read_ns = 3'000;
   p.write_ns = 1'000;
   p.fsync_ns = 50'000;
+  p.flush_ns = 20'000;
   p.fallocate_ns = 400;
   p.punch_ns = 500;
   p.unlink_ns = 600;
@@ -176,6 +177,25 @@ TEST(CostModel, CommitIsARoundTripAndTheFsync) {
   const CostModel costs(p);
   EXPECT_EQ(costs.commit().host_ns, 0u);
   EXPECT_EQ(costs.commit().device_ns, 100u + 50'000u);
+}
+
+TEST(CostModel, AFlushIsARoundTripAndTheCacheFlushOnTheJournalsPart) {
+  const Profile p = costly();
+  const CostModel costs(p);
+  EXPECT_EQ(costs.flush().device_ns, 100u + 20'000u);
+  EXPECT_EQ(costs.flush().commit_ns, costs.flush().device_ns);
+  Work flushed;
+  flushed.flushes = 2;
+  EXPECT_EQ(costs.of(flushed).total(), 2 * (100u + 20'000u));
+}
+
+TEST(CostModel, ACommitCoversTheFlushesOfItsOperation) {
+  const Profile p = costly();
+  const CostModel costs(p);
+  Work both;
+  both.commits = 1;
+  both.flushes = 1;
+  EXPECT_EQ(costs.of(both).total(), costs.commit().total());
 }
 
 TEST(CostModel, MetadataOperationsAreARoundTripAndTheirWork) {

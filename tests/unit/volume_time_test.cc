@@ -48,6 +48,7 @@ uint64_t device_read_ns(const Profile& p, uint64_t bytes) {
 }
 
 uint64_t commit_ns(const Profile& p) { return p.round_trip_ns + p.fsync_ns; }
+uint64_t flush_ns(const Profile& p) { return p.round_trip_ns + p.flush_ns; }
 
 // The emulated time charged to one operation class so far.
 uint64_t op_ns(Fs& fs, const std::string& op) {
@@ -288,6 +289,57 @@ TEST(VolumeTime, DsyncWriteIsWrittenBackAndCommitted) {
     EXPECT_EQ(fs.stats(f).dirty_bytes, 0u) << profile;
     EXPECT_EQ(fs.stats(f).unsynced_bytes, 0u) << profile;
   }
+}
+
+// ext4's i_datasync_tid, xfs's ili_datasync_seq: an fdatasync (or O_DSYNC
+// write) with only overwrites in place to make durable writes the data and
+// flushes the cache; it commits no transaction. btrfs's overwrites are new
+// blocks, so its fdatasync commits the log.
+TEST(VolumeTime, FdatasyncOfOverwritesInPlaceIsACacheFlushNotACommit) {
+  for (std::string_view profile : {"ext4", "xfs", "btrfs"}) {
+    Fs fs(profile);
+    const Profile& p = fs.volume.profile();
+    ASSERT_LT(p.flush_ns, p.fsync_ns) << profile;
+    const uint64_t f = fs.create_open("f");
+    write_big(fs, f, 0, 64 * kKiB);
+    fs.fsync(f);
+    const uint64_t in_place_commit = p.copy_on_write ? commit_ns(p) : flush_ns(p);
+    fs.volume.reset_statistics();
+    ASSERT_TRUE(fs.write(f, 16 * kKiB, pattern(16 * kKiB, 'o')).has_value());
+    ASSERT_TRUE(fs.volume.fsync(f, /*datasync=*/true).has_value());
+    const uint64_t written = device_write_ns(p, 16 * kKiB);
+    // A copy-on-write overwrite lands apart from its neighbours: no more extents
+    // in the request, but the write may fill between allocated blocks.
+    EXPECT_GE(op_ns(fs, "fsync"), written + in_place_commit) << profile;
+    EXPECT_LT(op_ns(fs, "fsync"), written + in_place_commit + p.extent_ns + p.gap_fill_ns + 1)
+        << profile;
+
+    // The same through O_DSYNC, charged to the write.
+    fs.volume.reset_statistics();
+    ASSERT_TRUE(write_flags(fs, f, 0, pattern(16 * kKiB, 'd'), O_DSYNC).has_value());
+    EXPECT_GE(op_ns(fs, "write"), copy_ns(p, 16 * kKiB) + written + in_place_commit) << profile;
+    EXPECT_LT(op_ns(fs, "write"),
+              copy_ns(p, 16 * kKiB) + written + in_place_commit + p.extent_ns + p.gap_fill_ns + 1)
+        << profile;
+
+    // fsync (not fdatasync) of the same overwrite commits: the mtime changed.
+    ASSERT_TRUE(fs.write(f, 16 * kKiB, pattern(16 * kKiB, 'p')).has_value());
+    fs.volume.reset_statistics();
+    ASSERT_TRUE(fs.volume.fsync(f, /*datasync=*/false).has_value());
+    EXPECT_GE(op_ns(fs, "fsync"), written + commit_ns(p)) << profile;
+  }
+}
+
+TEST(VolumeTime, FdatasyncOfAnAppendCommits) {
+  Fs fs("ext4");
+  const Profile& p = fs.volume.profile();
+  const uint64_t f = fs.create_open("f");
+  write_big(fs, f, 0, 64 * kKiB);
+  fs.fsync(f);
+  ASSERT_TRUE(fs.write(f, 64 * kKiB, pattern(16 * kKiB, 'a')).has_value());
+  fs.volume.reset_statistics();
+  ASSERT_TRUE(fs.volume.fsync(f, /*datasync=*/true).has_value());
+  EXPECT_EQ(op_ns(fs, "fsync"), device_write_ns(p, 16 * kKiB) + commit_ns(p));
 }
 
 TEST(VolumeTime, DsyncWriteLeavesOtherRangesUnsynced) {
