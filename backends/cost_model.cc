@@ -64,12 +64,11 @@ Cost CostModel::commit() const {
   return {0, ns, 0, ns};
 }
 
-// The block layer merges flushes issued while one is in flight (blk-flush's
-// pending list), and a journal commit ends with one: a flush is the journal's
-// shared resource too (timelines.h).
+// Request latency, which overlaps other callers' (the block layer merges
+// flushes issued while one is in flight); not the journal's commit, which a
+// caller could otherwise join (timelines.h). 0: as fsync_ns.
 Cost CostModel::flush() const {
-  const uint64_t ns = profile_.round_trip_ns + profile_.flush_ns;
-  return {0, ns, 0, ns};
+  return {0, profile_.round_trip_ns + (profile_.flush_ns != 0 ? profile_.flush_ns : profile_.fsync_ns)};
 }
 
 Cost CostModel::metadata() const { return {0, profile_.round_trip_ns + profile_.metadata_ns}; }
@@ -105,7 +104,7 @@ Cost CostModel::of(const Work& work) const {
   cost += device_reads(work.device_reads);
   cost += device_writes(work.device_writes);
   cost += commit().times(work.commits);
-  if (work.commits == 0) cost += flush().times(work.flushes);  // a commit flushes the cache
+  cost += flush().times(work.flushes);
   cost += fallocate().times(work.fallocates);
   cost += punch().times(work.punches);
   if (work.unlinks > 0) {

@@ -53,7 +53,8 @@ class CostModel {
   Cost buffered_copy(uint64_t bytes) const;
   // The commit of fsync/fdatasync (after its writeback): journal and cache flush.
   Cost commit() const;
-  // A sync of overwrites in place (after its writeback): the cache flush alone.
+  // A sync of overwrites in place (after its writeback): the cache flush alone
+  // (flush_ns, or fsync_ns when that is 0).
   Cost flush() const;
   // create, mkdir, symlink, link, rename, rmdir, setattr, setxattr, removexattr.
   Cost metadata() const;

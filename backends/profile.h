@@ -64,7 +64,7 @@ struct Profile {
   uint64_t read_ns = 0;           // each device read request
   uint64_t write_ns = 0;          // each device write request
   uint64_t fsync_ns = 0;          // the commit of fsync/fdatasync: journal and cache flush
-  uint64_t flush_ns = 0;          // a sync of overwrites in place: the cache flush alone
+  uint64_t flush_ns = 0;          // a sync of overwrites in place: the cache flush; 0: fsync_ns
   uint64_t fallocate_ns = 0;      // each fallocate that allocates or zeroes
   uint64_t punch_ns = 0;          // each hole punch
   uint64_t unlink_ns = 0;         // each unlink, and each rmdir

@@ -201,7 +201,8 @@ const std::vector<ProfileKey>& profile_keys() {
       nanoseconds("cost.flush_ns", &Profile::flush_ns,
                   "an fdatasync or O_DSYNC write that found only overwrites in place to make "
                   "durable: the device's cache flush, no journal commit (ext4's i_datasync_tid, "
-                  "xfs's ili_datasync_seq; never on btrfs, whose overwrites are new blocks)"),
+                  "xfs's ili_datasync_seq; never on btrfs, whose overwrites are new blocks). 0: as "
+                  "`cost.fsync_ns`"),
       nanoseconds("cost.fallocate_ns", &Profile::fallocate_ns,
                   "each fallocate that allocates or zeroes"),
       nanoseconds("cost.punch_ns", &Profile::punch_ns, "each hole punch"),

@@ -411,6 +411,7 @@ Result<size_t> Volume::do_write(uint64_t inode, uint64_t offset, std::span<const
   if (!found) return std::unexpected(found.error());
   Inode& node = **found;
   work.file = node.number;
+  const uint32_t flushes_before = work.flushes;  // copy_range writes chunks into one Work
   {
     std::lock_guard lock(node.mutex);
     // Before the data, as file_remove_privs: a failed write has cleared them too.
@@ -426,8 +427,14 @@ Result<size_t> Volume::do_write(uint64_t inode, uint64_t offset, std::span<const
     // Its commit is fsync's: on a journal every namespace change, and every
     // other file's changes, go with it. A flush alone (O_DSYNC over blocks
     // written in place, RegularFile::write) commits no transaction.
-    const bool in_place = work.flushes > 0;
-    if (namespace_.commit(node.number, /*only_its_creation=*/false, work) || !in_place) {
+    const bool in_place = work.flushes > flushes_before;
+    if (namespace_.commit(node.number, /*only_its_creation=*/false, work)) {
+      if (in_place) {  // the journal's commit flushes the data too
+        --work.flushes;
+        ++work.commits;
+      }
+      commit_journal_files();
+    } else if (!in_place) {
       commit_journal_files();
     }
   }
@@ -543,7 +550,11 @@ Result<void> Volume::fsync(uint64_t inode, bool datasync, Work& work) {
   // still pending (a new inode's creation is part of its data).
   const bool journal =
       namespace_.commit(node->number, datasync && node->is_regular() && !committed, work);
-  if (journal && (!committed || in_place)) ++work.commits;  // a flush alone commits none
+  if (journal && !committed) ++work.commits;
+  if (journal && committed && in_place) {  // the journal's commit flushes the data too
+    --work.flushes;
+    ++work.commits;
+  }
   // The transaction it commits holds every other file's changes too: their
   // truncates, punches, allocations and the sizes writeback reached. An
   // fdatasync of overwrites in place commits none.

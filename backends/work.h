@@ -75,8 +75,8 @@ struct Work {
   uint32_t commits = 0;
   // Syncs that found only overwrites in place to make durable (fdatasync,
   // O_DSYNC): the data is written and the device's cache flushed, no journal
-  // transaction (ext4's i_datasync_tid, xfs's ili_datasync_seq). A commit in
-  // the same operation flushes the cache too, and covers them.
+  // transaction (ext4's i_datasync_tid, xfs's ili_datasync_seq). A sync counts
+  // one commit or one flush, never both.
   uint32_t flushes = 0;
   uint32_t fallocates = 0;  // fallocate calls that allocated or zeroed
   uint32_t punches = 0;

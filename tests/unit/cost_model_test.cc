@@ -179,23 +179,22 @@ TEST(CostModel, CommitIsARoundTripAndTheFsync) {
   EXPECT_EQ(costs.commit().device_ns, 100u + 50'000u);
 }
 
-TEST(CostModel, AFlushIsARoundTripAndTheCacheFlushOnTheJournalsPart) {
+TEST(CostModel, AFlushIsARoundTripAndTheCacheFlushNotTheJournals) {
   const Profile p = costly();
   const CostModel costs(p);
   EXPECT_EQ(costs.flush().device_ns, 100u + 20'000u);
-  EXPECT_EQ(costs.flush().commit_ns, costs.flush().device_ns);
-  Work flushed;
-  flushed.flushes = 2;
-  EXPECT_EQ(costs.of(flushed).total(), 2 * (100u + 20'000u));
+  EXPECT_EQ(costs.flush().commit_ns, 0u);  // overlaps: no commit to join
+  EXPECT_EQ(costs.flush().transfer_ns, 0u);
+  Work work;
+  work.flushes = 2;  // copy_range: two chunks, one in place, one...
+  work.commits = 1;  // ...extending: both are paid
+  EXPECT_EQ(costs.of(work).total(), 2 * (100u + 20'000u) + costs.commit().total());
 }
 
-TEST(CostModel, ACommitCoversTheFlushesOfItsOperation) {
-  const Profile p = costly();
-  const CostModel costs(p);
-  Work both;
-  both.commits = 1;
-  both.flushes = 1;
-  EXPECT_EQ(costs.of(both).total(), costs.commit().total());
+TEST(CostModel, AFlushWithoutItsOwnKeyCostsTheCommit) {
+  Profile p = costly();
+  p.flush_ns = 0;
+  EXPECT_EQ(CostModel(p).flush().total(), CostModel(p).commit().total());
 }
 
 TEST(CostModel, MetadataOperationsAreARoundTripAndTheirWork) {

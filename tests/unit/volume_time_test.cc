@@ -330,6 +330,25 @@ TEST(VolumeTime, FdatasyncOfOverwritesInPlaceIsACacheFlushNotACommit) {
   }
 }
 
+// A pending namespace change goes with the O_DSYNC write's sync: the journal
+// commits, and the write pays a commit, not a flush.
+TEST(VolumeTime, DsyncOverwriteWithAPendingCreateCommitsTheJournal) {
+  Fs fs("ext4");
+  const Profile& p = fs.volume.profile();
+  const uint64_t f = fs.create_open("f");
+  write_big(fs, f, 0, 64 * kKiB);
+  fs.fsync(f);
+  fs.create_open("g");  // pending in the journal
+  fs.volume.reset_statistics();
+  ASSERT_TRUE(write_flags(fs, f, 0, pattern(16 * kKiB, 'd'), O_DSYNC).has_value());
+  EXPECT_EQ(op_ns(fs, "write"),
+            copy_ns(p, 16 * kKiB) + device_write_ns(p, 16 * kKiB) + commit_ns(p));
+  // The create is durable now: the next in-place O_DSYNC write is a flush.
+  fs.volume.reset_statistics();
+  ASSERT_TRUE(write_flags(fs, f, 0, pattern(16 * kKiB, 'e'), O_DSYNC).has_value());
+  EXPECT_EQ(op_ns(fs, "write"), copy_ns(p, 16 * kKiB) + device_write_ns(p, 16 * kKiB) + flush_ns(p));
+}
+
 TEST(VolumeTime, FdatasyncOfAnAppendCommits) {
   Fs fs("ext4");
   const Profile& p = fs.volume.profile();
