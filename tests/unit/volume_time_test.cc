@@ -291,6 +291,14 @@ TEST(VolumeTime, DsyncWriteIsWrittenBackAndCommitted) {
   }
 }
 
+// A file "f" of 64 KiB, written and synced: an overwrite of it is in place.
+uint64_t synced_file(Fs& fs) {
+  const uint64_t f = fs.create_open("f");
+  write_big(fs, f, 0, 64 * kKiB);
+  fs.fsync(f);
+  return f;
+}
+
 // ext4's i_datasync_tid, xfs's ili_datasync_seq: an fdatasync (or O_DSYNC
 // write) with only overwrites in place to make durable writes the data and
 // flushes the cache; it commits no transaction. btrfs's overwrites are new
@@ -300,9 +308,7 @@ TEST(VolumeTime, FdatasyncOfOverwritesInPlaceIsACacheFlushNotACommit) {
     Fs fs(profile);
     const Profile& p = fs.volume.profile();
     ASSERT_LT(p.flush_ns, p.fsync_ns) << profile;
-    const uint64_t f = fs.create_open("f");
-    write_big(fs, f, 0, 64 * kKiB);
-    fs.fsync(f);
+    const uint64_t f = synced_file(fs);
     const uint64_t in_place_commit = p.copy_on_write ? commit_ns(p) : flush_ns(p);
     fs.volume.reset_statistics();
     ASSERT_TRUE(fs.write(f, 16 * kKiB, pattern(16 * kKiB, 'o')).has_value());
@@ -335,9 +341,7 @@ TEST(VolumeTime, FdatasyncOfOverwritesInPlaceIsACacheFlushNotACommit) {
 TEST(VolumeTime, DsyncOverwriteWithAPendingCreateCommitsTheJournal) {
   Fs fs("ext4");
   const Profile& p = fs.volume.profile();
-  const uint64_t f = fs.create_open("f");
-  write_big(fs, f, 0, 64 * kKiB);
-  fs.fsync(f);
+  const uint64_t f = synced_file(fs);
   fs.create_open("g");  // pending in the journal
   fs.volume.reset_statistics();
   ASSERT_TRUE(write_flags(fs, f, 0, pattern(16 * kKiB, 'd'), O_DSYNC).has_value());
@@ -352,9 +356,7 @@ TEST(VolumeTime, DsyncOverwriteWithAPendingCreateCommitsTheJournal) {
 TEST(VolumeTime, FdatasyncOfAnAppendCommits) {
   Fs fs("ext4");
   const Profile& p = fs.volume.profile();
-  const uint64_t f = fs.create_open("f");
-  write_big(fs, f, 0, 64 * kKiB);
-  fs.fsync(f);
+  const uint64_t f = synced_file(fs);
   ASSERT_TRUE(fs.write(f, 64 * kKiB, pattern(16 * kKiB, 'a')).has_value());
   fs.volume.reset_statistics();
   ASSERT_TRUE(fs.volume.fsync(f, /*datasync=*/true).has_value());
