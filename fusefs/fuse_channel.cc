@@ -11,13 +11,19 @@
 #include <cstdint>
 #include <cstring>
 
+#include "fusefs/fuse_ring.h"
+
 namespace mimicfs::fuse_channel {
 namespace {
 
 // The INIT request's id while its reply is pending (0: none), and whether the
-// kernel offered FUSE_HANDLE_KILLPRIV_V2 in it.
+// kernel offered FUSE_HANDLE_KILLPRIV_V2 and FUSE_OVER_IO_URING in it.
 std::atomic<uint64_t> init_unique{0};
 std::atomic<bool> kernel_offers_killpriv_v2{false};
+std::atomic<bool> kernel_offers_io_uring{false};
+
+// The io_uring transport to offer, if any (attach).
+FuseRing* ring = nullptr;
 
 // The request the current thread read last, which it is now serving.
 thread_local bool current_kills_suidgid = false;
@@ -48,6 +54,15 @@ void note_request(const char* request, ssize_t length) {
         std::memcpy(&flags, request + sizeof(fuse_in_header) + offsetof(fuse_init_in, flags),
                     sizeof flags);
         kernel_offers_killpriv_v2 = (flags & FUSE_HANDLE_KILLPRIV_V2) != 0;
+        // flags2, the upper 32 bits, when the kernel says it sent them.
+        uint32_t flags2 = 0;
+        if ((flags & FUSE_INIT_EXT) != 0 &&
+            length >= static_cast<ssize_t>(sizeof(fuse_in_header) + offsetof(fuse_init_in, flags2) +
+                                           sizeof(uint32_t))) {
+          std::memcpy(&flags2, request + sizeof(fuse_in_header) + offsetof(fuse_init_in, flags2),
+                      sizeof flags2);
+        }
+        kernel_offers_io_uring = (flags2 & (FuseRing::kInitFlag >> 32)) != 0;
       }
       init_unique = header.unique;
       break;
@@ -73,9 +88,97 @@ void note_request(const char* request, ssize_t length) {
 
 ssize_t channel_read(int fd, void* buffer, size_t length, void*) {
   const ssize_t n = ::read(fd, buffer, length);
-  if (n < static_cast<ssize_t>(sizeof(fuse_in_header))) return n;
-  char* request = static_cast<char*>(buffer);
-  note_request(request, n);
+  if (n >= static_cast<ssize_t>(sizeof(fuse_in_header))) {
+    prepare_request(static_cast<char*>(buffer), static_cast<size_t>(n));
+  }
+  return n;
+}
+
+// The payload each ring entry needs: the kernel's max_payload_sz for the INIT
+// reply `reply` (the largest of FUSE_MIN_READ_BUFFER, max_write and
+// max_pages pages, 32 pages unless the reply says FUSE_MAX_PAGES).
+size_t ring_payload_bytes(const char* reply, size_t length, uint32_t flags) {
+  uint32_t max_write = 0;
+  if (length >= offsetof(fuse_init_out, max_write) + sizeof max_write) {
+    std::memcpy(&max_write, reply + offsetof(fuse_init_out, max_write), sizeof max_write);
+  }
+  uint16_t max_pages = 32;
+  if ((flags & FUSE_MAX_PAGES) != 0 &&
+      length >= offsetof(fuse_init_out, max_pages) + sizeof max_pages) {
+    std::memcpy(&max_pages, reply + offsetof(fuse_init_out, max_pages), sizeof max_pages);
+  }
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  return std::max({size_t{8192}, size_t{max_write}, size_t{max_pages} * page});
+}
+
+ssize_t channel_writev(int fd, iovec* iov, int count, void*) {
+  // The reply to a request a ring thread serves goes back through its entry.
+  if (FuseRing::take_reply(iov, count)) {
+    size_t length = 0;
+    for (int i = 0; i < count; ++i) length += iov[i].iov_len;
+    return static_cast<ssize_t>(length);
+  }
+  const uint64_t pending_init = init_unique.load();
+  if (pending_init == 0 || count < 2 || iov[0].iov_len != sizeof(fuse_out_header) ||
+      iov[1].iov_len < offsetof(fuse_init_out, flags) + sizeof(uint32_t)) {
+    return ::writev(fd, iov, count);
+  }
+  fuse_out_header header;
+  std::memcpy(&header, iov[0].iov_base, sizeof header);
+  if (header.unique != pending_init) return ::writev(fd, iov, count);
+  init_unique = 0;
+  if (header.error != 0) return ::writev(fd, iov, count);
+  // The INIT reply, patched in a copy (not libfuse's own struct).
+  char reply[sizeof(fuse_init_out)] = {};
+  const size_t reply_length = std::min(iov[1].iov_len, sizeof reply);
+  std::memcpy(reply, iov[1].iov_base, reply_length);
+  uint32_t flags;
+  std::memcpy(&flags, reply + offsetof(fuse_init_out, flags), sizeof flags);
+  if (kernel_offers_killpriv_v2) {
+    // v2, and no longer v1, whose rule differs: kill on every write, whoever writes.
+    flags = (flags | FUSE_HANDLE_KILLPRIV_V2) & ~static_cast<uint32_t>(FUSE_HANDLE_KILLPRIV);
+    std::memcpy(reply + offsetof(fuse_init_out, flags), &flags, sizeof flags);
+  } else {
+    spdlog::info(
+        "the kernel offers no FUSE_HANDLE_KILLPRIV_V2: it asks for security.capability "
+        "before every write");
+  }
+  // FUSE over io_uring, once every queue's first thread is ready for it.
+  bool io_uring = false;
+  if (ring != nullptr && kernel_offers_io_uring && (flags & FUSE_INIT_EXT) != 0 &&
+      reply_length >= offsetof(fuse_init_out, flags2) + sizeof(uint32_t)) {
+    io_uring = ring->prepare(ring_payload_bytes(reply, reply_length, flags));
+    if (io_uring) {
+      uint32_t flags2;
+      std::memcpy(&flags2, reply + offsetof(fuse_init_out, flags2), sizeof flags2);
+      flags2 |= static_cast<uint32_t>(FuseRing::kInitFlag >> 32);
+      std::memcpy(reply + offsetof(fuse_init_out, flags2), &flags2, sizeof flags2);
+    }
+  } else if (ring != nullptr) {
+    spdlog::info(
+        "the kernel offers no FUSE over io_uring (fuse.enable_uring is off): serving "
+        "/dev/fuse");
+  }
+  iovec patched[2] = {iov[0], {reply, reply_length}};
+  const ssize_t n = ::writev(fd, patched, 2);
+  if (n >= 0 && kernel_offers_killpriv_v2) {
+    spdlog::info("FUSE_HANDLE_KILLPRIV_V2: no security.capability probe before each write");
+  }
+  // The kernel took the reply in as it was written: the entries may register.
+  if (io_uring) {
+    if (n >= 0) {
+      ring->start();
+    } else {
+      ring->stop();
+    }
+  }
+  return n;
+}
+
+}  // namespace
+
+void prepare_request(char* request, size_t length) {
+  note_request(request, static_cast<ssize_t>(length));
   uint32_t opcode;
   std::memcpy(&opcode, request + offsetof(fuse_in_header, opcode), sizeof opcode);
   if (opcode == FUSE_TMPFILE && tmpfile_served) {
@@ -88,43 +191,10 @@ ssize_t channel_read(int fd, void* buffer, size_t length, void*) {
     std::memcpy(request + offsetof(fuse_in_header, opcode), &create, sizeof create);
     current_is_tmpfile = true;
   }
-  return n;
 }
 
-ssize_t channel_writev(int fd, iovec* iov, int count, void*) {
-  const uint64_t pending_init = init_unique.load();
-  if (pending_init == 0 || count < 2 || iov[0].iov_len != sizeof(fuse_out_header) ||
-      iov[1].iov_len < offsetof(fuse_init_out, flags) + sizeof(uint32_t)) {
-    return ::writev(fd, iov, count);
-  }
-  fuse_out_header header;
-  std::memcpy(&header, iov[0].iov_base, sizeof header);
-  if (header.unique != pending_init) return ::writev(fd, iov, count);
-  init_unique = 0;
-  if (header.error != 0) return ::writev(fd, iov, count);
-  if (!kernel_offers_killpriv_v2) {
-    spdlog::info("the kernel offers no FUSE_HANDLE_KILLPRIV_V2: it asks for security.capability "
-                 "before every write");
-    return ::writev(fd, iov, count);
-  }
-  // The INIT reply: its flags say v2 (and no longer v1, whose rule differs:
-  // kill on every write, whoever writes). A copy, not libfuse's own struct.
-  char reply[sizeof(fuse_init_out)] = {};
-  const size_t reply_length = std::min(iov[1].iov_len, sizeof reply);
-  std::memcpy(reply, iov[1].iov_base, reply_length);
-  uint32_t flags;
-  std::memcpy(&flags, reply + offsetof(fuse_init_out, flags), sizeof flags);
-  flags = (flags | FUSE_HANDLE_KILLPRIV_V2) & ~static_cast<uint32_t>(FUSE_HANDLE_KILLPRIV);
-  std::memcpy(reply + offsetof(fuse_init_out, flags), &flags, sizeof flags);
-  iovec patched[2] = {iov[0], {reply, reply_length}};
-  const ssize_t n = ::writev(fd, patched, 2);
-  if (n >= 0) spdlog::info("FUSE_HANDLE_KILLPRIV_V2: no security.capability probe before each write");
-  return n;
-}
-
-}  // namespace
-
-bool attach(fuse_session* session) {
+bool attach(fuse_session* session, FuseRing* io_uring) {
+  ring = io_uring;
   fuse_custom_io io{};
   io.read = channel_read;
   io.writev = channel_writev;

@@ -17,17 +17,33 @@
 //     (FUSE_OPEN_KILL_SUIDGID), which libfuse 3.14 drops. They are kept for
 //     the thread that serves the request: libfuse's loops read a request and
 //     process it on one thread.
+//   - FUSE over io_uring (FuseRing, fuse_ring.h), offered in the INIT reply
+//     when the kernel offers it; the replies to the requests the ring's
+//     threads serve go back through the ring, everything else through
+//     /dev/fuse.
 #pragma once
 
 #define FUSE_USE_VERSION 314
 #include <fuse_lowlevel.h>
 
 
+namespace mimicfs {
+class FuseRing;
+}
+
 namespace mimicfs::fuse_channel {
 
 // Routes `session`'s reads and writes of /dev/fuse through the channel; call
-// after fuse_session_mount, before the loop. False (logged) when libfuse refused.
-bool attach(fuse_session* session);
+// after fuse_session_mount, before the loop. With `ring`, the INIT reply
+// offers FUSE over io_uring when the kernel does and the ring could prepare.
+// False (logged) when libfuse refused.
+bool attach(fuse_session* session, FuseRing* ring);
+
+// What the channel does to each request before libfuse sees it, whichever
+// transport brought it (`request` holds all of its `length` bytes, laid out as
+// /dev/fuse delivers them): notes the flags below for the calling thread and
+// turns FUSE_TMPFILE into FUSE_CREATE.
+void prepare_request(char* request, size_t length);
 
 // True when the request this thread is serving asks the filesystem to clear
 // S_ISUID and S_ISGID (the caller lacks CAP_FSETID, or it is a chown).

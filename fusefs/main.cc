@@ -174,6 +174,12 @@ int run(int argc, char** argv) {
                    "current: changes behind the kernel's back are invalidated; 0 sends every "
                    "stat to the daemon)")
       ->check(CLI::NonNegativeNumber);
+  std::string io_uring_mode = "auto";
+  mount
+      ->add_option("--io-uring", io_uring_mode,
+                   "auto (default): serve requests over FUSE io_uring, on the caller's CPU, when "
+                   "the kernel offers it (fuse.enable_uring=Y); off: always /dev/fuse")
+      ->check(CLI::IsMember({"auto", "off"}));
   std::string data_dir;
   constexpr const char* kDataDirHelp =
       "Keep file contents in sparse files under this directory (empty, or one a mimicfs "
@@ -324,6 +330,7 @@ int run(int argc, char** argv) {
     if (auto why = check_fuse_device(); !why.empty()) return usage_error(why);
     MountOptions options{mountpoint, std::move(*profile), foreground, adapter,
                          *latency,   fault_rules,         nullptr};
+    options.io_uring = io_uring_mode == "auto";
     if (mount->count("--data-dir") > 0) {
       if (auto why = check_data_dir_apart(data_dir, mountpoint); !why.empty()) {
         return usage_error(why);

@@ -15,6 +15,7 @@
 #include "fusefs/control_files.h"
 #include "fusefs/exit_status.h"
 #include "fusefs/fuse_channel.h"
+#include "fusefs/fuse_ring.h"
 #include "fusefs/heap_trimmer.h"
 
 namespace mimicfs {
@@ -153,7 +154,9 @@ int mount_and_serve(MountOptions options) {
   // FUSE_HANDLE_KILLPRIV_V2 (no security.capability round trip before each
   // write) and O_TMPFILE, which libfuse 3.14 cannot serve.
   fuse_channel::serve_tmpfile();
-  if (!fuse_channel::attach(session)) {
+  // FUSE over io_uring when the kernel offers it: set up at INIT, after the fork.
+  FuseRing ring(session);
+  if (!fuse_channel::attach(session, options.io_uring ? &ring : nullptr)) {
     fuse_session_unmount(session);
     fuse_remove_signal_handlers(session);
     fuse_session_destroy(session);
@@ -171,6 +174,7 @@ int mount_and_serve(MountOptions options) {
   fuse_loop_cfg_set_max_threads(config, 16);
   const int loop_status = fuse_session_loop_mt(session, config);
   fuse_loop_cfg_destroy(config);
+  ring.stop();  // its threads serve through the adapter
   adapter.detach();
 
   fuse_session_unmount(session);

@@ -10,6 +10,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config
   fuse3 libfuse3-dev
+  liburing-dev  # FUSE over io_uring (fusefs/fuse_ring.h)
   libgtest-dev libfmt-dev libspdlog-dev
   libcli11-dev nlohmann-json3-dev libtomlplusplus-dev
   attr
