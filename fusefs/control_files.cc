@@ -52,7 +52,9 @@ Result<std::string> ControlFiles::open_contents(uint64_t inode, int flags) const
   if (inode == kDirectoryInode) return fail(EISDIR);
   if (inode == kStatsInode) {
     if (access != O_RDONLY) return fail(EACCES);
-    return to_json(engine_.fs().snapshot()).dump(2) + "\n";
+    nlohmann::json stats = to_json(engine_.fs().snapshot());
+    if (describe_fuse_) stats["fuse"] = describe_fuse_();
+    return stats.dump(2) + "\n";
   }
   if (inode == kLayoutInode) {
     if (access != O_RDONLY) return fail(EACCES);

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -55,6 +56,13 @@ class ControlFiles {
   // on, before the ctl write is answered (the adapter's pending invalidations).
   void after_restart(std::function<void()> hook) { after_restart_ = std::move(hook); }
 
+  // Set once, before any operation: stats.json's "fuse" object, what the
+  // daemon's side of FUSE says of itself (the transport), which the engine
+  // knows nothing of.
+  void describe_fuse(std::function<nlohmann::json()> describe) {
+    describe_fuse_ = std::move(describe);
+  }
+
   // user.mimicfs.* on a regular file, or nullopt when `name` is not ours.
   std::optional<Result<std::string>> virtual_xattr(uint64_t inode, const std::string& name);
 
@@ -62,6 +70,7 @@ class ControlFiles {
   Attributes attributes(uint64_t inode) const;
   Engine& engine_;
   std::function<void()> after_restart_;
+  std::function<nlohmann::json()> describe_fuse_;
 };
 
 }  // namespace mimicfs

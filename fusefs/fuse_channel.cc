@@ -154,7 +154,7 @@ ssize_t channel_writev(int fd, iovec* iov, int count, void*) {
       flags2 |= static_cast<uint32_t>(FuseRing::kInitFlag >> 32);
       std::memcpy(reply + offsetof(fuse_init_out, flags2), &flags2, sizeof flags2);
     }
-  } else if (ring != nullptr) {
+  } else if (ring != nullptr && !kernel_offers_io_uring) {
     spdlog::info(
         "the kernel offers no FUSE over io_uring (fuse.enable_uring is off): serving "
         "/dev/fuse");

@@ -3,9 +3,12 @@
 #include <fmt/format.h>
 #include <liburing.h>
 #include <linux/fuse.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <spdlog/spdlog.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -13,10 +16,10 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <expected>
 #include <fstream>
 #include <optional>
 #include <sstream>
-#include <stdexcept>
 #include <string>
 
 #include "fusefs/fuse_channel.h"
@@ -53,8 +56,9 @@ struct RingCommand {  // struct fuse_uring_cmd_req, in the SQE's 80-byte command
 };
 static_assert(sizeof(RingEntryInOut) == 32 && sizeof(RingCommand) == 24);
 
-// How long a waiting thread sleeps before it looks at stop_requested_.
-constexpr auto kWaitTimeout = std::chrono::milliseconds(200);
+// What a completion answers: the entry's command, or the poll of stop_fd_.
+constexpr uint64_t kEntryTag = 1;
+constexpr uint64_t kStopTag = 2;
 
 // One queue per possible CPU, numbered as the CPUs: the kernel picks the queue
 // by task_cpu() of the caller and is ready only when every one of its
@@ -84,28 +88,27 @@ size_t page_bytes() { return static_cast<size_t>(sysconf(_SC_PAGESIZE)); }
 
 }  // namespace
 
-struct FuseRing::Queue {
-  explicit Queue(uint16_t id) : id(id) {}
-  const uint16_t id;            // the qid, and the CPU its threads run on
-  std::atomic<int> waiting{0};  // entries registered and waiting for a request
-  std::atomic<int> threads{0};
-};
-
 // One thread's io_uring and ring entry: the header buffer, a page of room in
 // front of the payload (where the request is rebuilt), and the payload.
 class FuseRing::Entry {
  public:
+  struct Completion {
+    uint64_t tag;  // kEntryTag or kStopTag
+    int result;    // the command's: 0, a request is in the buffers; or -errno
+  };
+
   Entry() = default;
   ~Entry() {
-    if (ring_ready_) io_uring_queue_exit(&ring_);
+    if (ring_ready_) io_uring_queue_exit(&ring_);  // cancels the entry's command
     if (memory_ != MAP_FAILED) munmap(memory_, memory_bytes_);
   }
   Entry(const Entry&) = delete;
   Entry& operator=(const Entry&) = delete;
 
-  // The io_uring (128-byte SQEs for the command, used by this thread alone)
-  // and the buffers. False, logged, when either is refused.
-  bool set_up(size_t payload_bytes) {
+  // The io_uring (128-byte SQEs for the command, used by this thread alone,
+  // its kernel work run when it waits), the buffers, and the poll of
+  // `stop_fd` queued. False, logged, when any is refused.
+  bool set_up(size_t payload_bytes, int stop_fd) {
     io_uring_params params{};
     params.flags = IORING_SETUP_SQE128 | IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN;
     if (const int error = io_uring_queue_init_params(4, &ring_, &params); error < 0) {
@@ -126,51 +129,56 @@ class FuseRing::Entry {
     payload_ = static_cast<char*>(memory_) + 2 * page_bytes();
     iov_[0] = {header_, sizeof(RingRequestHeader)};
     iov_[1] = {payload_, payload_bytes_};
+    io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
+    if (sqe == nullptr) return false;
+    io_uring_prep_poll_add(sqe, stop_fd, POLLIN);
+    io_uring_sqe_set_data64(sqe, kStopTag);
     return true;
   }
 
   // Queues the entry's first command (REGISTER) or the reply to its request
   // with the fetch of the next (COMMIT_AND_FETCH); the next wait submits it.
-  void queue_command(uint32_t command, uint16_t qid, int fuse_fd) {
-    // One command at a time: the ring's 4 slots are never all in use.
+  // False when the ring has no free slot, which two commands never fill.
+  bool queue_command(uint32_t command, uint16_t queue, int fuse_fd) {
     io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
-    if (sqe == nullptr) {
-      io_uring_submit(&ring_);
-      sqe = io_uring_get_sqe(&ring_);
-      if (sqe == nullptr) throw std::runtime_error("io_uring: no submission slot");
-    }
-    std::memset(sqe, 0, 2 * sizeof(io_uring_sqe));  // 128-byte SQEs (IORING_SETUP_SQE128)
+    if (sqe == nullptr) return false;
+    std::memset(sqe, 0, 2 * sizeof(io_uring_sqe));  // a 128-byte SQE (IORING_SETUP_SQE128)
     sqe->opcode = IORING_OP_URING_CMD;
     sqe->fd = fuse_fd;
     sqe->cmd_op = command;
+    sqe->user_data = kEntryTag;
     if (command == kCmdRegister) {
       sqe->addr = reinterpret_cast<uint64_t>(iov_);
       sqe->len = 2;
     }
     RingCommand body{};
     body.commit_id = command == kCmdCommitAndFetch ? unique_ : 0;
-    body.qid = qid;
+    body.qid = queue;
     std::memcpy(sqe->cmd, &body, sizeof body);
+    return true;
   }
 
-  // Submits what is queued and waits up to kWaitTimeout for the next
-  // completion: its result (0: a request is in the buffers; a negative errno:
-  // the command failed), or nullopt when none came (or a signal came first).
-  std::optional<int> submit_and_wait() {
-    __kernel_timespec timeout{};
-    timeout.tv_nsec = std::chrono::nanoseconds(kWaitTimeout).count();
-    io_uring_cqe* cqe = nullptr;
-    const int submitted = io_uring_submit_and_wait_timeout(&ring_, &cqe, 1, &timeout, nullptr);
-    if (submitted == -ETIME || submitted == -EINTR) return std::nullopt;
-    if (submitted < 0) return submitted;
-    if (cqe == nullptr) return std::nullopt;
-    const int result = cqe->res;
-    io_uring_cqe_seen(&ring_, cqe);
-    return result;
+  // Submits what is queued and waits for the next completion. A system call
+  // refused for now (EINTR, EAGAIN, EBUSY) is made again: what was queued
+  // stays queued. Any other refusal is the error.
+  std::expected<Completion, int> next() {
+    while (true) {
+      const int submitted = io_uring_submit_and_wait(&ring_, 1);
+      if (submitted == -EAGAIN || submitted == -EBUSY) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        continue;
+      }
+      if (submitted < 0 && submitted != -EINTR) return std::unexpected(-submitted);
+      io_uring_cqe* cqe = nullptr;
+      if (io_uring_peek_cqe(&ring_, &cqe) != 0 || cqe == nullptr) continue;
+      const Completion completion{io_uring_cqe_get_data64(cqe), cqe->res};
+      io_uring_cqe_seen(&ring_, cqe);
+      return completion;
+    }
   }
 
   // Submits what is queued without waiting: a commit is done when this returns.
-  void submit() { io_uring_submit(&ring_); }
+  void flush() { io_uring_submit(&ring_); }
 
   // Serves the request in the buffers through libfuse; the reply is in the
   // entry when this returns (EIO when libfuse sent none).
@@ -201,9 +209,9 @@ class FuseRing::Entry {
     fuse_buf buffer{};
     buffer.size = in.len;
     buffer.mem = request;
-    serving_ = this;
+    current_ = this;
     fuse_session_process_buf(session, &buffer);
-    serving_ = nullptr;
+    current_ = nullptr;
     if (!replied_) {
       spdlog::error("FUSE over io_uring: request {} (opcode {}) got no reply; EIO", unique_,
                     in.opcode);
@@ -212,8 +220,8 @@ class FuseRing::Entry {
   }
 
   // The reply libfuse writes for the request this thread serves (take_reply).
-  static bool take(const iovec* iov, int count) {
-    Entry* self = serving_;
+  static bool take(const iovec* iov, int count) noexcept {
+    Entry* self = current_;
     if (self == nullptr || count < 1 || iov[0].iov_len < sizeof(fuse_out_header)) return false;
     fuse_out_header out;
     std::memcpy(&out, iov[0].iov_base, sizeof out);
@@ -224,7 +232,7 @@ class FuseRing::Entry {
   }
 
  private:
-  void copy_reply(fuse_out_header out, const iovec* arguments, int count) {
+  void copy_reply(fuse_out_header out, const iovec* arguments, int count) noexcept {
     size_t total = 0;
     bool overlaps = false;
     for (int i = 0; i < count; ++i) {
@@ -232,33 +240,23 @@ class FuseRing::Entry {
       const auto* base = static_cast<const char*>(arguments[i].iov_base);
       overlaps |= base < payload_ + payload_bytes_ && base + arguments[i].iov_len > payload_;
     }
-    if (total > payload_bytes_) {
-      spdlog::error("FUSE over io_uring: a reply of {} bytes exceeds the entry's {}; EIO", total,
-                    payload_bytes_);
+    // A reply gathered from the request's own buffer could overwrite a part
+    // before copying it; no reply of mimicfs's or libfuse's points there.
+    if (total > payload_bytes_ || overlaps) {
+      spdlog::error("FUSE over io_uring: a reply of {} bytes {}; EIO", total,
+                    overlaps ? "points into its request" : "exceeds the entry");
       reply_error(EIO);
       return;
     }
-    // A reply pointing into the request (none of mimicfs's do) is gathered
-    // first, so that no argument is overwritten before it is copied.
-    std::vector<char> gathered;
-    if (overlaps) {
-      gathered.reserve(total);
-      for (int i = 0; i < count; ++i) {
-        const auto* base = static_cast<const char*>(arguments[i].iov_base);
-        gathered.insert(gathered.end(), base, base + arguments[i].iov_len);
-      }
-      std::memcpy(payload_, gathered.data(), total);
-    } else {
-      char* to = payload_;
-      for (int i = 0; i < count; ++i) {
-        std::memcpy(to, arguments[i].iov_base, arguments[i].iov_len);
-        to += arguments[i].iov_len;
-      }
+    char* to = payload_;
+    for (int i = 0; i < count; ++i) {
+      std::memcpy(to, arguments[i].iov_base, arguments[i].iov_len);
+      to += arguments[i].iov_len;
     }
     set_reply(out, total);
   }
 
-  void reply_error(int error) {
+  void reply_error(int error) noexcept {
     fuse_out_header out{};
     out.len = sizeof out;
     out.error = -error;
@@ -266,7 +264,7 @@ class FuseRing::Entry {
     set_reply(out, 0);
   }
 
-  void set_reply(const fuse_out_header& out, size_t payload) {
+  void set_reply(const fuse_out_header& out, size_t payload) noexcept {
     std::memcpy(header_->in_out, &out, sizeof out);
     RingEntryInOut ring_out{};
     ring_out.commit_id = unique_;
@@ -275,7 +273,7 @@ class FuseRing::Entry {
     replied_ = true;
   }
 
-  static thread_local Entry* serving_;
+  static thread_local Entry* current_;
 
   io_uring ring_{};
   bool ring_ready_ = false;
@@ -289,7 +287,7 @@ class FuseRing::Entry {
   bool replied_ = false;
 };
 
-thread_local FuseRing::Entry* FuseRing::Entry::serving_ = nullptr;
+thread_local FuseRing::Entry* FuseRing::Entry::current_ = nullptr;
 
 FuseRing::FuseRing(fuse_session* session) : session_(session) {}
 
@@ -297,32 +295,45 @@ FuseRing::~FuseRing() { stop(); }
 
 bool FuseRing::prepare(size_t payload_bytes) {
   const auto cpus = possible_cpus();
-  if (!cpus || *cpus > 0xFFFF) {
+  if (!cpus) {
     spdlog::info("FUSE over io_uring: the possible CPUs are numbered with gaps; serving /dev/fuse");
+    return false;
+  }
+  if (*cpus > kMaxQueues) {
+    spdlog::info("FUSE over io_uring: {} possible CPUs, more than {}; serving /dev/fuse", *cpus,
+                 kMaxQueues);
+    return false;
+  }
+  stop_fd_ = eventfd(0, EFD_CLOEXEC);
+  if (stop_fd_ < 0) {
+    spdlog::warn("FUSE over io_uring: no eventfd: {}; serving /dev/fuse", std::strerror(errno));
     return false;
   }
   const size_t page = page_bytes();
   payload_bytes_ = (payload_bytes + page - 1) / page * page;
   queue_count_ = *cpus;
-  for (size_t i = 0; i < queue_count_; ++i) {
-    queues_.push_back(std::make_unique<Queue>(static_cast<uint16_t>(i)));
-  }
   std::vector<std::future<bool>> set_up;
   {
     std::lock_guard lock(mutex_);
-    for (auto& queue : queues_) {
-      auto ready = std::make_shared<std::promise<bool>>();
-      set_up.push_back(ready->get_future());
-      add_thread(*queue, std::move(ready));
+    for (size_t queue = 0; queue < queue_count_; ++queue) {
+      for (int i = 0; i < kEntriesPerQueue; ++i) {
+        std::promise<bool> ready;
+        set_up.push_back(ready.get_future());
+        try {
+          threads_.emplace_back(&FuseRing::serve, this, static_cast<uint16_t>(queue),
+                                std::move(ready));
+        } catch (const std::system_error& e) {  // no thread to be had
+          spdlog::warn("FUSE over io_uring: cannot start a thread: {}", e.what());
+          set_up.pop_back();
+          set_up.push_back(std::async(std::launch::deferred, [] { return false; }));
+        }
+      }
     }
   }
   bool all = true;
   for (auto& result : set_up) all = result.get() && all;
-  if (!all) {
-    stop();
-    return false;
-  }
-  return true;
+  if (!all) stop();
+  return all;
 }
 
 void FuseRing::start() {
@@ -330,11 +341,12 @@ void FuseRing::start() {
     std::lock_guard lock(mutex_);
     started_ = true;
   }
+  serving_ = true;
   started_or_stopping_.notify_all();
   spdlog::info(
-      "FUSE over io_uring: {} queues, one per CPU; each request is served on its "
-      "caller's CPU",
-      queue_count_);
+      "FUSE over io_uring: {} queues, one per CPU, of {} entries; each request is "
+      "served on its caller's CPU",
+      queue_count_, kEntriesPerQueue);
 }
 
 void FuseRing::stop() {
@@ -346,31 +358,14 @@ void FuseRing::stop() {
     threads.swap(threads_);
   }
   started_or_stopping_.notify_all();
+  if (stop_fd_ >= 0) (void)eventfd_write(stop_fd_, 1);  // every thread's poll completes
   for (auto& thread : threads) thread.join();
+  if (stop_fd_ >= 0) close(stop_fd_);
+  stop_fd_ = -1;
+  serving_ = false;
 }
 
-int FuseRing::threads() const {
-  int total = 0;
-  for (const auto& queue : queues_) total += queue->threads.load();
-  return total;
-}
-
-bool FuseRing::take_reply(const iovec* iov, int count) { return Entry::take(iov, count); }
-
-void FuseRing::add_thread(Queue& queue, std::shared_ptr<std::promise<bool>> ready) {
-  if (stopping_ || queue.threads.load() >= kMaxThreadsPerQueue) {
-    if (ready) ready->set_value(false);
-    return;
-  }
-  queue.threads.fetch_add(1);
-  try {
-    threads_.emplace_back([this, &queue, ready] { serve(queue, ready); });
-  } catch (const std::exception& e) {  // std::system_error: no thread to be had
-    queue.threads.fetch_sub(1);
-    spdlog::warn("FUSE over io_uring: cannot start a thread for queue {}: {}", queue.id, e.what());
-    if (ready) ready->set_value(false);
-  }
-}
+bool FuseRing::take_reply(const iovec* iov, int count) noexcept { return Entry::take(iov, count); }
 
 bool FuseRing::wait_for_start() {
   std::unique_lock lock(mutex_);  // for the condition variable: the analysis
@@ -379,61 +374,55 @@ bool FuseRing::wait_for_start() {
   return !stopping_;
 }
 
-void FuseRing::serve(Queue& queue, std::shared_ptr<std::promise<bool>> ready) {
-  const std::string name = fmt::format("mimicfs-ring-{}", queue.id);
+void FuseRing::fail(uint16_t queue, const char* what, int error) {
+  if (stop_requested_) return;
+  spdlog::error("FUSE over io_uring: queue {}: {}: {}; the daemon stops, its callers get ENOTCONN",
+                queue, what, std::strerror(error));
+  kill(getpid(), SIGTERM);
+}
+
+void FuseRing::serve(uint16_t queue, std::promise<bool> ready) {
+  const std::string name = fmt::format("mimicfs-ring-{}", queue);
   pthread_setname_np(pthread_self(), name.c_str());
   cpu_set_t cpus;
   CPU_ZERO(&cpus);
-  CPU_SET(queue.id, &cpus);
+  CPU_SET(queue, &cpus);
   if (const int error = pthread_setaffinity_np(pthread_self(), sizeof cpus, &cpus); error != 0) {
     // Offline, or outside this process's cpuset: the queue gets no request anyway.
-    spdlog::debug("FUSE over io_uring: cannot run on CPU {}: {}", queue.id, std::strerror(error));
+    spdlog::debug("FUSE over io_uring: cannot run on CPU {}: {}", queue, std::strerror(error));
   }
   Entry entry;
-  const bool set_up = entry.set_up(payload_bytes_);
-  if (ready) ready->set_value(set_up);
-  if (!set_up || !wait_for_start()) {
-    queue.threads.fetch_sub(1);
-    return;
-  }
+  const bool set_up = entry.set_up(payload_bytes_, stop_fd_);
+  ready.set_value(set_up);
+  if (!set_up || !wait_for_start()) return;
   const int fuse_fd = fuse_session_fd(session_);
-  entry.queue_command(kCmdRegister, queue.id, fuse_fd);
-  queue.waiting.fetch_add(1);
+  if (!entry.queue_command(kCmdRegister, queue, fuse_fd)) return fail(queue, "register", EBUSY);
   while (true) {
-    const std::optional<int> result = entry.submit_and_wait();
-    if (!result) {
-      if (stop_requested_) break;
-      continue;
-    }
-    if (*result == -EAGAIN) {
+    const auto completion = entry.next();
+    if (!completion) return fail(queue, "io_uring_enter", completion.error());
+    if (completion->tag == kStopTag) return;
+    const int result = completion->result;
+    if (result == -EAGAIN) {
       // The kernel has not taken the INIT reply in yet: register again.
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      entry.queue_command(kCmdRegister, queue.id, fuse_fd);
+      if (!entry.queue_command(kCmdRegister, queue, fuse_fd)) return fail(queue, "register", EBUSY);
       continue;
     }
-    if (*result < 0) {
+    if (result < 0) {
       // ENOTCONN or ECONNABORTED: the unmount tore the ring down.
-      if (*result != -ENOTCONN && *result != -ECONNABORTED && !stop_requested_) {
-        spdlog::warn("FUSE over io_uring: queue {} stops: {}", queue.id, std::strerror(-*result));
-      }
-      break;
+      if (result != -ENOTCONN && result != -ECONNABORTED) fail(queue, "a ring command", -result);
+      return;
     }
-    // The last waiting entry of this CPU is taken: one more, so that the next
-    // request from here is not held up by this one.
-    if (queue.waiting.fetch_sub(1) == 1) {
-      std::lock_guard lock(mutex_);
-      add_thread(queue, nullptr);
-    }
+    requests_.fetch_add(1, std::memory_order_relaxed);
     entry.serve(session_);
-    entry.queue_command(kCmdCommitAndFetch, queue.id, fuse_fd);
-    queue.waiting.fetch_add(1);
+    if (!entry.queue_command(kCmdCommitAndFetch, queue, fuse_fd)) {
+      return fail(queue, "commit", EBUSY);
+    }
     if (stop_requested_) {
-      entry.submit();  // the reply: its caller is waiting for it
-      break;
+      entry.flush();  // the reply: its caller is waiting for it
+      return;
     }
   }
-  queue.waiting.fetch_sub(1);
-  queue.threads.fetch_sub(1);
 }
 
 }  // namespace mimicfs

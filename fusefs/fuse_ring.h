@@ -12,24 +12,29 @@
 //
 // How, with libfuse 3.14, which knows nothing of it. FuseChannel offers the
 // feature in the INIT reply when the kernel does (module parameter
-// fuse.enable_uring=Y) and prepare() succeeded. Each queue has threads, each
-// with an io_uring of its own and one ring entry: a header buffer and a
-// payload buffer registered with the kernel (FUSE_IO_URING_CMD_REGISTER). A
-// thread rebuilds the request as /dev/fuse would have delivered it (the
-// header and the operation's fixed arguments are copied in front of the
-// payload, which stays where the kernel wrote it), hands it to libfuse
-// (fuse_session_process_buf), takes the reply libfuse writes through the
-// channel (take_reply) and sends it back with the fetch of the next request
-// (FUSE_IO_URING_CMD_COMMIT_AND_FETCH): one system call per request.
+// fuse.enable_uring=Y) and prepare() succeeded. Each queue has
+// kEntriesPerQueue threads, each with an io_uring of its own and one ring
+// entry: a header buffer and a payload buffer registered with the kernel
+// (FUSE_IO_URING_CMD_REGISTER). A thread rebuilds the request as /dev/fuse
+// would have delivered it (the header and the operation's fixed arguments are
+// copied in front of the payload, which stays where the kernel wrote it),
+// hands it to libfuse (fuse_session_process_buf), takes the reply libfuse
+// writes through the channel (take_reply) and sends it back with the fetch of
+// the next request (FUSE_IO_URING_CMD_COMMIT_AND_FETCH): one system call per
+// request.
 //
-// A queue starts with one thread and grows, as libfuse's loop does: when a
-// thread takes a request and none of its queue's others is waiting, it starts
-// another, up to kMaxThreadsPerQueue, so a request that waits (real latency,
-// a frozen volume) does not hold up the next one from its CPU.
+// Every entry registers at start: the kernel hands a request that arrives
+// while each entry of its CPU's queue is busy to the next of them that
+// commits, never to one registered later. So a queue has more entries than
+// requests can wait at once on one CPU (8 on a frozen volume, docs/time.md),
+// and a restart sent from that CPU still finds one.
 //
 // Not through the ring, as the kernel sends them: INIT, FORGET and INTERRUPT
 // (read from /dev/fuse by libfuse's loop, which keeps running) and the
-// daemon's notifications (written to /dev/fuse).
+// daemon's notifications (written to /dev/fuse). A ring that fails after it
+// serves (an io_uring error other than the unmount's) cannot fall back to
+// /dev/fuse: the daemon logs it and stops, as on SIGTERM, rather than leave
+// its callers waiting.
 #pragma once
 
 #define FUSE_USE_VERSION 314
@@ -41,7 +46,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <future>
-#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -55,59 +59,68 @@ class FuseRing {
   // FUSE_OVER_IO_URING in the INIT flags (bit 9 of flags2): not in Debian
   // 12's linux/fuse.h (6.1).
   static constexpr uint64_t kInitFlag = uint64_t{1} << 41;
-  // As many requests in service per CPU as libfuse's loop runs threads.
-  static constexpr int kMaxThreadsPerQueue = 16;
+  // Entries, each with its thread, per CPU queue: the 8 operations a frozen
+  // volume holds, the restart, and one to spare.
+  static constexpr int kEntriesPerQueue = 10;
+  // Beyond this many possible CPUs the daemon keeps to /dev/fuse rather than
+  // start kEntriesPerQueue threads for each.
+  static constexpr size_t kMaxQueues = 64;
 
   explicit FuseRing(fuse_session* session);
   ~FuseRing();  // stop()
   FuseRing(const FuseRing&) = delete;
   FuseRing& operator=(const FuseRing&) = delete;
 
-  // At the INIT reply, before it is sent: starts the first thread of each
-  // queue (one queue per possible CPU), which sets up its io_uring and its
-  // buffers of `payload_bytes`. True when every queue is ready: the reply may
-  // then offer FUSE_OVER_IO_URING. False, logged, with nothing left running,
-  // when any could not (io_uring refused, CPUs numbered with gaps, ...).
+  // At the INIT reply, before it is sent: starts every queue's threads (one
+  // queue per possible CPU, as the kernel numbers them), each of which sets up
+  // its io_uring and its buffers of `payload_bytes`. True when all did: the
+  // reply may then offer FUSE_OVER_IO_URING. False, logged, with nothing left
+  // running, otherwise (io_uring refused, CPUs numbered with gaps, too many).
   bool prepare(size_t payload_bytes);
   // Once the INIT reply reached the kernel: the threads register their
   // entries, and the kernel serves requests through the ring once every queue
   // has one.
   void start();
-  // Ends every thread, each after the request it is serving; the kernel's
-  // requests still queued wait for the unmount, which fails them. Idempotent.
+  // Ends every thread, each after the request it is serving; requests the
+  // kernel still queues wait for the unmount, which fails them. Idempotent.
   void stop();
 
-  // The number of queues (0 before prepare) and of threads serving them.
-  size_t queues() const { return queue_count_; }
-  int threads() const;
+  // True once start() ran: requests come through the ring.
+  bool serving() const { return serving_.load(); }
+  size_t queues() const { return serving() ? queue_count_ : 0; }
+  // Requests served through the ring since the mount.
+  uint64_t requests() const { return requests_.load(); }
 
   // libfuse's reply, as FuseChannel's writev sees it: true when it answers the
   // ring request the calling thread serves; it is then copied into the
   // thread's entry, which the thread commits once libfuse returns.
-  static bool take_reply(const iovec* iov, int count);
+  static bool take_reply(const iovec* iov, int count) noexcept;
 
  private:
-  struct Queue;
   class Entry;
 
-  // Starts a thread for `queue`; its entry registers at once when the ring
-  // has started. `ready`, when given, learns whether its set-up succeeded.
-  void add_thread(Queue& queue, std::shared_ptr<std::promise<bool>> ready) REQUIRES(mutex_);
-  void serve(Queue& queue, std::shared_ptr<std::promise<bool>> ready);
+  // A thread's life: set up (telling `ready`), wait for start(), register,
+  // then serve until stop() or the unmount.
+  void serve(uint16_t queue, std::promise<bool> ready);
   // Blocks until start() or stop(); true for start.
   bool wait_for_start();
+  // An io_uring failure the ring cannot recover from: logged, and the daemon
+  // told to stop (SIGTERM to itself, as libfuse's handler takes it).
+  void fail(uint16_t queue, const char* what, int error);
 
   fuse_session* const session_;
-  size_t payload_bytes_ = 0;
+  size_t payload_bytes_ = 0;  // set by prepare, before any thread starts
   size_t queue_count_ = 0;
-  std::vector<std::unique_ptr<Queue>> queues_;  // set by prepare, before any thread
+  int stop_fd_ = -1;  // an eventfd every thread polls: written once, by stop()
+  std::atomic<bool> serving_{false};
+  std::atomic<bool> stop_requested_{false};
+  std::atomic<uint64_t> requests_{0};
 
-  mutable std::mutex mutex_;
+  std::mutex mutex_;
   std::condition_variable started_or_stopping_;
   bool started_ GUARDED_BY(mutex_) = false;
   bool stopping_ GUARDED_BY(mutex_) = false;
   std::vector<std::thread> threads_ GUARDED_BY(mutex_);
-  std::atomic<bool> stop_requested_{false};  // read by the threads between requests
 };
 
 }  // namespace mimicfs

@@ -156,6 +156,11 @@ int mount_and_serve(MountOptions options) {
   fuse_channel::serve_tmpfile();
   // FUSE over io_uring when the kernel offers it: set up at INIT, after the fork.
   FuseRing ring(session);
+  adapter.control().describe_fuse([&ring] {
+    return nlohmann::json{{"transport", ring.serving() ? "io_uring" : "dev_fuse"},
+                          {"ring_queues", ring.queues()},
+                          {"ring_requests", ring.requests()}};
+  });
   if (!fuse_channel::attach(session, options.io_uring ? &ring : nullptr)) {
     fuse_session_unmount(session);
     fuse_remove_signal_handlers(session);

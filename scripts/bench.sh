@@ -9,7 +9,14 @@
 # ever a pass or a fail.
 #
 #   scripts/bench.sh [--rounds N] [--only PARTS] [--transactions T] [--extents N]
-#                    [--memory] [--data-dir-gib G] [--json]
+#                    [--io-uring on|off] [--memory] [--data-dir-gib G] [--json]
+#
+# FUSE over io_uring (fusefs/fuse_ring.h): with --io-uring on (the default where
+# the kernel has it) the script sets the module parameter fuse.enable_uring=Y
+# for the run (and puts it back after), so mimicfs ideal and nfs serve over the
+# ring, and adds mimicfs-ideal-devfuse, ideal mounted --io-uring off, to show
+# what the transport changes. passthrough_ll (libfuse 3.14) has no ring either
+# way. --io-uring off: every mimicfs mount serves /dev/fuse.
 #
 # PARTS, comma-separated (default all): io, pgbench, stats, extents.
 #   io       five workloads (tests/bench/mimicfs_bench.cc) on every target, N
@@ -56,6 +63,9 @@ extents=1000000
 memory=0
 data_dir_gib=0
 json=0
+uring_parameter=/sys/module/fuse/parameters/enable_uring
+io_uring=off
+[[ -f "$uring_parameter" ]] && io_uring=on
 while (($#)); do
   case "$1" in
     --rounds) rounds="${2:?--rounds needs N}"; shift ;;
@@ -65,6 +75,7 @@ while (($#)); do
     --memory) memory=1 ;;
     --data-dir-gib) data_dir_gib="${2:?--data-dir-gib needs G}"; shift ;;
     --json) json=1 ;;
+    --io-uring) io_uring="${2:?--io-uring needs on or off}"; shift ;;
     -h | --help)
       sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'
       exit 0
@@ -77,6 +88,9 @@ done
 [[ "$transactions" =~ ^[1-9][0-9]*$ ]] || die "--transactions needs a positive whole number"
 [[ "$extents" =~ ^[1-9][0-9]*$ ]] || die "--extents needs a positive whole number"
 [[ "$data_dir_gib" =~ ^[0-9]+$ ]] || die "--data-dir-gib needs a whole number of GiB"
+[[ "$io_uring" == on || "$io_uring" == off ]] || die "--io-uring needs on or off, got '$io_uring'"
+[[ "$io_uring" == off || -f "$uring_parameter" ]] ||
+  die "--io-uring on: this kernel has no FUSE over io_uring ($uring_parameter)"
 for part in ${parts//,/ }; do
   case "$part" in
     io | pgbench | stats | extents) ;;
@@ -120,6 +134,7 @@ fi
 
 # --- mounts, always undone ---------------------------------------------------------
 work=""
+uring_before=""
 fuse_mounts=()
 servers=()
 
@@ -150,6 +165,7 @@ cleanup() {
   for dir in "${fuse_mounts[@]}"; do
     is_mounted "$dir" && unmount_fuse "$dir"
   done
+  [[ -n "$uring_before" ]] && echo "$uring_before" >"$uring_parameter"
   if [[ -n "$work" ]]; then
     is_mounted "$work/tmpfs" && { umount "$work/tmpfs" || umount -l "$work/tmpfs"; }
     rm -rf "$work"
@@ -163,6 +179,7 @@ trap 'exit 143' TERM
 work="$(mktemp -d "${TMPDIR:-/tmp}/mimicfs-bench.XXXXXX")"
 chmod 755 "$work"
 mkdir "$work/tmpfs" "$work/passthrough_ll" "$work/passthrough_ll-xattr" "$work/ideal" "$work/nfs" \
+  "$work/ideal-devfuse" \
   "$work/nfs-data-dir" "$work/data"
 mount -t tmpfs -o size=6g tmpfs "$work/tmpfs"
 mkdir "$work/tmpfs/ref" "$work/tmpfs/pt" "$work/tmpfs/ptx"
@@ -233,10 +250,21 @@ with_rss() {
 
 mount_passthrough "$work/passthrough_ll" "$work/tmpfs/pt"
 mount_passthrough "$work/passthrough_ll-xattr" "$work/tmpfs/ptx" xattr
-mount_mimicfs ideal "$work/ideal"
-mount_mimicfs nfs "$work/nfs"
+if [[ "$io_uring" == on ]]; then
+  uring_before="$(cat "$uring_parameter")"
+  echo Y >"$uring_parameter"
+fi
+mount_mimicfs ideal "$work/ideal" --io-uring "$([[ "$io_uring" == on ]] && echo auto || echo off)"
+mount_mimicfs nfs "$work/nfs" --io-uring "$([[ "$io_uring" == on ]] && echo auto || echo off)"
+# The ideal profile over /dev/fuse, beside the ring: what the transport changes.
+devfuse=()
+if [[ "$io_uring" == on ]]; then
+  mount_mimicfs ideal "$work/ideal-devfuse" --io-uring off
+  devfuse=(mimicfs-ideal-devfuse="$work/ideal-devfuse")
+fi
 
 build_type="$(sed -n 's/^CMAKE_BUILD_TYPE:STRING=//p' "$build/CMakeCache.txt")"
+echo "bench.sh: mimicfs over $([[ "$io_uring" == on ]] && echo "FUSE io_uring (fuse.enable_uring=Y; mimicfs-ideal-devfuse: /dev/fuse)" || echo /dev/fuse)"
 echo "bench.sh: mimicfs $(git describe --always --dirty 2>/dev/null || echo '?')," \
   "build type ${build_type:-unset (RelWithDebInfo)}; libfuse $(pkg-config --modversion fuse3)," \
   "kernel $(uname -r), $(nproc) CPUs, $rounds rounds"
@@ -252,9 +280,10 @@ if wants io; then
     "$bench" "${bench_args[@]}" \
     --ratio mimicfs-ideal/passthrough_ll-xattr --ratio mimicfs-nfs/passthrough_ll-xattr \
     --ratio mimicfs-ideal/passthrough_ll --ratio mimicfs-nfs/passthrough_ll \
+    ${devfuse:+--ratio mimicfs-ideal/mimicfs-ideal-devfuse} \
     tmpfs="$work/tmpfs/ref" passthrough_ll="$work/passthrough_ll" \
     passthrough_ll-xattr="$work/passthrough_ll-xattr" \
-    mimicfs-ideal="$work/ideal" mimicfs-nfs="$work/nfs" || status=$?
+    mimicfs-ideal="$work/ideal" mimicfs-nfs="$work/nfs" "${devfuse[@]}" || status=$?
   ((status <= 1)) || exit "$status"
 fi
 
@@ -266,6 +295,10 @@ if wants pgbench; then
   [[ -n "$pg_bin" ]] || die "no PostgreSQL server in /usr/lib/postgresql"
   pg_labels=(tmpfs mimicfs-ideal mimicfs-nfs)
   pg_dirs=("$work/tmpfs/ref" "$work/ideal" "$work/nfs")
+  if ((${#devfuse[@]})); then
+    pg_labels+=(mimicfs-ideal-devfuse)
+    pg_dirs+=("$work/ideal-devfuse")
+  fi
   declare -A tps_samples=()
   for i in "${!pg_labels[@]}"; do
     data="${pg_dirs[$i]}/pgbench"
