@@ -155,9 +155,9 @@ ssize_t channel_writev(int fd, iovec* iov, int count, void*) {
       std::memcpy(reply + offsetof(fuse_init_out, flags2), &flags2, sizeof flags2);
     }
   } else if (ring != nullptr && !kernel_offers_io_uring) {
-    spdlog::info(
-        "the kernel offers no FUSE over io_uring (fuse.enable_uring is off): serving "
-        "/dev/fuse");
+    spdlog::warn(
+        "--io-uring on, but the kernel offers no FUSE over io_uring (fuse.enable_uring is off): "
+        "serving /dev/fuse");
   }
   iovec patched[2] = {iov[0], {reply, reply_length}};
   const ssize_t n = ::writev(fd, patched, 2);

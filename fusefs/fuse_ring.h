@@ -1,14 +1,16 @@
 // FuseRing: FUSE over io_uring (Linux 6.14 and later), the transport that
-// serves a request on the CPU of the program that made it.
+// brings each CPU's requests to the daemon through a queue of that CPU's own.
 //
-// Why. On /dev/fuse a request wakes whichever daemon thread the kernel picks,
-// and the scheduler puts it where a CPU is idle: on a 2-vCPU machine, nearly
-// always the other CPU than the caller's. Every round trip then pays two
-// cross-CPU wake-ups; with the caller and the daemon pinned to one CPU the
-// same 1-byte writes run 2x as fast (README, Performance). With
-// FUSE_OVER_IO_URING the kernel keeps one queue per CPU, puts a request in the
-// queue of the CPU its caller runs on, and a thread pinned to that CPU serves
-// it while the caller sleeps: no cross-CPU wake-up either way.
+// Why. On /dev/fuse every request goes through one queue that every daemon
+// thread reads, with a read() to take a request and a writev() to answer it.
+// With FUSE_OVER_IO_URING the kernel keeps one queue per CPU, puts a request
+// in the queue of the CPU its caller runs on, and the daemon answers it and
+// takes the next in one system call. Measured on the 2-vCPU machines
+// (README, Performance): with several programs busy, as a database server
+// and its clients are, it is faster than /dev/fuse (pgbench 1.3x, two 1-byte
+// writers 1.1x); a lone program on an otherwise idle machine is slower (1-byte
+// writes 0.65x), so it is chosen, not the default (`mimicfs mount --io-uring
+// on`).
 //
 // How, with libfuse 3.14, which knows nothing of it. FuseChannel offers the
 // feature in the INIT reply when the kernel does (module parameter
@@ -21,7 +23,7 @@
 // hands it to libfuse (fuse_session_process_buf), takes the reply libfuse
 // writes through the channel (take_reply) and sends it back with the fetch of
 // the next request (FUSE_IO_URING_CMD_COMMIT_AND_FETCH): one system call per
-// request.
+// request. The threads are not pinned to their queue's CPU (see serve()).
 //
 // Every entry registers at start: the kernel hands a request that arrives
 // while each entry of its CPU's queue is busy to the next of them that

@@ -174,12 +174,14 @@ int run(int argc, char** argv) {
                    "current: changes behind the kernel's back are invalidated; 0 sends every "
                    "stat to the daemon)")
       ->check(CLI::NonNegativeNumber);
-  std::string io_uring_mode = "auto";
+  std::string io_uring_mode = "off";
   mount
       ->add_option("--io-uring", io_uring_mode,
-                   "auto (default): serve requests over FUSE io_uring, on the caller's CPU, when "
-                   "the kernel offers it (fuse.enable_uring=Y); off: always /dev/fuse")
-      ->check(CLI::IsMember({"auto", "off"}));
+                   "on: take requests over FUSE io_uring, a queue per CPU, when the kernel offers "
+                   "it (fuse.enable_uring=Y; faster for several busy programs, slower for a lone "
+                   "one); off (default): /dev/fuse")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->envname("MIMICFS_IO_URING");
   std::string data_dir;
   constexpr const char* kDataDirHelp =
       "Keep file contents in sparse files under this directory (empty, or one a mimicfs "
@@ -330,7 +332,7 @@ int run(int argc, char** argv) {
     if (auto why = check_fuse_device(); !why.empty()) return usage_error(why);
     MountOptions options{mountpoint, std::move(*profile), foreground, adapter,
                          *latency,   fault_rules,         nullptr};
-    options.io_uring = io_uring_mode == "auto";
+    options.io_uring = io_uring_mode == "on";
     if (mount->count("--data-dir") > 0) {
       if (auto why = check_data_dir_apart(data_dir, mountpoint); !why.empty()) {
         return usage_error(why);

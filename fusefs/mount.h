@@ -26,8 +26,8 @@ struct MountOptions {
   // and the volume it saved last time, checked against the profile (none: new).
   HostDataStore* data_dir = nullptr;
   std::optional<ImageJson> image;
-  // --io-uring auto: FUSE over io_uring when the kernel offers it (fuse_ring.h).
-  bool io_uring = true;
+  // --io-uring on: FUSE over io_uring when the kernel offers it (fuse_ring.h).
+  bool io_uring = false;
 };
 
 // One-line reason the directory cannot be a mountpoint (missing, not a directory,

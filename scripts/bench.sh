@@ -13,10 +13,9 @@
 #
 # FUSE over io_uring (fusefs/fuse_ring.h): with --io-uring on (the default where
 # the kernel has it) the script sets the module parameter fuse.enable_uring=Y
-# for the run (and puts it back after), so mimicfs ideal and nfs serve over the
-# ring, and adds mimicfs-ideal-devfuse, ideal mounted --io-uring off, to show
-# what the transport changes. passthrough_ll (libfuse 3.14) has no ring either
-# way. --io-uring off: every mimicfs mount serves /dev/fuse.
+# for the run (and puts it back after) and adds mimicfs-ideal-ring, ideal
+# mounted --io-uring on, beside mimicfs ideal and nfs, which serve /dev/fuse as
+# a mount does by default. passthrough_ll (libfuse 3.14) has no ring.
 #
 # PARTS, comma-separated (default all): io, pgbench, stats, extents.
 #   io       five workloads (tests/bench/mimicfs_bench.cc) on every target, N
@@ -179,7 +178,7 @@ trap 'exit 143' TERM
 work="$(mktemp -d "${TMPDIR:-/tmp}/mimicfs-bench.XXXXXX")"
 chmod 755 "$work"
 mkdir "$work/tmpfs" "$work/passthrough_ll" "$work/passthrough_ll-xattr" "$work/ideal" "$work/nfs" \
-  "$work/ideal-devfuse" \
+  "$work/ideal-ring" \
   "$work/nfs-data-dir" "$work/data"
 mount -t tmpfs -o size=6g tmpfs "$work/tmpfs"
 mkdir "$work/tmpfs/ref" "$work/tmpfs/pt" "$work/tmpfs/ptx"
@@ -254,17 +253,17 @@ if [[ "$io_uring" == on ]]; then
   uring_before="$(cat "$uring_parameter")"
   echo Y >"$uring_parameter"
 fi
-mount_mimicfs ideal "$work/ideal" --io-uring "$([[ "$io_uring" == on ]] && echo auto || echo off)"
-mount_mimicfs nfs "$work/nfs" --io-uring "$([[ "$io_uring" == on ]] && echo auto || echo off)"
-# The ideal profile over /dev/fuse, beside the ring: what the transport changes.
-devfuse=()
+mount_mimicfs ideal "$work/ideal" --io-uring off
+mount_mimicfs nfs "$work/nfs" --io-uring off
+# The ideal profile over FUSE io_uring, beside /dev/fuse.
+ring=()
 if [[ "$io_uring" == on ]]; then
-  mount_mimicfs ideal "$work/ideal-devfuse" --io-uring off
-  devfuse=(mimicfs-ideal-devfuse="$work/ideal-devfuse")
+  mount_mimicfs ideal "$work/ideal-ring" --io-uring on
+  ring=(mimicfs-ideal-ring="$work/ideal-ring")
 fi
 
 build_type="$(sed -n 's/^CMAKE_BUILD_TYPE:STRING=//p' "$build/CMakeCache.txt")"
-echo "bench.sh: mimicfs over $([[ "$io_uring" == on ]] && echo "FUSE io_uring (fuse.enable_uring=Y; mimicfs-ideal-devfuse: /dev/fuse)" || echo /dev/fuse)"
+echo "bench.sh: mimicfs over /dev/fuse$([[ "$io_uring" == on ]] && echo "; mimicfs-ideal-ring over FUSE io_uring (fuse.enable_uring=Y)")"
 echo "bench.sh: mimicfs $(git describe --always --dirty 2>/dev/null || echo '?')," \
   "build type ${build_type:-unset (RelWithDebInfo)}; libfuse $(pkg-config --modversion fuse3)," \
   "kernel $(uname -r), $(nproc) CPUs, $rounds rounds"
@@ -280,10 +279,10 @@ if wants io; then
     "$bench" "${bench_args[@]}" \
     --ratio mimicfs-ideal/passthrough_ll-xattr --ratio mimicfs-nfs/passthrough_ll-xattr \
     --ratio mimicfs-ideal/passthrough_ll --ratio mimicfs-nfs/passthrough_ll \
-    ${devfuse:+--ratio mimicfs-ideal/mimicfs-ideal-devfuse} \
+    ${ring:+--ratio mimicfs-ideal-ring/passthrough_ll-xattr --ratio mimicfs-ideal-ring/mimicfs-ideal} \
     tmpfs="$work/tmpfs/ref" passthrough_ll="$work/passthrough_ll" \
     passthrough_ll-xattr="$work/passthrough_ll-xattr" \
-    mimicfs-ideal="$work/ideal" mimicfs-nfs="$work/nfs" "${devfuse[@]}" || status=$?
+    mimicfs-ideal="$work/ideal" mimicfs-nfs="$work/nfs" "${ring[@]}" || status=$?
   ((status <= 1)) || exit "$status"
 fi
 
@@ -295,9 +294,9 @@ if wants pgbench; then
   [[ -n "$pg_bin" ]] || die "no PostgreSQL server in /usr/lib/postgresql"
   pg_labels=(tmpfs mimicfs-ideal mimicfs-nfs)
   pg_dirs=("$work/tmpfs/ref" "$work/ideal" "$work/nfs")
-  if ((${#devfuse[@]})); then
-    pg_labels+=(mimicfs-ideal-devfuse)
-    pg_dirs+=("$work/ideal-devfuse")
+  if ((${#ring[@]})); then
+    pg_labels+=(mimicfs-ideal-ring)
+    pg_dirs+=("$work/ideal-ring")
   fi
   declare -A tps_samples=()
   for i in "${!pg_labels[@]}"; do

@@ -1,9 +1,9 @@
-// FUSE over io_uring (fusefs/fuse_ring.h) through a real mount: the daemon
-// serves each CPU's queue from threads of its own when the kernel offers the
-// ring (module parameter fuse.enable_uring), requests from every CPU are
-// answered through it, and requests waiting on one CPU do not hold up the
-// next from it. With `--io-uring off`, or a kernel that does not offer
-// it, the daemon serves /dev/fuse alone.
+// FUSE over io_uring (fusefs/fuse_ring.h) through a real mount: with
+// `--io-uring on` and a kernel that offers the ring (module parameter
+// fuse.enable_uring) the daemon serves each CPU's queue from threads of its
+// own, requests from every CPU are answered through it, and requests waiting
+// on one CPU do not hold up the next from it. With `--io-uring off` the daemon
+// serves /dev/fuse alone.
 #include <dirent.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -122,7 +122,7 @@ bool write_and_read_back_on_cpu(const std::string& path, int cpu) {
 TEST(FuseRing, EachCpuHasAQueueServedOnItsOwnThreads) {
   MIMICFS_REQUIRE_MOUNTABLE();
   MIMICFS_REQUIRE_IO_URING();
-  MountedVolume vol("ext4");
+  MountedVolume vol("ext4", {"--io-uring", "on"});
   ASSERT_TRUE(vol.mounted()) << vol.error();
   const nlohmann::json before = vol.stats()["fuse"];
   EXPECT_EQ(before["transport"], "io_uring");
@@ -175,7 +175,7 @@ void on_cpu(int cpu, Work&& work) {
 // that commits, not to an entry registered later). Holds over /dev/fuse too.
 TEST(FuseRing, OperationsWaitingOnOneCpuDoNotHoldUpTheNextFromIt) {
   MIMICFS_REQUIRE_MOUNTABLE();
-  MountedVolume vol("ext4");
+  MountedVolume vol("ext4", {"--io-uring", kernel_offers_io_uring() ? "on" : "off"});
   ASSERT_TRUE(vol.mounted()) << vol.error();
   const pid_t daemon = daemon_of(vol.path());
   ASSERT_GT(daemon, 0);
