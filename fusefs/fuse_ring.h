@@ -9,8 +9,14 @@
 // (README, Performance): with several programs busy, as a database server
 // and its clients are, it is faster than /dev/fuse (pgbench 1.3x, two 1-byte
 // writers 1.1x); a lone program on an otherwise idle machine is slower (1-byte
-// writes 0.65x), so it is chosen, not the default (`mimicfs mount --io-uring
-// on`).
+// writes 0.73x), so it is chosen, not the default (`mimicfs mount --io-uring
+// on`). Why slower: the caller's CPU's queue has one thread busy at a time,
+// which the scheduler wakes on the other, idle CPU where it last ran, so each
+// round trip wakes a halted vCPU twice (35-50 us each in `perf sched
+// timehist`, where the guest does not poll before halting); /dev/fuse wakes
+// its pool's threads in turn, and one has often last run on the caller's CPU.
+// With the guest polling 200 us before halting, the ring serves a lone
+// caller's 1-byte writes 1.17x as fast as /dev/fuse.
 //
 // How, with libfuse 3.14, which knows nothing of it. FuseChannel offers the
 // feature in the INIT reply when the kernel does (module parameter

@@ -9,13 +9,22 @@
 # ever a pass or a fail.
 #
 #   scripts/bench.sh [--rounds N] [--only PARTS] [--transactions T] [--extents N]
-#                    [--io-uring on|off] [--memory] [--data-dir-gib G] [--json]
+#                    [--io-uring on|off] [--halt-poll-ns NS] [--memory]
+#                    [--data-dir-gib G] [--json]
 #
 # FUSE over io_uring (fusefs/fuse_ring.h): with --io-uring on (the default where
 # the kernel has it) the script sets the module parameter fuse.enable_uring=Y
 # for the run (and puts it back after) and adds mimicfs-ideal-ring, ideal
 # mounted --io-uring on, beside mimicfs ideal and nfs, which serve /dev/fuse as
 # a mount does by default. passthrough_ll (libfuse 3.14) has no ring.
+#
+# Every request is a round trip between the caller's thread and a daemon
+# thread, and in a virtual machine a round trip that crosses CPUs wakes the
+# other vCPU from halt when the guest does not poll before halting. The header
+# prints the guest's cpuidle driver and its haltpoll setting; figures taken
+# with guest_halt_poll_ns 0 and 200000 differ 2x (README, Performance).
+# --halt-poll-ns NS sets /sys/module/haltpoll/parameters/guest_halt_poll_ns
+# for the run and puts it back after (only where the guest has haltpoll).
 #
 # PARTS, comma-separated (default all): io, pgbench, stats, extents.
 #   io       five workloads (tests/bench/mimicfs_bench.cc) on every target, N
@@ -63,6 +72,9 @@ memory=0
 data_dir_gib=0
 json=0
 uring_parameter=/sys/module/fuse/parameters/enable_uring
+halt_poll_parameter=/sys/module/haltpoll/parameters/guest_halt_poll_ns
+halt_poll_ns=""
+halt_poll_before=""
 io_uring=off
 [[ -f "$uring_parameter" ]] && io_uring=on
 while (($#)); do
@@ -75,6 +87,7 @@ while (($#)); do
     --data-dir-gib) data_dir_gib="${2:?--data-dir-gib needs G}"; shift ;;
     --json) json=1 ;;
     --io-uring) io_uring="${2:?--io-uring needs on or off}"; shift ;;
+    --halt-poll-ns) halt_poll_ns="${2:?--halt-poll-ns needs NS}"; shift ;;
     -h | --help)
       sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'
       exit 0
@@ -90,6 +103,11 @@ done
 [[ "$io_uring" == on || "$io_uring" == off ]] || die "--io-uring needs on or off, got '$io_uring'"
 [[ "$io_uring" == off || -f "$uring_parameter" ]] ||
   die "--io-uring on: this kernel has no FUSE over io_uring ($uring_parameter)"
+if [[ -n "$halt_poll_ns" ]]; then
+  [[ "$halt_poll_ns" =~ ^[0-9]+$ ]] || die "--halt-poll-ns needs a whole number of ns, got '$halt_poll_ns'"
+  [[ -f "$halt_poll_parameter" ]] ||
+    die "--halt-poll-ns: this machine has no guest halt polling ($halt_poll_parameter)"
+fi
 for part in ${parts//,/ }; do
   case "$part" in
     io | pgbench | stats | extents) ;;
@@ -165,6 +183,7 @@ cleanup() {
     is_mounted "$dir" && unmount_fuse "$dir"
   done
   [[ -n "$uring_before" ]] && echo "$uring_before" >"$uring_parameter"
+  [[ -n "$halt_poll_before" ]] && echo "$halt_poll_before" >"$halt_poll_parameter"
   if [[ -n "$work" ]]; then
     is_mounted "$work/tmpfs" && { umount "$work/tmpfs" || umount -l "$work/tmpfs"; }
     rm -rf "$work"
@@ -253,6 +272,10 @@ if [[ "$io_uring" == on ]]; then
   uring_before="$(cat "$uring_parameter")"
   echo Y >"$uring_parameter"
 fi
+if [[ -n "$halt_poll_ns" ]]; then
+  halt_poll_before="$(cat "$halt_poll_parameter")"
+  echo "$halt_poll_ns" >"$halt_poll_parameter"
+fi
 mount_mimicfs ideal "$work/ideal" --io-uring off
 mount_mimicfs nfs "$work/nfs" --io-uring off
 # The ideal profile over FUSE io_uring, beside /dev/fuse.
@@ -267,6 +290,12 @@ echo "bench.sh: mimicfs over /dev/fuse$([[ "$io_uring" == on ]] && echo "; mimic
 echo "bench.sh: mimicfs $(git describe --always --dirty 2>/dev/null || echo '?')," \
   "build type ${build_type:-unset (RelWithDebInfo)}; libfuse $(pkg-config --modversion fuse3)," \
   "kernel $(uname -r), $(nproc) CPUs, $rounds rounds"
+idle="cpuidle driver $(cat /sys/devices/system/cpu/cpuidle/current_driver 2>/dev/null || echo none)"
+if [[ -f "$halt_poll_parameter" ]]; then
+  idle+=", guest_halt_poll_ns $(cat "$halt_poll_parameter")"
+  if [[ "$(cat "$halt_poll_parameter")" == 0 ]]; then idle+=" (an idle vCPU halts at once)"; fi
+fi
+echo "bench.sh: $idle"
 status=0
 
 # --- io ------------------------------------------------------------------------------
