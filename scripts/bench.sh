@@ -31,7 +31,7 @@
 #            rounds (default 5), with % of tmpfs and the ratios of mimicfs to both
 #            passthrough_ll runs; then each mimicfs daemon's RSS before the
 #            workloads, at their peak, and after they deleted their files and
-#            a sync committed the deletions.
+#            `ctl sync` committed the deletions.
 #   pgbench  PostgreSQL (Debian's, installed if missing): pgbench -i -s 10 on
 #            tmpfs, mimicfs ideal and mimicfs nfs, then T transactions (default
 #            4000, 2 clients) per target per round, rounds interleaved; median TPS.
@@ -243,7 +243,7 @@ status_kib() {
 
 mib() { echo "$(($1 / 1024)) MiB"; }
 
-# RSS before, at the peak and 2 s after a command and a sync, for the daemons of
+# RSS before, at the peak and 2 s after a command and `ctl sync`, for the daemons of
 # the given mountpoints: `with_rss "DIR..." COMMAND...`. The peak is VmHWM after a
 # reset (clear_refs 5); where the reset is refused, the daemon's peak since it started.
 rss_lines=()
@@ -257,9 +257,10 @@ with_rss() {
     before+=("$(status_kib "$pid" VmRSS)")
   done
   "$@" || status=$?
-  # A file's unlink frees its blocks when it commits, as on a real filesystem
-  # (ideal commits only on a sync: a crash before it brings the file back).
-  for i in "${!dirs[@]}"; do sync -f "${dirs[$i]}"; done
+  # An unlink frees the file for good when it commits, as on a real filesystem
+  # (ideal commits only on a sync, and a crash before it brings the file back).
+  # `ctl sync`: sync(1) inside a FUSE mount reaches no daemon (docs/stats.md).
+  for i in "${!dirs[@]}"; do "$mimicfs" ctl "${dirs[$i]}" sync; done
   sleep 2 # the daemon gives malloc's free memory back once a second (fusefs/heap_trimmer.h)
   for i in "${!dirs[@]}"; do
     pid="${pids[$i]}"
@@ -456,7 +457,7 @@ fi
 
 if ((${#rss_lines[@]})); then
   echo
-  echo "daemon RSS (VmRSS before, and 2 s after the part and a sync; VmHWM since the reset before the part):"
+  echo "daemon RSS (VmRSS before, and 2 s after the part and 'ctl sync'; VmHWM since the reset before the part):"
   printf '  %s\n' "${rss_lines[@]}"
 fi
 exit "$status"
