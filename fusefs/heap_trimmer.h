@@ -10,9 +10,14 @@
 // the top of each thread's heap), and once a second the trimmer asks how much
 // malloc holds free (mallinfo2) and, past a threshold, releases the pages of
 // free chunks inside the heaps (malloc_trim). It runs on a thread of its own
-// and holds no engine lock; malloc_trim holds each arena's lock while it
-// walks it, so an allocation may wait that long (milliseconds, once a second
-// at most, only after large frees).
+// and holds no engine lock.
+//
+// Both calls walk every free chunk of every arena, each arena under its lock,
+// so an allocating thread may wait that long: mallinfo2 took 4-9 ms a call
+// during a random 4 KiB write load. So while the daemon is busy (it used more
+// than kBusyCpuShare of a CPU in the last second) the trimmer skips its check,
+// kMaxSkips seconds in a row at most: memory comes back within two seconds once
+// a load ends, and within kMaxSkips + 1 seconds under a load that never does.
 #pragma once
 
 #include <condition_variable>
@@ -25,6 +30,15 @@ namespace mimicfs {
 class HeapTrimmer {
  public:
   static constexpr uint64_t kThresholdBytes = 16 << 20;
+  static constexpr double kBusyCpuShare = 0.1;
+  static constexpr unsigned kMaxSkips = 9;
+
+  // Whether to look at malloc's free memory now: `cpu_ns` of the process's CPU
+  // time went by in `wall_ns`, after `skipped` checks skipped in a row.
+  static constexpr bool check_now(uint64_t cpu_ns, uint64_t wall_ns, unsigned skipped) {
+    return skipped >= kMaxSkips ||
+           static_cast<double>(cpu_ns) <= kBusyCpuShare * static_cast<double>(wall_ns);
+  }
 
   // Starts the thread: call after fuse_daemonize (a thread does not survive its fork).
   HeapTrimmer();
