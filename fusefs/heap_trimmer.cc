@@ -16,6 +16,12 @@ uint64_t process_cpu_ns() {
   return static_cast<uint64_t>(now.tv_sec) * 1'000'000'000 + static_cast<uint64_t>(now.tv_nsec);
 }
 
+uint64_t steady_ns() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::steady_clock::now().time_since_epoch())
+                                   .count());
+}
+
 }  // namespace
 
 HeapTrimmer::HeapTrimmer() {
@@ -28,27 +34,16 @@ HeapTrimmer::HeapTrimmer() {
   // heaps instead of mapped and faulted in each time.
   mallopt(M_MMAP_THRESHOLD, 4 << 20);
   thread_ = std::thread([this] {
-    uint64_t cpu_before = process_cpu_ns();
-    auto wall_before = std::chrono::steady_clock::now();
-    unsigned skipped = 0;
+    TrimSchedule schedule(process_cpu_ns(), steady_ns());
     std::unique_lock lock(mutex_);
     while (!stop_requested_.wait_for(lock, std::chrono::seconds(1), [this] { return stopping_; })) {
       lock.unlock();
-      const uint64_t cpu_now = process_cpu_ns();
-      const auto wall_now = std::chrono::steady_clock::now();
-      const auto wall_ns =
-          std::chrono::duration_cast<std::chrono::nanoseconds>(wall_now - wall_before);
-      if (!check_now(cpu_now - cpu_before, wall_ns.count(), skipped)) {
-        ++skipped;
-      } else {
-        skipped = 0;
+      if (schedule.due(process_cpu_ns(), steady_ns())) {
         if (const uint64_t freed = trim_if_worth_it(); freed > 0) {
           spdlog::debug("gave {} MiB that malloc held free back to the system", freed >> 20);
         }
+        schedule.checked(process_cpu_ns(), steady_ns());
       }
-      // After the check: its own time is not the daemon's load.
-      cpu_before = process_cpu_ns();
-      wall_before = std::chrono::steady_clock::now();
       lock.lock();
     }
   });

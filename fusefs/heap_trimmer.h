@@ -14,10 +14,10 @@
 //
 // Both calls walk every free chunk of every arena, each arena under its lock,
 // so an allocating thread may wait that long: mallinfo2 took 4-9 ms a call
-// during a random 4 KiB write load. So while the daemon is busy (it used more
-// than kBusyCpuShare of a CPU in the last second) the trimmer skips its check,
-// kMaxSkips seconds in a row at most: memory comes back within two seconds once
-// a load ends, and within kMaxSkips + 1 seconds under a load that never does.
+// during a random 4 KiB write load. So while the daemon is busy (TrimSchedule:
+// it used more than a tenth of a CPU in the last second) the trimmer skips its
+// check, 9 seconds in a row at most: memory comes back within two seconds once
+// a load ends, and within ten seconds under a load that never does.
 #pragma once
 
 #include <condition_variable>
@@ -27,18 +27,46 @@
 
 namespace mimicfs {
 
-class HeapTrimmer {
+// When the trimmer looks: each tick (a second) it is told the process's CPU
+// time and the wall time, and says whether to check now. A tick after which
+// the process used more than kBusyCpuShare of a CPU is skipped, kMaxSkips in a
+// row at most; what is measured starts again after each check, so the check's
+// own time is not counted as load.
+class TrimSchedule {
  public:
-  static constexpr uint64_t kThresholdBytes = 16 << 20;
   static constexpr double kBusyCpuShare = 0.1;
   static constexpr unsigned kMaxSkips = 9;
 
-  // Whether to look at malloc's free memory now: `cpu_ns` of the process's CPU
-  // time went by in `wall_ns`, after `skipped` checks skipped in a row.
-  static constexpr bool check_now(uint64_t cpu_ns, uint64_t wall_ns, unsigned skipped) {
-    return skipped >= kMaxSkips ||
-           static_cast<double>(cpu_ns) <= kBusyCpuShare * static_cast<double>(wall_ns);
+  TrimSchedule(uint64_t cpu_ns, uint64_t wall_ns) : cpu_ns_(cpu_ns), wall_ns_(wall_ns) {}
+
+  // At a tick: whether to check now. After a true, call checked() once done.
+  bool due(uint64_t cpu_ns, uint64_t wall_ns) {
+    const double used = static_cast<double>(cpu_ns - cpu_ns_);
+    const double passed = static_cast<double>(wall_ns - wall_ns_);
+    if (skipped_ < kMaxSkips && used > kBusyCpuShare * passed) {
+      ++skipped_;
+      cpu_ns_ = cpu_ns;
+      wall_ns_ = wall_ns;
+      return false;
+    }
+    return true;
   }
+  // The check is done (at these clock readings): measuring starts again.
+  void checked(uint64_t cpu_ns, uint64_t wall_ns) {
+    skipped_ = 0;
+    cpu_ns_ = cpu_ns;
+    wall_ns_ = wall_ns;
+  }
+
+ private:
+  uint64_t cpu_ns_;
+  uint64_t wall_ns_;
+  unsigned skipped_ = 0;
+};
+
+class HeapTrimmer {
+ public:
+  static constexpr uint64_t kThresholdBytes = 16 << 20;
 
   // Starts the thread: call after fuse_daemonize (a thread does not survive its fork).
   HeapTrimmer();

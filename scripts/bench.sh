@@ -243,7 +243,7 @@ status_kib() {
 
 mib() { echo "$(($1 / 1024)) MiB"; }
 
-# RSS before, at the peak and 2 s after a command and `ctl sync`, for the daemons of
+# RSS before, at the peak and 3 s after a command and `ctl sync`, for the daemons of
 # the given mountpoints: `with_rss "DIR..." COMMAND...`. The peak is VmHWM after a
 # reset (clear_refs 5); where the reset is refused, the daemon's peak since it started.
 rss_lines=()
@@ -260,8 +260,10 @@ with_rss() {
   # An unlink frees the file for good when it commits, as on a real filesystem
   # (ideal commits only on a sync, and a crash before it brings the file back).
   # `ctl sync`: sync(1) inside a FUSE mount reaches no daemon (docs/stats.md).
-  for i in "${!dirs[@]}"; do "$mimicfs" ctl "${dirs[$i]}" sync; done
-  sleep 2 # the daemon gives malloc's free memory back once a second (fusefs/heap_trimmer.h)
+  for i in "${!dirs[@]}"; do "$mimicfs" ctl "${dirs[$i]}" sync || status=1; done
+  # The daemon gives malloc's free memory back within 2 s once it is quiet
+  # (fusefs/heap_trimmer.h).
+  sleep 3
   for i in "${!dirs[@]}"; do
     pid="${pids[$i]}"
     rss_lines+=("$(printf '%-22s before %8s   peak %8s   after %8s   (%s)' \
@@ -457,7 +459,7 @@ fi
 
 if ((${#rss_lines[@]})); then
   echo
-  echo "daemon RSS (VmRSS before, and 2 s after the part and 'ctl sync'; VmHWM since the reset before the part):"
+  echo "daemon RSS (VmRSS before, and 3 s after the part and 'ctl sync'; VmHWM since the reset before the part):"
   printf '  %s\n' "${rss_lines[@]}"
 fi
 exit "$status"

@@ -16,12 +16,11 @@ kinds=("$@")
 # libraries' own assertions (nlohmann::json's among them) are checked too; and
 # without GCC 12's -Wmaybe-uninitialized, which the instrumentation makes report
 # std::regex's own members (false positives).
+# Configured every run, so a build directory made with other flags takes these.
 configure() {  # DIR SANITIZERS
-  if [ ! -f "$1/build.ninja" ]; then
-    cmake -S "$root" -B "$1" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-      -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -Wno-maybe-uninitialized" \
-      -DMIMICFS_SANITIZE="$2" >/dev/null
-  fi
+  cmake -S "$root" -B "$1" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -Wno-maybe-uninitialized" \
+    -DMIMICFS_SANITIZE="$2" >/dev/null
 }
 
 for kind in "${kinds[@]}"; do

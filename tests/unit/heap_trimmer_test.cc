@@ -1,6 +1,6 @@
-// HeapTrimmer's decision (fusefs/heap_trimmer.h): when the daemon is quiet
-// enough to pay for a walk of malloc's arenas. The class itself runs a thread
-// and calls glibc; only the decision is pure.
+// TrimSchedule (fusefs/heap_trimmer.h): when the heap trimmer may walk
+// malloc's arenas. The trimmer itself runs a thread and calls glibc; its
+// schedule is told the clocks, so it is tested with made-up readings.
 #include "fusefs/heap_trimmer.h"
 
 #include <gtest/gtest.h>
@@ -10,23 +10,64 @@ namespace {
 
 constexpr uint64_t kSecond = 1'000'000'000;
 
-TEST(HeapTrimmer, ChecksWhenTheDaemonIsQuiet) {
-  EXPECT_TRUE(HeapTrimmer::check_now(0, kSecond, 0));
-  EXPECT_TRUE(HeapTrimmer::check_now(kSecond / 10, kSecond, 0));  // at the line
-}
+// Drives a schedule one tick (a second of wall time) at a time, the process
+// using `cpu_share` of a CPU in each; checks take no time.
+struct Ticks {
+  TrimSchedule schedule{0, 0};
+  uint64_t cpu = 0;
+  uint64_t wall = 0;
 
-TEST(HeapTrimmer, SkipsWhileTheDaemonIsBusy) {
-  EXPECT_FALSE(HeapTrimmer::check_now(kSecond / 10 + 1, kSecond, 0));
-  EXPECT_FALSE(HeapTrimmer::check_now(2 * kSecond, kSecond, 0));  // two CPUs' worth
-  // The share is of the time that went by, not of a nominal second.
-  EXPECT_TRUE(HeapTrimmer::check_now(kSecond / 10 + 1, 2 * kSecond, 0));
-}
-
-TEST(HeapTrimmer, ABusyDaemonIsCheckedAfterMaxSkips) {
-  for (unsigned skipped = 0; skipped < HeapTrimmer::kMaxSkips; ++skipped) {
-    EXPECT_FALSE(HeapTrimmer::check_now(kSecond, kSecond, skipped)) << skipped;
+  bool tick(double cpu_share) {
+    cpu += static_cast<uint64_t>(cpu_share * kSecond);
+    wall += kSecond;
+    if (!schedule.due(cpu, wall)) return false;
+    schedule.checked(cpu, wall);
+    return true;
   }
-  EXPECT_TRUE(HeapTrimmer::check_now(kSecond, kSecond, HeapTrimmer::kMaxSkips));
+};
+
+TEST(TrimSchedule, ChecksEveryTickWhileTheDaemonIsQuiet) {
+  Ticks ticks;
+  for (int i = 0; i < 20; ++i) EXPECT_TRUE(ticks.tick(0.02)) << i;
+  EXPECT_TRUE(ticks.tick(0.1));  // at the line
+}
+
+TEST(TrimSchedule, UnderALoadThatNeverEndsChecksEveryTenthTick) {
+  Ticks ticks;
+  for (int round = 0; round < 3; ++round) {
+    for (unsigned i = 0; i < TrimSchedule::kMaxSkips; ++i) EXPECT_FALSE(ticks.tick(0.5)) << i;
+    EXPECT_TRUE(ticks.tick(0.5)) << round;
+  }
+}
+
+TEST(TrimSchedule, ChecksAtTheFirstQuietTickAfterALoad) {
+  Ticks ticks;
+  for (int i = 0; i < 5; ++i) EXPECT_FALSE(ticks.tick(1.5)) << i;
+  EXPECT_TRUE(ticks.tick(0.01));
+  // And the count of skips starts again: the next load is skipped 9 times too.
+  for (unsigned i = 0; i < TrimSchedule::kMaxSkips; ++i) EXPECT_FALSE(ticks.tick(1.0)) << i;
+  EXPECT_TRUE(ticks.tick(1.0));
+}
+
+TEST(TrimSchedule, MeasuresOnlySinceTheLastTick) {
+  Ticks ticks;
+  EXPECT_FALSE(ticks.tick(0.9));
+  // The busy second before does not count against this quiet one.
+  EXPECT_TRUE(ticks.tick(0.05));
+}
+
+TEST(TrimSchedule, TheShareIsOfTheWallTimeThatPassed) {
+  TrimSchedule schedule(0, 0);
+  // 0.15 s of CPU over 2 s is 7.5% of a CPU: quiet, though over a tenth of a second.
+  EXPECT_TRUE(schedule.due(kSecond * 15 / 100, 2 * kSecond));
+}
+
+TEST(TrimSchedule, TheChecksOwnTimeIsNotLoad) {
+  TrimSchedule schedule(0, 0);
+  ASSERT_TRUE(schedule.due(0, kSecond));
+  // The check itself took 0.3 s of CPU in 0.3 s; measuring starts after it.
+  schedule.checked(kSecond * 3 / 10, kSecond * 13 / 10);
+  EXPECT_TRUE(schedule.due(kSecond * 3 / 10 + kSecond / 20, kSecond * 23 / 10));
 }
 
 }  // namespace
