@@ -7,6 +7,8 @@
 #include <chrono>
 #include <ctime>
 
+#include "backends/timelines.h"  // Timelines::steady_ns, the engine's real clock
+
 namespace mimicfs {
 namespace {
 
@@ -14,12 +16,6 @@ uint64_t process_cpu_ns() {
   timespec now{};
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &now);
   return static_cast<uint64_t>(now.tv_sec) * 1'000'000'000 + static_cast<uint64_t>(now.tv_nsec);
-}
-
-uint64_t steady_ns() {
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                   std::chrono::steady_clock::now().time_since_epoch())
-                                   .count());
 }
 
 }  // namespace
@@ -34,15 +30,15 @@ HeapTrimmer::HeapTrimmer() {
   // heaps instead of mapped and faulted in each time.
   mallopt(M_MMAP_THRESHOLD, 4 << 20);
   thread_ = std::thread([this] {
-    TrimSchedule schedule(process_cpu_ns(), steady_ns());
+    TrimSchedule schedule(process_cpu_ns(), Timelines::steady_ns());
     std::unique_lock lock(mutex_);
     while (!stop_requested_.wait_for(lock, std::chrono::seconds(1), [this] { return stopping_; })) {
       lock.unlock();
-      if (schedule.due(process_cpu_ns(), steady_ns())) {
+      if (schedule.due(process_cpu_ns(), Timelines::steady_ns())) {
         if (const uint64_t freed = trim_if_worth_it(); freed > 0) {
           spdlog::debug("gave {} MiB that malloc held free back to the system", freed >> 20);
         }
-        schedule.checked(process_cpu_ns(), steady_ns());
+        schedule.checked(process_cpu_ns(), Timelines::steady_ns());
       }
       lock.lock();
     }

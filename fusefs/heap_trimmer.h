@@ -45,8 +45,7 @@ class TrimSchedule {
     const double passed = static_cast<double>(wall_ns - wall_ns_);
     if (skipped_ < kMaxSkips && used > kBusyCpuShare * passed) {
       ++skipped_;
-      cpu_ns_ = cpu_ns;
-      wall_ns_ = wall_ns;
+      measure_from(cpu_ns, wall_ns);
       return false;
     }
     return true;
@@ -54,11 +53,15 @@ class TrimSchedule {
   // The check is done (at these clock readings): measuring starts again.
   void checked(uint64_t cpu_ns, uint64_t wall_ns) {
     skipped_ = 0;
+    measure_from(cpu_ns, wall_ns);
+  }
+
+ private:
+  void measure_from(uint64_t cpu_ns, uint64_t wall_ns) {
     cpu_ns_ = cpu_ns;
     wall_ns_ = wall_ns;
   }
 
- private:
   uint64_t cpu_ns_;
   uint64_t wall_ns_;
   unsigned skipped_ = 0;
