@@ -16,6 +16,7 @@
 #include "backends/caller.h"
 #include "fusefs/fuse_channel.h"
 #include "fusefs/fuse_reply.h"
+#include "fusefs/request_buffers.h"
 
 namespace mimicfs {
 namespace {
@@ -380,7 +381,6 @@ void on_release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
 }
 
 void on_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, fuse_file_info* fi) {
-  thread_local std::vector<std::byte> buffer;  // the reply points here until sent
   serve(req, "read", ino, [&]() -> Reply {
     if (ControlFiles::owns(ino)) {
       // A copy the reply owns: the handle may be released once this returns.
@@ -389,8 +389,9 @@ void on_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, fuse_fil
       return DataReply{contents.substr(start, std::min(size, contents.size() - start))};
     }
     if (stale(req, fi)) return ErrorReply{EIO};
-    if (buffer.size() < size) buffer.resize(size);
-    auto result = adapter(req).fs().read(ino, offset, std::span(buffer.data(), size), fi->flags);
+    // The reply points into the thread's buffer until sent.
+    const std::span<std::byte> buffer = request_buffers::reply_buffer(size);
+    auto result = adapter(req).fs().read(ino, offset, buffer, fi->flags);
     if (!result) return ErrorReply{result.error().value};
     return DataView{std::span(reinterpret_cast<const char*>(buffer.data()), *result)};
   });

@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "fusefs/fuse_ring.h"
+#include "fusefs/request_buffers.h"
 
 namespace mimicfs::fuse_channel {
 namespace {
@@ -87,7 +88,7 @@ void note_request(const char* request, ssize_t length) {
 }
 
 ssize_t channel_read(int fd, void* buffer, size_t length, void*) {
-  const ssize_t n = ::read(fd, buffer, length);
+  const ssize_t n = request_buffers::read_request(fd, buffer, length);
   if (n >= static_cast<ssize_t>(sizeof(fuse_in_header))) {
     prepare_request(static_cast<char*>(buffer), static_cast<size_t>(n));
   }

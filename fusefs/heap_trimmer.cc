@@ -1,21 +1,31 @@
 #include "fusefs/heap_trimmer.h"
 
 #include <malloc.h>
+#include <sys/sysinfo.h>
 #include <spdlog/spdlog.h>
 
-#include <atomic>
+#include <algorithm>
 #include <chrono>
 #include <ctime>
 
 #include "backends/timelines.h"  // Timelines::steady_ns, the engine's real clock
+#include "fusefs/request_buffers.h"
 
 namespace mimicfs {
 namespace {
 
-uint64_t process_cpu_ns() {
+uint64_t cpu_ns(clockid_t clock) {
   timespec now{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &now);
+  clock_gettime(clock, &now);
   return static_cast<uint64_t>(now.tv_sec) * 1'000'000'000 + static_cast<uint64_t>(now.tv_nsec);
+}
+
+// The CPU time of the process's other threads: the daemon's work, the
+// trimmer's own left out (call on the trimmer's thread).
+uint64_t work_cpu_ns() {
+  const uint64_t own = cpu_ns(CLOCK_THREAD_CPUTIME_ID);
+  const uint64_t all = cpu_ns(CLOCK_PROCESS_CPUTIME_ID);
+  return all > own ? all - own : 0;
 }
 
 }  // namespace
@@ -29,16 +39,21 @@ HeapTrimmer::HeapTrimmer() {
   // the 1 MiB buffers of reads and copies, which are then reused from the
   // heaps instead of mapped and faulted in each time.
   mallopt(M_MMAP_THRESHOLD, 4 << 20);
+  // An arena per CPU, not glibc's eight per CPU: each arena a thread used
+  // keeps its live chunks scattered over its pages and a top malloc_trim
+  // cannot give back, ~400 KiB for each of libfuse's workers (up to 16, as
+  // many as a slow moment once needed). The threads calling malloc at once are at most one
+  // per CPU, and tcache serves most of their small allocations without an
+  // arena's lock.
+  mallopt(M_ARENA_MAX, std::max(2, get_nprocs()));
   thread_ = std::thread([this] {
-    TrimSchedule schedule(process_cpu_ns(), Timelines::steady_ns());
+    TrimSchedule schedule(work_cpu_ns(), Timelines::steady_ns());
     std::unique_lock lock(mutex_);
     while (!stop_requested_.wait_for(lock, std::chrono::seconds(1), [this] { return stopping_; })) {
       lock.unlock();
-      if (schedule.due(process_cpu_ns(), Timelines::steady_ns())) {
-        if (const uint64_t freed = trim_if_worth_it(); freed > 0) {
-          spdlog::debug("gave {} MiB that malloc held free back to the system", freed >> 20);
-        }
-        schedule.checked(process_cpu_ns(), Timelines::steady_ns());
+      if (schedule.due(work_cpu_ns(), Timelines::steady_ns())) {
+        give_back();
+        schedule.checked(work_cpu_ns(), Timelines::steady_ns());
       }
       lock.lock();
     }
@@ -54,18 +69,10 @@ HeapTrimmer::~HeapTrimmer() {
   thread_.join();
 }
 
-uint64_t HeapTrimmer::trim_if_worth_it() {
-  // fordblks: the free bytes in every arena's chunks (mmapped chunks are not
-  // counted). Trimmed chunks stay free chunks, their pages given back: what
-  // counts is how much more is free than after the last trim.
-  static std::atomic<uint64_t> free_after_last_trim{0};
-  const uint64_t free_now = mallinfo2().fordblks;
-  const uint64_t trimmed = free_after_last_trim.load();
-  if (free_now < trimmed) free_after_last_trim = free_now;  // reused since
-  if (free_now < trimmed + kThresholdBytes) return 0;
+void HeapTrimmer::give_back() {
+  const size_t asked = request_buffers::release_idle();
   malloc_trim(0);
-  free_after_last_trim = mallinfo2().fordblks;
-  return free_now - trimmed;
+  spdlog::debug("gave back malloc's free pages, asked {} idle workers for their buffers'", asked);
 }
 
 }  // namespace mimicfs

@@ -17,6 +17,7 @@
 #include "fusefs/fuse_channel.h"
 #include "fusefs/fuse_ring.h"
 #include "fusefs/heap_trimmer.h"
+#include "fusefs/request_buffers.h"
 
 namespace mimicfs {
 
@@ -173,6 +174,7 @@ int mount_and_serve(MountOptions options) {
                options.latency.to_string());
   // The mount exists now; the parent returns from here and the child serves it.
   fuse_daemonize(options.foreground ? 1 : 0);
+  request_buffers::block_release_signal();  // for every thread but the workers
   HeapTrimmer heap_trimmer;  // a thread: after the fork
 
   fuse_loop_config* config = fuse_loop_cfg_create();

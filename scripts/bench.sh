@@ -242,19 +242,21 @@ status_kib() {
 }
 
 mib() { echo "$(($1 / 1024)) MiB"; }
+mib1() { awk -v kib="$1" 'BEGIN { printf "%.1f MiB", kib / 1024 }'; }
 
 # RSS before, at the peak and 3 s after a command and `ctl sync`, for the daemons of
 # the given mountpoints: `with_rss "DIR..." COMMAND...`. The peak is VmHWM after a
 # reset (clear_refs 5); where the reset is refused, the daemon's peak since it started.
 rss_lines=()
 with_rss() {
-  local dirs=($1) pids=() before=() pid i status=0
+  local dirs=($1) pids=() before=() before_anon=() pid i status=0
   shift
   for i in "${!dirs[@]}"; do
     pid="$(daemon_pid "${dirs[$i]}")"
     pids+=("$pid")
     echo 5 2>/dev/null >"/proc/$pid/clear_refs" || true
     before+=("$(status_kib "$pid" VmRSS)")
+    before_anon+=("$(status_kib "$pid" RssAnon)")
   done
   "$@" || status=$?
   # An unlink frees the file for good when it commits, as on a real filesystem
@@ -266,9 +268,10 @@ with_rss() {
   sleep 3
   for i in "${!dirs[@]}"; do
     pid="${pids[$i]}"
-    rss_lines+=("$(printf '%-22s before %8s   peak %8s   after %8s   (%s)' \
-      "$(basename "${dirs[$i]}")" "$(mib "${before[$i]}")" "$(mib "$(status_kib "$pid" VmHWM)")" \
-      "$(mib "$(status_kib "$pid" VmRSS)")" "$label")")
+    rss_lines+=("$(printf '%-22s before %8s (anon %s)   peak %8s   after %8s (anon %s)   (%s)' \
+      "$(basename "${dirs[$i]}")" "$(mib "${before[$i]}")" "$(mib1 "${before_anon[$i]}")" \
+      "$(mib "$(status_kib "$pid" VmHWM)")" "$(mib "$(status_kib "$pid" VmRSS)")" \
+      "$(mib1 "$(status_kib "$pid" RssAnon)")" "$label")")
   done
   return "$status"
 }
@@ -459,7 +462,8 @@ fi
 
 if ((${#rss_lines[@]})); then
   echo
-  echo "daemon RSS (VmRSS before, and 3 s after the part and 'ctl sync'; VmHWM since the reset before the part):"
+  echo "daemon RSS (VmRSS before, and 3 s after the part and 'ctl sync'; VmHWM since the reset before the part;"
+  echo "anon: RssAnon, the daemon's own memory; the rest is its code and libraries as far as they were run):"
   printf '  %s\n' "${rss_lines[@]}"
 fi
 exit "$status"

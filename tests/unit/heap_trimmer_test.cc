@@ -64,10 +64,29 @@ TEST(TrimSchedule, TheShareIsOfTheWallTimeThatPassed) {
 
 TEST(TrimSchedule, TheChecksOwnTimeIsNotLoad) {
   TrimSchedule schedule(0, 0);
-  ASSERT_TRUE(schedule.due(0, kSecond));
+  ASSERT_TRUE(schedule.due(kSecond / 100, kSecond));
   // The check itself took 0.3 s of CPU in 0.3 s; measuring starts after it.
-  schedule.checked(kSecond * 3 / 10, kSecond * 13 / 10);
-  EXPECT_TRUE(schedule.due(kSecond * 3 / 10 + kSecond / 20, kSecond * 23 / 10));
+  schedule.checked(kSecond * 31 / 100, kSecond * 13 / 10);
+  EXPECT_TRUE(schedule.due(kSecond * 31 / 100 + kSecond / 20, kSecond * 23 / 10));
+}
+
+TEST(TrimSchedule, AnIdleDaemonIsLeftAlone) {
+  Ticks ticks;
+  EXPECT_TRUE(ticks.tick(0.02));
+  // Nothing served: nothing can have been freed or faulted in since.
+  for (int i = 0; i < 20; ++i) EXPECT_FALSE(ticks.tick(0.0)) << i;
+  // A little work: checked once its CPU time since the last check reaches kWorkCpuNs.
+  const double half = 0.5 * TrimSchedule::kWorkCpuNs / kSecond;
+  EXPECT_FALSE(ticks.tick(half));
+  EXPECT_TRUE(ticks.tick(half * 1.01));
+  EXPECT_FALSE(ticks.tick(0.0));
+}
+
+TEST(TrimSchedule, TheChecksOwnTimeIsNotWork) {
+  TrimSchedule schedule(0, 0);
+  ASSERT_TRUE(schedule.due(kSecond / 100, kSecond));
+  schedule.checked(kSecond / 10, kSecond * 11 / 10);  // 90 ms of it the check's
+  EXPECT_FALSE(schedule.due(kSecond / 10, kSecond * 21 / 10));
 }
 
 }  // namespace

@@ -1,0 +1,63 @@
+// RequestBuffers: the pages of the buffers that idle worker threads keep.
+//
+// libfuse 3.14's loop gives each worker thread a request buffer of max_write
+// plus a page (1 MiB and 4 KiB here) and keeps it for the thread's life: its
+// idle threads never end (max_idle_threads is -1 by default, and ending them
+// costs a thread start at every burst). Each thread also keeps a buffer for
+// the data of its read replies, to allocate none per read. Buffers that once
+// held a 1 MiB write and a 1 MiB read keep 512 pages resident, 2 MiB of RSS
+// per worker after the load has gone.
+//
+// So a worker reads its requests through read_request() and builds read
+// replies in reply_buffer(), and release_idle() (the heap trimmer calls it
+// once a second after work, skipping busy seconds, heap_trimmer.h) asks each
+// worker that waits in read(2) with pages of a large request or reply still in
+// its buffers to give them back: a signal (SIGURG) ends its wait (EINTR; a
+// request the kernel had begun to copy is delivered as usual), the worker
+// itself drops the pages (MADV_DONTNEED: they read as zeros and are faulted in
+// again by the next large request), has glibc trim the top of its heap, and
+// waits again. Only a waiting worker is signalled, through a state both sides
+// change atomically, and a worker that a signal is on its way to takes it
+// before serving anything: no system call of a request's serving is
+// interrupted. The serving thread blocks the signal for the threads it starts
+// (block_release_signal); each worker unblocks it for itself.
+//
+// The FUSE over io_uring threads (fuse_ring.h) keep their buffers: their
+// entries are the kernel's while they wait.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <span>
+
+namespace mimicfs::request_buffers {
+
+// A request or reply worth its buffer's pages back when it is over: smaller
+// ones touch a few pages, which stay.
+constexpr size_t kLargeBytes = 64 << 10;
+
+// Blocks the release signal in the calling thread and the threads it starts
+// from now on; call on the serving thread before it starts any.
+void block_release_signal();
+
+// read(2) of a request from `fd` into `buffer`, the calling thread's request
+// buffer (the same one every call), registering the thread on its first call;
+// the result and errno are read(2)'s.
+ssize_t read_request(int fd, void* buffer, size_t length);
+
+// `size` bytes of the calling thread's buffer for a read reply's data, valid
+// until its next call (reply_buffer on a worker thread, whose pages
+// release_idle() reclaims; any other thread's are kept).
+std::span<std::byte> reply_buffer(size_t size);
+
+// Asks every worker waiting in read_request() with pages of a large request or
+// reply in its buffers to give them back; returns how many were asked. Any
+// thread.
+size_t release_idle();
+
+// How many times a worker gave up waiting for a release signal on its way (a
+// second each): 0 unless a send failed.
+size_t release_signals_missed();
+
+}  // namespace mimicfs::request_buffers
