@@ -137,13 +137,14 @@ void trim_own_heap() {
   std::free(chunk);
 }
 
+// Waits for a release signal that never came, given up (release_signals_missed).
+std::atomic<size_t> signals_missed{0};
+
 // Takes the releaser's signal on its way to this thread (it is sent right
 // after the state became kSignalled) before the worker serves anything. With
 // the signal blocked its handler cannot run: the state says whether it ran
 // before, else the signal is pending or about to be. A second at most: one
 // that never comes (the send failed) must not hang the daemon.
-std::atomic<size_t> signals_missed{0};
-
 void take_release_signal(const Worker& worker) {
   sigset_t release;
   sigset_of_release(&release);
