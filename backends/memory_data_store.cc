@@ -1,8 +1,14 @@
 #include "backends/memory_data_store.h"
 
+#include <fcntl.h>
+#include <linux/userfaultfd.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <iterator>
@@ -19,7 +25,6 @@
 #endif
 
 namespace mimicfs {
-namespace {
 
 // The address space segments live in: 2 MiB slots carved from 1 GiB private
 // anonymous regions, so that the process has one mapping per region rather
@@ -28,15 +33,86 @@ namespace {
 // given back is emptied (MADV_DONTNEED: its memory goes back at once) and
 // reused, the lowest first; a region whose slots are all free is unmapped,
 // page tables and all. Thread-safe: files of several inodes take slots at once.
+// One set of slots per PageFill: with kCopy every region is registered with the
+// process's userfaultfd for missing pages.
 class SegmentSlots {
  public:
   static constexpr uint64_t kSlot = MemoryFileData::kSegmentSize;
   static constexpr uint64_t kRegion = uint64_t{1} << 30;
   static constexpr uint64_t kSlotsPerRegion = kRegion / kSlot;
 
-  static SegmentSlots& instance() {
-    static SegmentSlots slots;
-    return slots;
+  static SegmentSlots& instance(PageFill fill) {
+    static SegmentSlots faulting(PageFill::kFault);
+    static SegmentSlots copying(PageFill::kCopy);
+    return fill == PageFill::kCopy ? copying : faulting;
+  }
+
+  // A userfaultfd for this process's memory (it belongs to the process that
+  // opens it: one opened before a fork would register the parent's), or -1
+  // where the kernel or a seccomp filter refuses one, or it lacks UFFDIO_COPY.
+  // Never read: a touch of a missing page raises SIGBUS rather than waiting for
+  // a reader. UFFD_USER_MODE_ONLY needs no privilege (Linux 5.11).
+  static int open_page_filler() {
+    const int uffd =
+        static_cast<int>(syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK | UFFD_USER_MODE_ONLY));
+    if (uffd < 0) return -1;
+    uffdio_api api{};
+    api.api = UFFD_API;
+    api.features = UFFD_FEATURE_SIGBUS;
+    bool usable = ioctl(uffd, UFFDIO_API, &api) == 0;
+    // The range ioctls are told at registration: register a probe.
+    void* probe = usable ? mmap(nullptr, kSlot, PROT_READ | PROT_WRITE,
+                                MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0)
+                         : MAP_FAILED;
+    usable = probe != MAP_FAILED;
+    if (usable) {
+      uffdio_register probe_range{};
+      probe_range.range.start = reinterpret_cast<uintptr_t>(probe);
+      probe_range.range.len = kSlot;
+      probe_range.mode = UFFDIO_REGISTER_MODE_MISSING;
+      constexpr uint64_t kCopyIoctl = uint64_t{1} << _UFFDIO_COPY;
+      usable = ioctl(uffd, UFFDIO_REGISTER, &probe_range) == 0 &&
+               (probe_range.ioctls & kCopyIoctl) != 0;
+      munmap(probe, kSlot);
+    }
+    if (!usable) {
+      close(uffd);
+      return -1;
+    }
+    return uffd;
+  }
+
+  // Gives the missing pages at [target, target+length) memory holding
+  // source's bytes. Returns the bytes done: all, or fewer when memory runs out.
+  uint64_t copy_into(std::byte* target, const std::byte* source, uint64_t length) {
+    const int uffd = uffd_.load(std::memory_order_relaxed);  // set before the slot was taken
+    if (uffd < 0) {
+      // No userfaultfd after all (see add_region): the regions are not
+      // registered, and a plain copy faults the pages in.
+      std::memcpy(target, source, length);
+      return length;
+    }
+    uint64_t done = 0;
+    while (done < length) {
+      uffdio_copy copy{};
+      copy.dst = reinterpret_cast<uintptr_t>(target + done);
+      copy.src = reinterpret_cast<uintptr_t>(source + done);
+      copy.len = length - done;
+      const int result = ioctl(uffd, UFFDIO_COPY, &copy);
+      if (copy.copy > 0) done += static_cast<uint64_t>(copy.copy);
+      if (result == 0) continue;
+      // EAGAIN: a partial copy, or the mappings were changing: go on.
+      if (errno == EAGAIN || errno == EINTR) continue;
+      // A page already there can take a plain copy (none should be: the
+      // store fills each page once, and nothing else touches a missing one).
+      if (errno == EEXIST) {
+        std::memcpy(target + done, source + done, MemoryFileData::kPageSize);
+        done += MemoryFileData::kPageSize;
+        continue;
+      }
+      break;  // ENOMEM, or the process is exiting
+    }
+    return done;
   }
 
   // A slot of zero pages; throws std::bad_alloc when no region can be mapped.
@@ -63,6 +139,8 @@ class SegmentSlots {
   }
 
  private:
+  explicit SegmentSlots(PageFill fill) : fill_(fill) {}
+
   std::byte* region_of(std::byte* slot) const {
     auto it = used_.upper_bound(slot);
     return std::prev(it)->first;
@@ -82,26 +160,60 @@ class SegmentSlots {
     // Pages, not 2 MiB huge pages: a 4 KiB write must cost 4 KiB wherever the
     // system turns transparent huge pages on.
     madvise(region, kRegion, MADV_NOHUGEPAGE);
+    if (fill_ == PageFill::kCopy && uffd_ == kNotOpened) uffd_ = open_page_filler();
+    if (uffd_ >= 0) {
+      uffdio_register reg{};
+      reg.range.start = reinterpret_cast<uintptr_t>(region);
+      reg.range.len = kRegion;
+      reg.mode = UFFDIO_REGISTER_MODE_MISSING;
+      if (ioctl(uffd_, UFFDIO_REGISTER, &reg) != 0) {
+        munmap(region, kRegion);
+        throw std::bad_alloc();
+      }
+    }
     used_.emplace(region, 0);
     for (uint64_t i = 0; i < kSlotsPerRegion; ++i) free_.insert(region + i * kSlot);
   }
 
+  static constexpr int kNotOpened = -2;
+  const PageFill fill_;
+  // kCopy: opened with the first region, so in the process that serves (after
+  // mount's fork); -1 if refused then. Set under mutex_.
+  std::atomic<int> uffd_{kNotOpened};
   std::mutex mutex_;
   std::set<std::byte*> free_;             // guarded by mutex_
   std::map<std::byte*, uint64_t> used_;   // region -> slots taken; guarded by mutex_
 };
 
-}  // namespace
+PageFill best_page_fill() {
+  static const PageFill best = [] {
+    const int uffd = SegmentSlots::open_page_filler();
+    if (uffd < 0) return PageFill::kFault;
+    close(uffd);
+    return PageFill::kCopy;
+  }();
+  return best;
+}
 
-MemoryFileData::Segment::Segment() : base_(SegmentSlots::instance().take()) {}
+MemoryFileData::MemoryFileData(PageFill fill)
+    : fill_(fill == PageFill::kCopy ? best_page_fill() : fill),
+      slots_(SegmentSlots::instance(fill_)) {}
+
+MemoryFileData::Segment::Segment(SegmentSlots& slots) : slots_(&slots), base_(slots.take()) {}
 
 MemoryFileData::Segment::~Segment() {
-  if (base_ != nullptr) SegmentSlots::instance().give_back(base_);
+  if (base_ != nullptr) slots_->give_back(base_);
 }
 
 MemoryFileData::Segment::Segment(Segment&& other) noexcept
-    : stored(other.stored), base_(other.base_) {
+    : stored(other.stored), slots_(other.slots_), base_(other.base_) {
   other.base_ = nullptr;
+}
+
+uint64_t MemoryFileData::Segment::fill(uint64_t first, uint64_t count, const std::byte* source) {
+  const uint64_t filled = slots_->copy_into(page(first), source, count * kPageSize) / kPageSize;
+  for (uint64_t i = first; i < first + filled; ++i) stored.set(i);
+  return filled;
 }
 
 void MemoryFileData::Segment::populate(uint64_t first, uint64_t count) {
@@ -114,7 +226,7 @@ void MemoryFileData::populate_for(Segment& segment, uint64_t offset,
                                   std::span<const std::byte> data) {
   const uint64_t first = (offset + kPageSize - 1) / kPageSize;
   const uint64_t end = (offset + data.size()) / kPageSize;
-  if (end < first + kPopulateMinPages) return;
+  if (fill_ == PageFill::kCopy || end < first + kPopulateMinPages) return;
   // Runs of whole pages not stored yet that the write fills with data: a page
   // of zeros is never kept (write_in), so it is not populated either.
   auto wanted = [&](uint64_t page) {
@@ -160,6 +272,15 @@ void MemoryFileData::write_in(Segment& segment, uint64_t offset, std::span<const
     const bool zeros = all_zero(source, chunk);
     if (!segment.stored.test(index)) {
       if (zeros) continue;  // zeros over a page that reads as zero: nothing to keep
+      if (fill_ == PageFill::kCopy) {
+        try {
+          done += fill_missing(segment, index, in_page, {source, chunk}, data.subspan(done));
+        } catch (const std::bad_alloc&) {
+          flush_discards();  // the pages counted out go, as counted
+          throw;
+        }
+        continue;
+      }
       std::memcpy(segment.page(index) + in_page, source, chunk);
       segment.stored.set(index);
       ++stored_pages_;
@@ -176,6 +297,29 @@ void MemoryFileData::write_in(Segment& segment, uint64_t offset, std::span<const
   flush_discards();
 }
 
+uint64_t MemoryFileData::fill_missing(Segment& segment, uint64_t index, uint64_t in_page,
+                                      std::span<const std::byte> chunk,
+                                      std::span<const std::byte> rest) {
+  if (chunk.size() < kPageSize) {
+    // Part of a page: the rest of it reads as zero.
+    alignas(64) std::byte page[kPageSize] = {};
+    std::memcpy(page + in_page, chunk.data(), chunk.size());
+    if (segment.fill(index, 1, page) == 0) throw std::bad_alloc();
+    ++stored_pages_;
+    return 0;
+  }
+  // A whole page, and the whole missing non-zero pages right after it.
+  uint64_t more = 0;
+  while ((more + 1) * kPageSize <= rest.size() && !segment.stored.test(index + 1 + more) &&
+         !all_zero(rest.data() + more * kPageSize, kPageSize)) {
+    ++more;
+  }
+  const uint64_t filled = segment.fill(index, 1 + more, chunk.data());
+  stored_pages_ += filled;
+  if (filled < 1 + more) throw std::bad_alloc();
+  return more * kPageSize;
+}
+
 void MemoryFileData::write(uint64_t offset, std::span<const std::byte> data) {
   uint64_t done = 0;
   while (done < data.size()) {
@@ -188,9 +332,14 @@ void MemoryFileData::write(uint64_t offset, std::span<const std::byte> data) {
     auto it = segments_.find(index);
     if (it == segments_.end()) {
       if (all_zero(part.data(), part.size())) continue;
-      it = segments_.emplace(index, Segment()).first;
+      it = segments_.emplace(index, Segment(slots_)).first;
     }
-    write_in(it->second, in_segment, part);
+    try {
+      write_in(it->second, in_segment, part);
+    } catch (const std::bad_alloc&) {
+      if (it->second.stored.none()) segments_.erase(it);
+      throw;
+    }
     if (it->second.stored.none()) segments_.erase(it);
   }
 }

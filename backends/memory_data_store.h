@@ -10,6 +10,15 @@
 // pages taken from malloc would stay in its arenas (and growing those arenas a
 // page at a time cost more than the copy itself). Each segment in use also
 // takes a page-table page (4 KiB) and no mapping of its own.
+//
+// A page's first write gives it memory one of two ways (PageFill). A copy into
+// a missing page faults it in, and the kernel zeroes the page before the copy
+// fills it. With a userfaultfd, the slots are registered for missing pages and
+// UFFDIO_COPY allocates the pages of a run and copies the data into them in one
+// call, without zeroing: a 1 MiB write into new pages takes one pass over
+// memory instead of two. In that mode a missing page must never be touched
+// (the access raises SIGBUS): every read of a page not stored is served
+// without touching it, as it is in both modes.
 #pragma once
 
 #include <bitset>
@@ -19,13 +28,27 @@
 
 namespace mimicfs {
 
+// How a page gets its memory at its first write (see above).
+enum class PageFill {
+  kFault,  // the copy faults it in: the kernel zeroes it first
+  kCopy,   // UFFDIO_COPY: allocated holding the data
+};
+
+// kCopy where the process can have a userfaultfd (Linux 5.11 or later for
+// UFFD_USER_MODE_ONLY, which needs no privilege; a seccomp filter, as a
+// container's default one, may refuse it), else kFault. Decided once.
+PageFill best_page_fill();
+
+class SegmentSlots;
+
 class MemoryFileData final : public FileData {
  public:
   static constexpr uint64_t kPageSize = 4096;
   static constexpr uint64_t kPagesPerSegment = 512;
   static constexpr uint64_t kSegmentSize = kPageSize * kPagesPerSegment;
 
-  MemoryFileData() = default;
+  // kCopy where best_page_fill() is kFault gives kFault.
+  explicit MemoryFileData(PageFill fill = best_page_fill());
   MemoryFileData(const MemoryFileData&) = delete;
   MemoryFileData& operator=(const MemoryFileData&) = delete;
 
@@ -33,13 +56,14 @@ class MemoryFileData final : public FileData {
   void read(uint64_t offset, std::span<std::byte> out) const override;
   void zero(uint64_t offset, uint64_t length) override;
   uint64_t stored_bytes() const override { return stored_pages_ * kPageSize; }
+  PageFill page_fill() const { return fill_; }
 
  private:
   // One segment's slot, given back when destroyed. Pages not in `stored` are
   // zero and take no memory (never touched, or handed back).
   class Segment {
    public:
-    Segment();  // throws std::bad_alloc when the mapping cannot be made
+    explicit Segment(SegmentSlots& slots);  // throws std::bad_alloc when the mapping cannot be made
     ~Segment();
     Segment(Segment&& other) noexcept;
     Segment& operator=(Segment&&) = delete;
@@ -48,12 +72,17 @@ class MemoryFileData final : public FileData {
     std::byte* page(uint64_t index) const { return base_ + index * kPageSize; }
     // Gives pages [first, first+count) memory now, in one call.
     void populate(uint64_t first, uint64_t count);
+    // kCopy: gives the missing pages [first, first+count) memory holding
+    // `source`'s bytes and marks them stored. Returns how many it filled: all
+    // of them, or fewer when memory runs out.
+    uint64_t fill(uint64_t first, uint64_t count, const std::byte* source);
     // Hands pages [first, first+count) back to the kernel: they read as zero.
     void discard(uint64_t first, uint64_t count);
 
     std::bitset<kPagesPerSegment> stored;
 
    private:
+    SegmentSlots* slots_;
     std::byte* base_;
   };
 
@@ -62,16 +91,30 @@ class MemoryFileData final : public FileData {
   void populate_for(Segment& segment, uint64_t offset, std::span<const std::byte> data);
   // Writes `data` at `offset` inside `segment` (offset + size <= kSegmentSize).
   void write_in(Segment& segment, uint64_t offset, std::span<const std::byte> data);
+  // kCopy: stores `chunk` at `in_page` of the missing page `index`, and the
+  // whole missing non-zero pages that follow it in `rest` in the same call.
+  // Returns the bytes of `rest` it took. Throws std::bad_alloc when memory runs out.
+  uint64_t fill_missing(Segment& segment, uint64_t index, uint64_t in_page,
+                        std::span<const std::byte> chunk, std::span<const std::byte> rest);
   // Zeroes [offset, offset+length) inside `segment`.
   void zero_in(Segment& segment, uint64_t offset, uint64_t length);
 
+  PageFill fill_;
+  SegmentSlots& slots_;
   std::map<uint64_t, Segment> segments_;  // segment index -> pages; never one with none stored
   uint64_t stored_pages_ = 0;
 };
 
 class MemoryDataStore final : public DataStore {
  public:
-  std::unique_ptr<FileData> create_file() override { return std::make_unique<MemoryFileData>(); }
+  // kCopy where best_page_fill() is kFault gives kFault.
+  explicit MemoryDataStore(PageFill fill = best_page_fill())
+      : fill_(fill == PageFill::kCopy ? best_page_fill() : fill) {}
+  std::unique_ptr<FileData> create_file() override { return std::make_unique<MemoryFileData>(fill_); }
+  PageFill page_fill() const { return fill_; }
+
+ private:
+  PageFill fill_;
 };
 
 }  // namespace mimicfs

@@ -89,7 +89,13 @@ bool save_volume(Engine& engine, HostDataStore& data_dir, const Profile& profile
 
 int mount_and_serve(MountOptions options) {
   SystemWallClock wall_clock;
-  if (!options.store) options.store = std::make_unique<MemoryDataStore>();
+  if (!options.store) {
+    auto memory = std::make_unique<MemoryDataStore>();
+    spdlog::info("file contents in memory; a new page gets its memory {}",
+                 memory->page_fill() == PageFill::kCopy ? "with its data (userfaultfd)"
+                                                        : "zeroed, at its first write's fault");
+    options.store = std::move(memory);
+  }
   Engine engine(options.profile, std::move(options.store), wall_clock, options.latency);
   for (const std::string& rule : options.faults) {
     if (auto added = engine.faults().add(rule); !added) {

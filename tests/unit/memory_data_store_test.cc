@@ -42,22 +42,38 @@ bool all_zero(const std::vector<std::byte>& data) {
   return true;
 }
 
-TEST(MemoryDataStore, CreatesEmptyFiles) {
-  MemoryDataStore store;
+// Every behaviour holds whichever way a page gets its memory.
+class MemoryStore : public ::testing::TestWithParam<PageFill> {
+ protected:
+  void SetUp() override {
+    if (GetParam() == PageFill::kCopy && best_page_fill() != PageFill::kCopy) {
+      GTEST_SKIP() << "no userfaultfd for this process";
+    }
+  }
+};
+
+INSTANTIATE_TEST_SUITE_P(PageFill, MemoryStore, ::testing::Values(PageFill::kFault, PageFill::kCopy),
+                         [](const ::testing::TestParamInfo<PageFill>& info) {
+                           return info.param == PageFill::kCopy ? "Copy" : "Fault";
+                         });
+
+TEST_P(MemoryStore, CreatesEmptyFiles) {
+  MemoryDataStore store(GetParam());
+  EXPECT_EQ(store.page_fill(), GetParam());
   auto file = store.create_file();
   ASSERT_NE(file, nullptr);
   EXPECT_EQ(file->stored_bytes(), 0u);
 }
 
-TEST(MemoryDataStore, NeverWrittenBytesReadAsZero) {
-  MemoryFileData file;
+TEST_P(MemoryStore, NeverWrittenBytesReadAsZero) {
+  MemoryFileData file(GetParam());
   EXPECT_TRUE(all_zero(read(file, 0, 3 * kPage)));
   EXPECT_TRUE(all_zero(read(file, (uint64_t{1} << 40) + 17, 100)));
   EXPECT_EQ(file.stored_bytes(), 0u);
 }
 
-TEST(MemoryDataStore, WritingZerosStoresNothing) {
-  MemoryFileData file;
+TEST_P(MemoryStore, WritingZerosStoresNothing) {
+  MemoryFileData file(GetParam());
   const auto zeros = bytes(64 << 20, std::byte{0});  // 64 MiB
   file.write(0, zeros);
   EXPECT_EQ(file.stored_bytes(), 0u);
@@ -66,16 +82,16 @@ TEST(MemoryDataStore, WritingZerosStoresNothing) {
   EXPECT_TRUE(all_zero(read(file, 0, 2 * kPage)));
 }
 
-TEST(MemoryDataStore, WriteStoresOnlyTouchedPages) {
-  MemoryFileData file;
+TEST_P(MemoryStore, WriteStoresOnlyTouchedPages) {
+  MemoryFileData file(GetParam());
   file.write(5 * kPage + 100, pattern(10, 1));
   EXPECT_EQ(file.stored_bytes(), kPage);
   file.write(100 * kPage, pattern(kPage, 2));
   EXPECT_EQ(file.stored_bytes(), 2 * kPage);
 }
 
-TEST(MemoryDataStore, WritingZerosOverAStoredPageFreesIt) {
-  MemoryFileData file;
+TEST_P(MemoryStore, WritingZerosOverAStoredPageFreesIt) {
+  MemoryFileData file(GetParam());
   file.write(kPage, pattern(kPage, 3));
   ASSERT_EQ(file.stored_bytes(), kPage);
   file.write(kPage, bytes(kPage, std::byte{0}));
@@ -83,16 +99,16 @@ TEST(MemoryDataStore, WritingZerosOverAStoredPageFreesIt) {
   EXPECT_TRUE(all_zero(read(file, kPage, kPage)));
 }
 
-TEST(MemoryDataStore, WritingZerosOverTheOnlyNonZeroBytesFreesThePage) {
-  MemoryFileData file;
+TEST_P(MemoryStore, WritingZerosOverTheOnlyNonZeroBytesFreesThePage) {
+  MemoryFileData file(GetParam());
   file.write(kPage + 10, pattern(5, 4));
   ASSERT_EQ(file.stored_bytes(), kPage);
   file.write(kPage + 8, bytes(9, std::byte{0}));  // partial page, but the page is now all zero
   EXPECT_EQ(file.stored_bytes(), 0u);
 }
 
-TEST(MemoryDataStore, PartialZeroWriteKeepsRestOfPage) {
-  MemoryFileData file;
+TEST_P(MemoryStore, PartialZeroWriteKeepsRestOfPage) {
+  MemoryFileData file(GetParam());
   const auto data = pattern(kPage, 5);
   file.write(0, data);
   file.write(100, bytes(50, std::byte{0}));
@@ -102,8 +118,8 @@ TEST(MemoryDataStore, PartialZeroWriteKeepsRestOfPage) {
   EXPECT_EQ(read(file, 0, kPage), expected);
 }
 
-TEST(MemoryDataStore, UnalignedWriteSpanningPagesReadsBack) {
-  MemoryFileData file;
+TEST_P(MemoryStore, UnalignedWriteSpanningPagesReadsBack) {
+  MemoryFileData file(GetParam());
   const auto data = pattern(3 * kPage + 123, 6);
   const uint64_t offset = 2 * kPage - 77;
   file.write(offset, data);
@@ -115,8 +131,8 @@ TEST(MemoryDataStore, UnalignedWriteSpanningPagesReadsBack) {
   EXPECT_TRUE(all_zero(read(file, offset + data.size(), 1000)));
 }
 
-TEST(MemoryDataStore, OverwriteSpanningStoredAndMissingPages) {
-  MemoryFileData file;
+TEST_P(MemoryStore, OverwriteSpanningStoredAndMissingPages) {
+  MemoryFileData file(GetParam());
   file.write(2 * kPage, pattern(kPage, 7));  // only page 2 stored
   const auto data = pattern(2 * kPage, 8);
   file.write(kPage + kPage / 2, data);  // half of 1, all of 2, half of 3
@@ -124,8 +140,23 @@ TEST(MemoryDataStore, OverwriteSpanningStoredAndMissingPages) {
   EXPECT_EQ(file.stored_bytes(), 3 * kPage);
 }
 
-TEST(MemoryDataStore, ReadAcrossStoredAndMissingPages) {
-  MemoryFileData file;
+// A run of whole missing pages is filled in one go (PageFill::kCopy): it
+// stops at a page already stored and at a page of zeros, and goes on after them.
+TEST_P(MemoryStore, AWriteOverMissingStoredAndZeroPagesKeepsEach) {
+  MemoryFileData file(GetParam());
+  file.write(3 * kPage, pattern(kPage, 40));
+  auto data = pattern(9 * kPage, 41);
+  // File page 6 all zeros.
+  std::fill(data.begin() + 6 * kPage - kPage / 2, data.begin() + 7 * kPage - kPage / 2, std::byte{0});
+  file.write(kPage / 2, data);  // pages 0-9, the first and last in part
+  EXPECT_EQ(file.stored_bytes(), 9 * kPage) << "all but the page of zeros";
+  EXPECT_EQ(read(file, kPage / 2, 9 * kPage), data);
+  EXPECT_TRUE(all_zero(read(file, 0, kPage / 2)));
+  EXPECT_TRUE(all_zero(read(file, 9 * kPage + kPage / 2, kPage / 2)));
+}
+
+TEST_P(MemoryStore, ReadAcrossStoredAndMissingPages) {
+  MemoryFileData file(GetParam());
   const auto data = pattern(100, 9);
   file.write(3 * kPage - 50, data);
   auto out = read(file, 2 * kPage, 3 * kPage);
@@ -134,8 +165,8 @@ TEST(MemoryDataStore, ReadAcrossStoredAndMissingPages) {
   EXPECT_EQ(out, expected);
 }
 
-TEST(MemoryDataStore, ZeroInsideOnePageKeepsTheRest) {
-  MemoryFileData file;
+TEST_P(MemoryStore, ZeroInsideOnePageKeepsTheRest) {
+  MemoryFileData file(GetParam());
   const auto data = pattern(kPage, 10);
   file.write(kPage, data);
   file.zero(kPage + 100, 200);
@@ -145,15 +176,15 @@ TEST(MemoryDataStore, ZeroInsideOnePageKeepsTheRest) {
   EXPECT_EQ(file.stored_bytes(), kPage);
 }
 
-TEST(MemoryDataStore, ZeroInsideOnePageFreesItWhenNothingElseRemains) {
-  MemoryFileData file;
+TEST_P(MemoryStore, ZeroInsideOnePageFreesItWhenNothingElseRemains) {
+  MemoryFileData file(GetParam());
   file.write(kPage + 100, pattern(200, 11));
   file.zero(kPage + 50, 300);
   EXPECT_EQ(file.stored_bytes(), 0u);
 }
 
-TEST(MemoryDataStore, ZeroWholePagesFreesThem) {
-  MemoryFileData file;
+TEST_P(MemoryStore, ZeroWholePagesFreesThem) {
+  MemoryFileData file(GetParam());
   file.write(0, pattern(4 * kPage, 12));
   ASSERT_EQ(file.stored_bytes(), 4 * kPage);
   file.zero(kPage, 2 * kPage);
@@ -164,8 +195,8 @@ TEST(MemoryDataStore, ZeroWholePagesFreesThem) {
   EXPECT_EQ(read(file, 3 * kPage, kPage), std::vector(all.begin() + 3 * kPage, all.end()));
 }
 
-TEST(MemoryDataStore, ZeroPartialPagesAtBothEdges) {
-  MemoryFileData file;
+TEST_P(MemoryStore, ZeroPartialPagesAtBothEdges) {
+  MemoryFileData file(GetParam());
   const auto data = pattern(4 * kPage, 13);
   file.write(0, data);
   // Tail of page 0, all of pages 1 and 2, head of page 3.
@@ -178,8 +209,8 @@ TEST(MemoryDataStore, ZeroPartialPagesAtBothEdges) {
   EXPECT_EQ(file.stored_bytes(), 2 * kPage);
 }
 
-TEST(MemoryDataStore, ZeroStartingAtPageBoundaryEndingMidPage) {
-  MemoryFileData file;
+TEST_P(MemoryStore, ZeroStartingAtPageBoundaryEndingMidPage) {
+  MemoryFileData file(GetParam());
   const auto data = pattern(2 * kPage, 14);
   file.write(0, data);
   file.zero(kPage, 10);
@@ -189,8 +220,8 @@ TEST(MemoryDataStore, ZeroStartingAtPageBoundaryEndingMidPage) {
   EXPECT_EQ(file.stored_bytes(), 2 * kPage);
 }
 
-TEST(MemoryDataStore, ZeroStartingMidPageEndingAtPageBoundary) {
-  MemoryFileData file;
+TEST_P(MemoryStore, ZeroStartingMidPageEndingAtPageBoundary) {
+  MemoryFileData file(GetParam());
   const auto data = pattern(2 * kPage, 15);
   file.write(0, data);
   file.zero(kPage - 10, 10);
@@ -199,8 +230,8 @@ TEST(MemoryDataStore, ZeroStartingMidPageEndingAtPageBoundary) {
   EXPECT_EQ(read(file, 0, 2 * kPage), expected);
 }
 
-TEST(MemoryDataStore, ZeroOfUnstoredRangeIsHarmless) {
-  MemoryFileData file;
+TEST_P(MemoryStore, ZeroOfUnstoredRangeIsHarmless) {
+  MemoryFileData file(GetParam());
   file.write(10 * kPage, pattern(kPage, 16));
   file.zero(0, 5 * kPage + 7);
   file.zero(20 * kPage + 3, 9);
@@ -233,11 +264,11 @@ uint64_t nonzero_pages(const std::vector<std::byte>& model) {
   return pages;
 }
 
-TEST(MemoryDataStore, RandomWritesAndZeroesMatchAFlatModel) {
+TEST_P(MemoryStore, RandomWritesAndZeroesMatchAFlatModel) {
   constexpr uint64_t kSize = 6 * kPage;
   std::mt19937_64 random(7);  // fixed seed: the same operations every run
   auto below = [&](uint64_t n) { return random() % n; };
-  MemoryFileData file;
+  MemoryFileData file(GetParam());
   std::vector<std::byte> model(kSize, std::byte{0});
   for (int step = 0; step < 3000; ++step) {
     const uint64_t offset = below(kSize);
@@ -250,12 +281,12 @@ TEST(MemoryDataStore, RandomWritesAndZeroesMatchAFlatModel) {
   }
 }
 
-TEST(MemoryDataStore, RandomWritesAndZeroesAcrossSegmentsMatchAFlatModel) {
+TEST_P(MemoryStore, RandomWritesAndZeroesAcrossSegmentsMatchAFlatModel) {
   constexpr uint64_t kSegment = MemoryFileData::kSegmentSize;
   constexpr uint64_t kSize = 3 * kSegment;
   std::mt19937_64 random(11);
   auto below = [&](uint64_t n) { return random() % n; };
-  MemoryFileData file;
+  MemoryFileData file(GetParam());
   std::vector<std::byte> model(kSize, std::byte{0});
   for (int step = 0; step < 400; ++step) {
     // Near a segment boundary half the time, so writes and zeroes straddle it.
@@ -279,11 +310,11 @@ uint64_t resident_bytes() {
   return resident * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
 }
 
-TEST(MemoryDataStore, ADeletedFileReturnsItsMemoryToTheSystem) {
+TEST_P(MemoryStore, ADeletedFileReturnsItsMemoryToTheSystem) {
   constexpr uint64_t kMiB = 1 << 20;
   const auto chunk = pattern(kMiB, 17);
   const uint64_t before = resident_bytes();
-  auto file = std::make_unique<MemoryFileData>();
+  auto file = std::make_unique<MemoryFileData>(GetParam());
   for (uint64_t i = 0; i < 64; ++i) file->write(i * kMiB, chunk);
   EXPECT_GE(resident_bytes(), before + 60 * kMiB);
   file.reset();
@@ -291,11 +322,11 @@ TEST(MemoryDataStore, ADeletedFileReturnsItsMemoryToTheSystem) {
 }
 
 // Large writes populate their pages in one call: never the pages of zeros.
-TEST(MemoryDataStore, ZerosInALargeWriteTakeNoMemory) {
+TEST_P(MemoryStore, ZerosInALargeWriteTakeNoMemory) {
   constexpr uint64_t kMiB = 1 << 20;
   auto chunk = pattern(kMiB, 19);
   std::fill(chunk.begin() + 64 * kPage, chunk.begin() + 192 * kPage, std::byte{0});
-  MemoryFileData file;
+  MemoryFileData file(GetParam());
   const uint64_t before = resident_bytes();
   for (uint64_t i = 0; i < 64; ++i) file.write(i * kMiB, chunk);
   EXPECT_EQ(file.stored_bytes(), 64 * 128 * kPage);
@@ -313,11 +344,11 @@ size_t mapping_count() {
 
 // Many small files share a few regions of address space: a mapping each would
 // meet vm.max_map_count (65530) long before memory ran out.
-TEST(MemoryDataStore, ManySmallFilesTakeFewMappings) {
+TEST_P(MemoryStore, ManySmallFilesTakeFewMappings) {
   const size_t before = mapping_count();
   std::vector<std::unique_ptr<MemoryFileData>> files;
   for (int i = 0; i < 3000; ++i) {
-    files.push_back(std::make_unique<MemoryFileData>());
+    files.push_back(std::make_unique<MemoryFileData>(GetParam()));
     files.back()->write(0, pattern(100, static_cast<uint8_t>(i)));
   }
   EXPECT_LE(mapping_count(), before + 10);
@@ -326,10 +357,10 @@ TEST(MemoryDataStore, ManySmallFilesTakeFewMappings) {
   EXPECT_LE(mapping_count(), before + 2) << "emptied regions are unmapped but one";
 }
 
-TEST(MemoryDataStore, ZeroedPagesReturnTheirMemoryToTheSystem) {
+TEST_P(MemoryStore, ZeroedPagesReturnTheirMemoryToTheSystem) {
   constexpr uint64_t kMiB = 1 << 20;
   const auto chunk = pattern(kMiB, 18);
-  MemoryFileData file;
+  MemoryFileData file(GetParam());
   const uint64_t before = resident_bytes();
   for (uint64_t i = 0; i < 64; ++i) file.write(i * kMiB + kPage, chunk);  // not segment-aligned
   EXPECT_GE(resident_bytes(), before + 60 * kMiB);
