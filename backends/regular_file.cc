@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <exception>
 #include <string>
 #include <utility>
 
@@ -423,8 +424,20 @@ void RegularFile::prepare_change(uint64_t offset, uint64_t length) {
 
 FileDurability::PageReader RegularFile::current_bytes() const {
   return [this](uint64_t from, uint64_t count) {
-    std::string bytes(count, '\0');
-    contents_->read(from, std::as_writable_bytes(std::span(bytes.data(), count)));
+    // The read fills every byte: no zeroing first. An exception must not leave
+    // resize_and_overwrite's operation (undefined): it is carried out of it.
+    std::string bytes;
+    std::exception_ptr failure;
+    bytes.resize_and_overwrite(count, [&](char* data, size_t size) noexcept {
+      try {
+        contents_->read(from, std::as_writable_bytes(std::span(data, size)));
+        return size;
+      } catch (...) {
+        failure = std::current_exception();
+        return size_t{0};
+      }
+    });
+    if (failure) std::rethrow_exception(failure);
     return std::optional<std::string>(std::move(bytes));
   };
 }
