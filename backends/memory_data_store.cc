@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <linux/userfaultfd.h>
+#include <pthread.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -139,7 +140,21 @@ class SegmentSlots {
   }
 
  private:
-  explicit SegmentSlots(PageFill fill) : fill_(fill) {}
+  explicit SegmentSlots(PageFill fill) : fill_(fill) {
+    if (fill_ == PageFill::kCopy) pthread_atfork(nullptr, nullptr, &forget_page_filler);
+  }
+
+  // In a child of fork(): an open userfaultfd still works on the parent's
+  // memory, and the child's copies of the regions are registered with
+  // nothing: the child fills pages by faulting them in, in old regions and
+  // new. One not opened yet (mount's fork) is opened by the child itself.
+  static void forget_page_filler() {
+    SegmentSlots& slots = instance(PageFill::kCopy);
+    const int uffd = slots.uffd_.load();
+    if (uffd < 0) return;
+    slots.uffd_.store(-1);
+    close(uffd);
+  }
 
   std::byte* region_of(std::byte* slot) const {
     auto it = used_.upper_bound(slot);
@@ -178,7 +193,8 @@ class SegmentSlots {
   static constexpr int kNotOpened = -2;
   const PageFill fill_;
   // kCopy: opened with the first region, so in the process that serves (after
-  // mount's fork); -1 if refused then. Set under mutex_.
+  // mount's fork); -1 if refused then, or in a child of fork(). Set under
+  // mutex_, or by the only thread of a new child.
   std::atomic<int> uffd_{kNotOpened};
   std::mutex mutex_;
   std::set<std::byte*> free_;             // guarded by mutex_

@@ -18,7 +18,9 @@
 // call, without zeroing: a 1 MiB write into new pages takes one pass over
 // memory instead of two. In that mode a missing page must never be touched
 // (the access raises SIGBUS): every read of a page not stored is served
-// without touching it, as it is in both modes.
+// without touching it, as it is in both modes. A child of fork() fills its
+// pages by faulting them in: the userfaultfd it inherits works on the
+// parent's memory.
 #pragma once
 
 #include <bitset>

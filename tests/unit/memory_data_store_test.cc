@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -367,6 +368,40 @@ TEST_P(MemoryStore, ZeroedPagesReturnTheirMemoryToTheSystem) {
   file.zero(kPage + 100, 64 * kMiB - 200);  // all but 100 bytes at each end
   EXPECT_EQ(file.stored_bytes(), 2 * kPage);
   EXPECT_LE(resident_bytes(), before + 4 * kMiB);
+}
+
+}  // namespace
+}  // namespace mimicfs
+
+namespace mimicfs {
+namespace {
+
+// A userfaultfd belongs to the process that opened it: after a fork the child
+// must not fill its pages through the parent's (they would land in the
+// parent's memory, and the child would read zeros).
+TEST(MemoryStoreFork, AChildOfForkStoresItsOwnPages) {
+  if (best_page_fill() != PageFill::kCopy) GTEST_SKIP() << "no userfaultfd for this process";
+  MemoryFileData before(PageFill::kCopy);
+  before.write(0, pattern(3 * kPage, 50));  // the parent has a region and the userfaultfd
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    MemoryFileData file(PageFill::kCopy);
+    file.write(kPage / 2, pattern(5 * kPage, 51));
+    before.write(8 * kPage, pattern(kPage, 52));
+    const bool ok = read(file, kPage / 2, 5 * kPage) == pattern(5 * kPage, 51) &&
+                    read(before, 0, 3 * kPage) == pattern(3 * kPage, 50) &&
+                    read(before, 8 * kPage, kPage) == pattern(kPage, 52);
+    _exit(ok ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status)) << "the child died of signal " << WTERMSIG(status);
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "the child read back other bytes";
+  EXPECT_EQ(read(before, 0, 3 * kPage), pattern(3 * kPage, 50));
+  MemoryFileData after(PageFill::kCopy);
+  after.write(0, pattern(2 * kPage, 53));
+  EXPECT_EQ(read(after, 0, 2 * kPage), pattern(2 * kPage, 53));
 }
 
 }  // namespace
