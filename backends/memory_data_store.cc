@@ -83,6 +83,10 @@ class SegmentSlots {
     return uffd;
   }
 
+  // Whether pages are filled by UFFDIO_COPY: PageFill::kCopy, once its
+  // userfaultfd is open (with the first region) and not forgotten in a child.
+  bool copies() const { return uffd_.load(std::memory_order_relaxed) >= 0; }
+
   // Gives the missing pages at [target, target+length) memory holding
   // source's bytes. Returns the bytes done: all, or fewer when memory runs out.
   uint64_t copy_into(std::byte* target, const std::byte* source, uint64_t length) {
@@ -141,7 +145,9 @@ class SegmentSlots {
 
  private:
   explicit SegmentSlots(PageFill fill) : fill_(fill) {
-    if (fill_ == PageFill::kCopy) pthread_atfork(nullptr, nullptr, &forget_page_filler);
+    if (fill_ != PageFill::kCopy) return;
+    copying_ = this;  // not instance(): a fork during its initialisation would wait on it
+    pthread_atfork(nullptr, nullptr, &forget_page_filler);
   }
 
   // In a child of fork(): an open userfaultfd still works on the parent's
@@ -149,12 +155,13 @@ class SegmentSlots {
   // nothing: the child fills pages by faulting them in, in old regions and
   // new. One not opened yet (mount's fork) is opened by the child itself.
   static void forget_page_filler() {
-    SegmentSlots& slots = instance(PageFill::kCopy);
-    const int uffd = slots.uffd_.load();
+    const int uffd = copying_->uffd_.load();
     if (uffd < 0) return;
-    slots.uffd_.store(-1);
+    copying_->uffd_.store(-1);
     close(uffd);
   }
+
+  static inline SegmentSlots* copying_ = nullptr;
 
   std::byte* region_of(std::byte* slot) const {
     auto it = used_.upper_bound(slot);
@@ -242,7 +249,7 @@ void MemoryFileData::populate_for(Segment& segment, uint64_t offset,
                                   std::span<const std::byte> data) {
   const uint64_t first = (offset + kPageSize - 1) / kPageSize;
   const uint64_t end = (offset + data.size()) / kPageSize;
-  if (fill_ == PageFill::kCopy || end < first + kPopulateMinPages) return;
+  if (slots_.copies() || end < first + kPopulateMinPages) return;
   // Runs of whole pages not stored yet that the write fills with data: a page
   // of zeros is never kept (write_in), so it is not populated either.
   auto wanted = [&](uint64_t page) {
@@ -288,7 +295,7 @@ void MemoryFileData::write_in(Segment& segment, uint64_t offset, std::span<const
     const bool zeros = all_zero(source, chunk);
     if (!segment.stored.test(index)) {
       if (zeros) continue;  // zeros over a page that reads as zero: nothing to keep
-      if (fill_ == PageFill::kCopy) {
+      if (slots_.copies()) {
         try {
           done += fill_missing(segment, index, in_page, {source, chunk}, data.subspan(done));
         } catch (const std::bad_alloc&) {

@@ -15,10 +15,11 @@
 // a missing page faults it in, and the kernel zeroes the page before the copy
 // fills it. With a userfaultfd, the slots are registered for missing pages and
 // UFFDIO_COPY allocates the pages of a run and copies the data into them in one
-// call, without zeroing: a 1 MiB write into new pages takes one pass over
-// memory instead of two. In that mode a missing page must never be touched
-// (the access raises SIGBUS): every read of a page not stored is served
-// without touching it, as it is in both modes. A child of fork() fills its
+// call, without zeroing (unless the kernel zeroes every page it allocates,
+// init_on_alloc=1): a 1 MiB write into new pages takes one pass over memory
+// instead of two. In that mode a missing page must never be touched (a touch
+// raises SIGBUS, or fails a system call with EFAULT): every read of a page not
+// stored is served without touching it, as it is in both modes. A child of fork() fills its
 // pages by faulting them in: the userfaultfd it inherits works on the
 // parent's memory.
 #pragma once

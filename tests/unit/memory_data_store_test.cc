@@ -322,7 +322,8 @@ TEST_P(MemoryStore, ADeletedFileReturnsItsMemoryToTheSystem) {
   EXPECT_LE(resident_bytes(), before + 4 * kMiB);
 }
 
-// Large writes populate their pages in one call: never the pages of zeros.
+// Large writes give their pages memory in one call (populated, or filled by
+// UFFDIO_COPY): never the pages of zeros.
 TEST_P(MemoryStore, ZerosInALargeWriteTakeNoMemory) {
   constexpr uint64_t kMiB = 1 << 20;
   auto chunk = pattern(kMiB, 19);
@@ -389,9 +390,16 @@ TEST(MemoryStoreFork, AChildOfForkStoresItsOwnPages) {
     MemoryFileData file(PageFill::kCopy);
     file.write(kPage / 2, pattern(5 * kPage, 51));
     before.write(8 * kPage, pattern(kPage, 52));
+    // More segments than one region has slots: the child maps regions of its own.
+    std::vector<std::unique_ptr<MemoryFileData>> many;
+    for (int i = 0; i < 1100; ++i) {
+      many.push_back(std::make_unique<MemoryFileData>(PageFill::kCopy));
+      many.back()->write(0, pattern(100, static_cast<uint8_t>(i)));
+    }
     const bool ok = read(file, kPage / 2, 5 * kPage) == pattern(5 * kPage, 51) &&
                     read(before, 0, 3 * kPage) == pattern(3 * kPage, 50) &&
-                    read(before, 8 * kPage, kPage) == pattern(kPage, 52);
+                    read(before, 8 * kPage, kPage) == pattern(kPage, 52) &&
+                    read(*many[1099], 0, 100) == pattern(100, static_cast<uint8_t>(1099));
     _exit(ok ? 0 : 1);
   }
   int status = 0;
@@ -402,6 +410,21 @@ TEST(MemoryStoreFork, AChildOfForkStoresItsOwnPages) {
   MemoryFileData after(PageFill::kCopy);
   after.write(0, pattern(2 * kPage, 53));
   EXPECT_EQ(read(after, 0, 2 * kPage), pattern(2 * kPage, 53));
+}
+
+// PageFill::kCopy registers the regions with the userfaultfd for missing
+// pages: /proc/self/smaps shows the mapping's VmFlags "um". (A store that fell
+// back to faulting pages in would pass every other test.)
+TEST(MemoryStoreFork, CopyFillRegistersItsRegions) {
+  if (best_page_fill() != PageFill::kCopy) GTEST_SKIP() << "no userfaultfd for this process";
+  MemoryFileData file(PageFill::kCopy);
+  file.write(0, pattern(kPage, 54));
+  std::ifstream smaps("/proc/self/smaps");
+  int registered = 0;
+  for (std::string line; std::getline(smaps, line);) {
+    if (line.starts_with("VmFlags:") && (line + " ").find(" um ") != std::string::npos) ++registered;
+  }
+  EXPECT_GE(registered, 1);
 }
 
 }  // namespace
