@@ -67,13 +67,8 @@ class SegmentSlots {
                          : MAP_FAILED;
     usable = probe != MAP_FAILED;
     if (usable) {
-      uffdio_register probe_range{};
-      probe_range.range.start = reinterpret_cast<uintptr_t>(probe);
-      probe_range.range.len = kSlot;
-      probe_range.mode = UFFDIO_REGISTER_MODE_MISSING;
       constexpr uint64_t kCopyIoctl = uint64_t{1} << _UFFDIO_COPY;
-      usable = ioctl(uffd, UFFDIO_REGISTER, &probe_range) == 0 &&
-               (probe_range.ioctls & kCopyIoctl) != 0;
+      usable = (register_missing(uffd, static_cast<std::byte*>(probe), kSlot) & kCopyIoctl) != 0;
       munmap(probe, kSlot);
     }
     if (!usable) {
@@ -83,20 +78,25 @@ class SegmentSlots {
     return uffd;
   }
 
+  // Registers [start, start+length) for missing-page faults: the ioctls the
+  // range then takes (a bit per _UFFDIO_*), 0 when refused.
+  static uint64_t register_missing(int uffd, std::byte* start, uint64_t length) {
+    uffdio_register range{};
+    range.range.start = reinterpret_cast<uintptr_t>(start);
+    range.range.len = length;
+    range.mode = UFFDIO_REGISTER_MODE_MISSING;
+    return ioctl(uffd, UFFDIO_REGISTER, &range) == 0 ? range.ioctls : 0;
+  }
+
   // Whether pages are filled by UFFDIO_COPY: PageFill::kCopy, once its
   // userfaultfd is open (with the first region) and not forgotten in a child.
   bool copies() const { return uffd_.load(std::memory_order_relaxed) >= 0; }
 
   // Gives the missing pages at [target, target+length) memory holding
-  // source's bytes. Returns the bytes done: all, or fewer when memory runs out.
+  // source's bytes. Only while copies(). Returns the bytes done: all, or fewer
+  // when memory runs out.
   uint64_t copy_into(std::byte* target, const std::byte* source, uint64_t length) {
     const int uffd = uffd_.load(std::memory_order_relaxed);  // set before the slot was taken
-    if (uffd < 0) {
-      // No userfaultfd after all (see add_region): the regions are not
-      // registered, and a plain copy faults the pages in.
-      std::memcpy(target, source, length);
-      return length;
-    }
     uint64_t done = 0;
     while (done < length) {
       uffdio_copy copy{};
@@ -183,15 +183,9 @@ class SegmentSlots {
     // system turns transparent huge pages on.
     madvise(region, kRegion, MADV_NOHUGEPAGE);
     if (fill_ == PageFill::kCopy && uffd_ == kNotOpened) uffd_ = open_page_filler();
-    if (uffd_ >= 0) {
-      uffdio_register reg{};
-      reg.range.start = reinterpret_cast<uintptr_t>(region);
-      reg.range.len = kRegion;
-      reg.mode = UFFDIO_REGISTER_MODE_MISSING;
-      if (ioctl(uffd_, UFFDIO_REGISTER, &reg) != 0) {
-        munmap(region, kRegion);
-        throw std::bad_alloc();
-      }
+    if (uffd_ >= 0 && register_missing(uffd_, region, kRegion) == 0) {
+      munmap(region, kRegion);
+      throw std::bad_alloc();
     }
     used_.emplace(region, 0);
     for (uint64_t i = 0; i < kSlotsPerRegion; ++i) free_.insert(region + i * kSlot);
