@@ -1,27 +1,92 @@
 #include "backends/durability.h"
 
 #include <algorithm>
+#include <cstring>
 
 namespace mimicfs {
 
-void FileDurability::before_change(uint64_t offset, uint64_t length, const PageReader& read) {
+namespace {
+
+constexpr uint64_t page_of(uint64_t offset) {
+  return offset / FileDurability::kPageBytes * FileDurability::kPageBytes;
+}
+
+}  // namespace
+
+void FileDurability::before_change(uint64_t offset, uint64_t length, const FileView& file) {
   // Only pages below the synced size hold durable data; the rest is undone by
   // restoring the size.
   const uint64_t end = std::min(offset + length, synced_size_);
   if (length == 0 || offset >= end) return;
-  for (uint64_t page = offset / kPageBytes * kPageBytes; page < end; page += kPageBytes) {
-    if (saved_.contains(page)) continue;
-    std::optional<std::string> contents = read(page, std::min(kPageBytes, synced_size_ - page));
-    if (contents) {
-      // Bytes written since the last sync are not durable: they were written past
-      // the synced size then (else the page would be saved already), where the
-      // durable file reads zeros; an O_DSYNC write past them moved the size on.
-      for (const BlockRange& written : unsynced_.overlapping(page, contents->size())) {
-        std::fill_n(contents->begin() + (written.start - page), written.length, '\0');
-      }
+  // Each run of pages not saved yet is saved at once.
+  auto next_saved = saved_.lower_bound(page_of(offset));
+  uint64_t page = page_of(offset);
+  while (page < end) {
+    if (next_saved != saved_.end() && next_saved->first == page) {
+      ++next_saved;
+      page += kPageBytes;
+      continue;
     }
-    saved_.emplace(page, std::move(contents));
+    const uint64_t unsaved_end = std::min(
+        page_of(end - 1) + kPageBytes, next_saved == saved_.end() ? UINT64_MAX : next_saved->first);
+    save(page, unsaved_end - page, file);
+    page = unsaved_end;
   }
+}
+
+void FileDurability::save(uint64_t start, uint64_t length, const FileView& file) {
+  // Runs of data pages are copied in one read each.
+  uint64_t run = start;
+  for (uint64_t page = start; page < start + length; page += kPageBytes) {
+    if (!file.has_data(page, std::min(kPageBytes, synced_size_ - page))) {
+      if (page > run) save_data(run, page - run, file);
+      saved_.emplace(page, nullptr);
+      run = page + kPageBytes;
+    } else if (page + kPageBytes - run == kRunBytes) {
+      save_data(run, kRunBytes, file);
+      run = page + kPageBytes;
+    }
+  }
+  if (run < start + length) save_data(run, start + length - run, file);
+}
+
+void FileDurability::save_data(uint64_t start, uint64_t length, const FileView& file) {
+  // Not zeroed: every byte is set below.
+  std::unique_ptr<std::byte[]> memory(new std::byte[length]);
+  std::byte* const run = memory.get();
+  const uint64_t synced = std::min(start + length, synced_size_) - start;
+  file.read(start, std::span(run, synced));
+  std::memset(run + synced, 0, length - synced);  // past the synced size
+  // Bytes written since the last sync are not durable: they were written past
+  // the synced size then (else the page would be saved already), where the
+  // durable file reads zeros; an O_DSYNC write past them moved the size on.
+  for (const BlockRange& written : unsynced_.overlapping(start, synced)) {
+    std::memset(run + (written.start - start), 0, written.length);
+  }
+  runs_.push_back(std::move(memory));
+  auto hint = saved_.lower_bound(start);
+  for (uint64_t at = 0; at < length; at += kPageBytes) {
+    hint = std::next(saved_.emplace_hint(hint, start + at, run + at));
+  }
+}
+
+std::byte* FileDurability::new_page() {
+  runs_.push_back(std::unique_ptr<std::byte[]>(new std::byte[kPageBytes]));
+  return runs_.back().get();
+}
+
+std::vector<uint64_t> FileDurability::saved_page_offsets() const {
+  std::vector<uint64_t> offsets;
+  offsets.reserve(saved_.size());
+  for (const auto& [page, contents] : saved_) offsets.push_back(page);
+  return offsets;
+}
+
+std::optional<std::string> FileDurability::saved_page(uint64_t page) const {
+  auto it = saved_.find(page);
+  if (it == saved_.end() || it->second == nullptr) return std::nullopt;
+  const uint64_t length = page < synced_size_ ? std::min(kPageBytes, synced_size_ - page) : 0;
+  return std::string(reinterpret_cast<const char*>(it->second), length);
 }
 
 void FileDurability::synced(uint64_t size) {
@@ -29,18 +94,18 @@ void FileDurability::synced(uint64_t size) {
   metadata_unsynced_ = false;
   unsynced_.clear();
   saved_.clear();
+  runs_.clear();
   zeroed_.clear();
 }
 
 void FileDurability::commit_zeroes() {
   for (const auto& [start, length] : zeroed_.ranges()) {
-    for (auto it = saved_.lower_bound(start / kPageBytes * kPageBytes);
+    for (auto it = saved_.lower_bound(page_of(start));
          it != saved_.end() && it->first < start + length; ++it) {
-      if (!it->second) continue;  // a hole reads as zeros already
-      std::string& contents = *it->second;
+      if (it->second == nullptr) continue;  // a hole reads as zeros already
       const uint64_t from = std::max(start, it->first);
-      const uint64_t to = std::min(start + length, it->first + contents.size());
-      if (from < to) std::fill_n(contents.begin() + (from - it->first), to - from, '\0');
+      const uint64_t to = std::min(start + length, it->first + kPageBytes);
+      std::memset(it->second + (from - it->first), 0, to - from);
     }
   }
   zeroed_.clear();
@@ -49,43 +114,42 @@ void FileDurability::commit_zeroes() {
 void FileDurability::size_synced(uint64_t size) {
   // Saved contents past the new size are gone for good: a later sync that
   // extends the file must find zeros there, not what the page held before.
-  for (auto it = saved_.lower_bound(size / kPageBytes * kPageBytes); it != saved_.end();) {
-    if (it->first >= size) {
-      it = saved_.erase(it);
-      continue;
+  // (Their memory goes back at the next sync.)
+  auto it = saved_.lower_bound(page_of(size));
+  if (it != saved_.end() && it->first < size) {
+    if (it->second != nullptr) {
+      std::memset(it->second + (size - it->first), 0, it->first + kPageBytes - size);
     }
-    if (it->second && it->second->size() > size - it->first) it->second->resize(size - it->first);
     ++it;
   }
+  saved_.erase(it, saved_.end());
   synced_size_ = size;
   metadata_unsynced_ = false;
 }
 
 void FileDurability::range_synced(uint64_t offset, uint64_t length, uint64_t size,
-                                  const PageReader& current) {
+                                  const FileView& current) {
   if (length == 0) return;
   const uint64_t end = offset + length;
   unsynced_.remove(offset, length);
   zeroed_.remove(offset, length);  // durable as it is now, whatever zeroed it before
-  // The range is durable as it is now: a saved page it covers whole is dropped,
-  // one it covers in part takes the range's bytes.
-  for (auto it = saved_.lower_bound(offset / kPageBytes * kPageBytes);
-       it != saved_.end() && it->first < end;) {
+  // The range is durable as it is now: a saved page it covers whole is
+  // forgotten, one it covers in part takes the range's bytes.
+  for (auto it = saved_.lower_bound(page_of(offset)); it != saved_.end() && it->first < end;) {
     const uint64_t page = it->first;
     if (offset <= page && page + kPageBytes <= end) {
       it = saved_.erase(it);
       continue;
     }
+    if (it->second == nullptr) {
+      // A saved hole is the whole page of zeros (up to the synced size):
+      // restoring only the head would leave the unsynced bytes after it.
+      it->second = new_page();
+      std::memset(it->second, 0, kPageBytes);
+    }
     const uint64_t from = std::max(offset, page);
     const uint64_t to = std::min(end, page + kPageBytes);
-    // A saved hole is the whole page of zeros (up to the synced size): restoring
-    // only the head would leave the unsynced bytes after it.
-    std::string contents =
-        it->second.value_or(std::string(std::min(kPageBytes, synced_size_ - page), '\0'));
-    if (contents.size() < to - page) contents.resize(to - page, '\0');
-    const std::string now = current(from, to - from).value_or(std::string(to - from, '\0'));
-    contents.replace(from - page, now.size(), now);
-    it->second = std::move(contents);
+    current.read(from, std::span(it->second + (from - page), to - from));
     ++it;
   }
   // As O_DSYNC: the size is durable too when the write extended the file.

@@ -6,14 +6,21 @@
 // A sync is fsync or fdatasync, an O_SYNC or O_DSYNC write (its range), and on
 // NFS a close (close-to-open flushes and commits). O_DIRECT writes are not
 // durable until a sync: the device has a volatile write cache.
+//
+// The saved contents are kept in memory, a run of pages (up to 16) in one heap
+// block, read in one call: a rewrite of synced data pays one allocation and
+// one copy per run, and the blocks a sync frees are reused, warm, by the
+// saves after it (the daemon gives idle heap memory back, fusefs/heap_trimmer.h).
 // Not thread-safe: the owning inode's mutex guards it.
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <map>
+#include <memory>
 #include <optional>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "backends/block_range_set.h"
 
@@ -23,13 +30,21 @@ class FileDurability {
  public:
   static constexpr uint64_t kPageBytes = 4096;
 
-  // A synced page's contents (clipped to the synced size), or nullopt for a page
-  // that had no data blocks (a hole, or unwritten).
-  using PageReader = std::function<std::optional<std::string>(uint64_t offset, uint64_t length)>;
+  // The file as it is now, as saving reads it.
+  class FileView {
+   public:
+    virtual ~FileView() = default;
+    // Whether [offset, offset+length) holds data blocks. A page without (a
+    // hole, or unwritten) is saved as a hole, so a crash gives back the
+    // allocation too.
+    virtual bool has_data(uint64_t offset, uint64_t length) const = 0;
+    // The file's bytes at `offset`.
+    virtual void read(uint64_t offset, std::span<std::byte> out) const = 0;
+  };
 
   // Before [offset, offset+length) changes (write, truncate, punch, zero range):
   // saves each synced page in it not saved since the last sync.
-  void before_change(uint64_t offset, uint64_t length, const PageReader& read);
+  void before_change(uint64_t offset, uint64_t length, const FileView& file);
   // [offset, offset+length) was written and is not durable yet.
   void written(uint64_t offset, uint64_t length) {
     if (length > 0) unsynced_.add(offset, length);
@@ -51,8 +66,8 @@ class FileDurability {
   // the last sync is not (a server's synchronous attribute change).
   void size_synced(uint64_t size);
   // Only [offset, offset+length) of the data is durable now (O_DSYNC writes);
-  // `current` reads the file's bytes as they are now.
-  void range_synced(uint64_t offset, uint64_t length, uint64_t size, const PageReader& current);
+  // `current` is the file as it is now.
+  void range_synced(uint64_t offset, uint64_t length, uint64_t size, const FileView& current);
 
   bool metadata_unsynced() const { return metadata_unsynced_; }
   bool unsynced() const { return metadata_unsynced_ || !unsynced_.empty() || !saved_.empty(); }
@@ -60,15 +75,34 @@ class FileDurability {
   // The byte ranges written since the last sync: offset -> length.
   const std::map<uint64_t, uint64_t>& unsynced_ranges() const { return unsynced_.ranges(); }
   uint64_t synced_size() const { return synced_size_; }
-  // The saved pages: offset -> synced contents (nullopt: was a hole).
-  const std::map<uint64_t, std::optional<std::string>>& saved_pages() const { return saved_; }
+
+  uint64_t saved_page_count() const { return saved_.size(); }
+  bool saved(uint64_t page) const { return saved_.contains(page); }
+  // The saved pages' offsets, in order.
+  std::vector<uint64_t> saved_page_offsets() const;
+  // A saved page's synced contents, clipped to the synced size; nullopt for a
+  // page saved as a hole (or not saved).
+  std::optional<std::string> saved_page(uint64_t page) const;
 
  private:
+  // Saves the pages of [start, start+length), none saved yet, all below the
+  // synced size.
+  void save(uint64_t start, uint64_t length, const FileView& file);
+  // Saves the data pages [start, start+length) (at most kRunBytes).
+  void save_data(uint64_t start, uint64_t length, const FileView& file);
+  // A page of memory for saved contents, uninitialised.
+  std::byte* new_page();
+
+  static constexpr uint64_t kRunBytes = 16 * kPageBytes;  // saved per copy
+
   uint64_t synced_size_ = 0;
   bool metadata_unsynced_ = false;
-  BlockRangeSet unsynced_;                                // byte ranges
-  BlockRangeSet zeroed_;  // byte ranges truncates and punches zeroed since the last commit
-  std::map<uint64_t, std::optional<std::string>> saved_;  // page offset -> synced contents
+  BlockRangeSet unsynced_;  // byte ranges
+  BlockRangeSet zeroed_;    // byte ranges truncates and punches zeroed since the last commit
+  // Saved page offset -> its synced contents, a whole page (zeros past the
+  // synced size), in one of runs_; nullptr for a page that was a hole.
+  std::map<uint64_t, std::byte*> saved_;
+  std::vector<std::unique_ptr<std::byte[]>> runs_;  // the memory of saved_, freed at a sync
 };
 
 }  // namespace mimicfs

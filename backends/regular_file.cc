@@ -213,7 +213,7 @@ bool RegularFile::sync(uint64_t offset, uint64_t length, Work& work, bool flush_
   } else {
     const uint64_t first = offset / unit_;
     space_.range_synced(first, div_up(offset + length, unit_) - first);
-    durability_.range_synced(offset, length, size_, current_bytes());
+    durability_.range_synced(offset, length, size_, DurabilityView(*this));
   }
   return commit;
 }
@@ -274,7 +274,7 @@ bool RegularFile::commit() {
   const uint64_t unsynced_before = durability_.unsynced_bytes();
   durability_.size_synced(disk_size_);
   durability_.commit_zeroes();
-  const FileDurability::PageReader current = current_bytes();
+  const DurabilityView current(*this);
   uint64_t clean = 0;  // the start of the clean bytes after the last dirty range
   const auto commit_clean = [&](uint64_t end) {
     if (end > clean) durability_.range_synced(clean, end - clean, disk_size_, current);
@@ -348,13 +348,13 @@ void RegularFile::recover() {
   const uint64_t synced_size = durability_.synced_size();
   if (size_ > synced_size) contents_->zero(synced_size, size_ - synced_size);
   size_ = synced_size;
-  for (const auto& [page, page_contents] : durability_.saved_pages()) {
-    if (page >= synced_size) continue;
+  for (const uint64_t page : durability_.saved_page_offsets()) {
+    if (page >= synced_size) break;
     const uint64_t length = std::min(FileDurability::kPageBytes, synced_size - page);
     const uint64_t first = page / unit_;
+    const std::optional<std::string> page_contents = durability_.saved_page(page);
     if (page_contents && space_.has_data(first, div_up(page + length, unit_) - first)) {
-      const auto synced = std::as_bytes(std::span(*page_contents))
-                              .first(std::min<uint64_t>(length, page_contents->size()));
+      const auto synced = std::as_bytes(std::span(*page_contents));
       // A full host store cannot take the page back: it reads as zeros, and
       // the crash goes on for the other pages and files.
       if (auto room = contents_->reserve(page, synced); !room) {
@@ -395,7 +395,7 @@ uint64_t RegularFile::persist_some(double fraction, uint64_t unit, std::mt19937_
   }
   uint64_t bytes = 0;
   for (const auto& [from, length] : pieces) {
-    durability_.range_synced(from, length, synced_size, current_bytes());
+    durability_.range_synced(from, length, synced_size, DurabilityView(*this));
     bytes += length;
   }
   return bytes;
@@ -411,35 +411,17 @@ FileStats RegularFile::stats() const {
 }
 
 void RegularFile::prepare_change(uint64_t offset, uint64_t length) {
-  durability_.before_change(offset, length, [&](uint64_t from, uint64_t count) {
-    // A page without data blocks (hole, unwritten, nothing delayed) is restored
-    // as a hole, so a crash gives back the allocation too.
-    const uint64_t first = from / unit_;
-    if (!space_.has_data(first, div_up(from + count, unit_) - first)) {
-      return std::optional<std::string>();
-    }
-    return current_bytes()(from, count);
-  });
+  durability_.before_change(offset, length, DurabilityView(*this));
 }
 
-FileDurability::PageReader RegularFile::current_bytes() const {
-  return [this](uint64_t from, uint64_t count) {
-    // The read fills every byte: no zeroing first. An exception must not leave
-    // resize_and_overwrite's operation (undefined): it is carried out of it.
-    std::string bytes;
-    std::exception_ptr failure;
-    bytes.resize_and_overwrite(count, [&](char* data, size_t size) noexcept {
-      try {
-        contents_->read(from, std::as_writable_bytes(std::span(data, size)));
-        return size;
-      } catch (...) {
-        failure = std::current_exception();
-        return size_t{0};
-      }
-    });
-    if (failure) std::rethrow_exception(failure);
-    return std::optional<std::string>(std::move(bytes));
-  };
+bool RegularFile::DurabilityView::has_data(uint64_t offset, uint64_t length) const {
+  // Data blocks, or delayed ones; not a hole or unwritten extent.
+  const uint64_t first = offset / file_.unit_;
+  return file_.space_.has_data(first, div_up(offset + length, file_.unit_) - first);
+}
+
+void RegularFile::DurabilityView::read(uint64_t offset, std::span<std::byte> out) const {
+  file_.contents_->read(offset, out);
 }
 
 DeviceWork RegularFile::device_work(uint64_t offset, uint64_t length) const {

@@ -154,8 +154,16 @@ class RegularFile {
   void writeback(uint64_t offset, uint64_t length, Work& work);
   // Frees whole blocks inside [offset, offset+length) and zeroes the rest.
   void punch(uint64_t offset, uint64_t length);
-  // Reads the file's bytes as they are now (a FileDurability::PageReader).
-  FileDurability::PageReader current_bytes() const;
+  // The file as it is now, as its durability saves and patches pages.
+  class DurabilityView final : public FileDurability::FileView {
+   public:
+    explicit DurabilityView(const RegularFile& file) : file_(file) {}
+    bool has_data(uint64_t offset, uint64_t length) const override;
+    void read(uint64_t offset, std::span<std::byte> out) const override;
+
+   private:
+    const RegularFile& file_;
+  };
   // The device requests for [offset, offset+length).
   DeviceWork device_work(uint64_t offset, uint64_t length) const;
   // Forgets the cached pages of [offset, offset+length), dirty ones included.

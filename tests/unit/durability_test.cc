@@ -3,7 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstring>
 #include <optional>
+#include <set>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -13,18 +16,20 @@ namespace {
 
 constexpr uint64_t kPage = FileDurability::kPageBytes;
 
-// A file's bytes as a PageReader sees them; records every read.
-struct FakeFile {
+// A file's bytes as FileDurability sees them; records every read.
+struct FakeFile final : FileDurability::FileView {
+  explicit FakeFile(std::string initial = "") : bytes(std::move(initial)) {}
   std::string bytes;
   bool holes = false;  // every page reads as a hole
-  std::vector<std::pair<uint64_t, uint64_t>> reads;
+  std::set<uint64_t> hole_pages;  // these pages read as holes
+  mutable std::vector<std::pair<uint64_t, uint64_t>> reads;
 
-  FileDurability::PageReader reader() {
-    return [this](uint64_t offset, uint64_t length) -> std::optional<std::string> {
-      reads.emplace_back(offset, length);
-      if (holes) return std::nullopt;
-      return bytes.substr(offset, length);
-    };
+  bool has_data(uint64_t offset, uint64_t) const override {
+    return !holes && !hole_pages.contains(offset / kPage);
+  }
+  void read(uint64_t offset, std::span<std::byte> out) const override {
+    reads.emplace_back(offset, out.size());
+    std::memcpy(out.data(), bytes.data() + offset, out.size());
   }
 };
 
@@ -35,15 +40,15 @@ TEST(FileDurability, StartsDurableAndEmpty) {
   EXPECT_FALSE(d.unsynced());
   EXPECT_EQ(d.unsynced_bytes(), 0u);
   EXPECT_EQ(d.synced_size(), 0u);
-  EXPECT_TRUE(d.saved_pages().empty());
+  EXPECT_TRUE((d.saved_page_count() == 0));
 }
 
 TEST(FileDurability, BeforeChangeSavesNothingAboveTheSyncedSize) {
   FileDurability d;
   FakeFile file{filled(3 * kPage, 'a')};
-  d.before_change(0, 3 * kPage, file.reader());  // synced size 0: all new data
+  d.before_change(0, 3 * kPage, file);  // synced size 0: all new data
   EXPECT_TRUE(file.reads.empty());
-  EXPECT_TRUE(d.saved_pages().empty());
+  EXPECT_TRUE((d.saved_page_count() == 0));
   EXPECT_FALSE(d.unsynced());
 }
 
@@ -52,12 +57,13 @@ TEST(FileDurability, BeforeChangeSavesPagesBelowTheSyncedSize) {
   FakeFile file{filled(3 * kPage, 'a')};
   d.synced(2 * kPage + 100);
   // [kPage + 10, 3 * kPage): pages 1 and 2; page 2 clipped to the synced size.
-  d.before_change(kPage + 10, 2 * kPage - 10, file.reader());
+  d.before_change(kPage + 10, 2 * kPage - 10, file);
   using Read = std::pair<uint64_t, uint64_t>;
-  EXPECT_EQ(file.reads, (std::vector<Read>{{kPage, kPage}, {2 * kPage, 100}}));
-  ASSERT_EQ(d.saved_pages().size(), 2u);
-  EXPECT_EQ(d.saved_pages().at(kPage), filled(kPage, 'a'));
-  EXPECT_EQ(d.saved_pages().at(2 * kPage), filled(100, 'a'));
+  // One read for the run, up to the synced size.
+  EXPECT_EQ(file.reads, (std::vector<Read>{{kPage, kPage + 100}}));
+  ASSERT_EQ(d.saved_page_count(), 2u);
+  EXPECT_EQ(d.saved_page(kPage), filled(kPage, 'a'));
+  EXPECT_EQ(d.saved_page(2 * kPage), filled(100, 'a'));
   EXPECT_TRUE(d.unsynced());
   EXPECT_EQ(d.unsynced_bytes(), 0u);  // saving is not writing
 }
@@ -66,25 +72,25 @@ TEST(FileDurability, BeforeChangeSavesEachPageOncePerSync) {
   FileDurability d;
   FakeFile file{filled(2 * kPage, 'a')};
   d.synced(2 * kPage);
-  d.before_change(10, 1, file.reader());
+  d.before_change(10, 1, file);
   file.bytes[10] = 'b';  // the first change: page 0 keeps its synced contents
-  d.before_change(0, 2 * kPage, file.reader());
+  d.before_change(0, 2 * kPage, file);
   EXPECT_EQ(file.reads.size(), 2u);  // page 0 once, page 1 once
-  EXPECT_EQ(d.saved_pages().at(0), filled(kPage, 'a'));
+  EXPECT_EQ(d.saved_page(0), filled(kPage, 'a'));
 
   d.synced(2 * kPage);  // a new sync: the next change saves again
-  EXPECT_TRUE(d.saved_pages().empty());
-  d.before_change(10, 1, file.reader());
+  EXPECT_TRUE((d.saved_page_count() == 0));
+  d.before_change(10, 1, file);
   EXPECT_EQ(file.reads.size(), 3u);
-  EXPECT_EQ(d.saved_pages().at(0)->at(10), 'b');
+  EXPECT_EQ(d.saved_page(0)->at(10), 'b');
 }
 
 TEST(FileDurability, BeforeChangeOfNothingSavesNothing) {
   FileDurability d;
   FakeFile file{filled(kPage, 'a')};
   d.synced(kPage);
-  d.before_change(0, 0, file.reader());
-  d.before_change(kPage, 100, file.reader());  // at the synced size
+  d.before_change(0, 0, file);
+  d.before_change(kPage, 100, file);  // at the synced size
   EXPECT_TRUE(file.reads.empty());
   EXPECT_FALSE(d.unsynced());
 }
@@ -94,23 +100,23 @@ TEST(FileDurability, HoleIsSavedAsNullopt) {
   FakeFile file;
   file.holes = true;
   d.synced(kPage);
-  d.before_change(0, 1, file.reader());
-  ASSERT_EQ(d.saved_pages().size(), 1u);
-  EXPECT_FALSE(d.saved_pages().at(0).has_value());
+  d.before_change(0, 1, file);
+  ASSERT_EQ(d.saved_page_count(), 1u);
+  EXPECT_FALSE(d.saved_page(0).has_value());
 }
 
 TEST(FileDurability, SyncedClearsEverything) {
   FileDurability d;
   FakeFile file{filled(kPage, 'a')};
   d.synced(kPage);
-  d.before_change(0, 10, file.reader());
+  d.before_change(0, 10, file);
   d.written(0, 10);
   d.metadata_changed();
   ASSERT_TRUE(d.unsynced());
   d.synced(5000);
   EXPECT_FALSE(d.unsynced());
   EXPECT_EQ(d.unsynced_bytes(), 0u);
-  EXPECT_TRUE(d.saved_pages().empty());
+  EXPECT_TRUE((d.saved_page_count() == 0));
   EXPECT_EQ(d.synced_size(), 5000u);
 }
 
@@ -137,14 +143,14 @@ TEST(FileDurability, RangeSyncedDropsFullyCoveredSavedPages) {
   FileDurability d;
   FakeFile file{filled(3 * kPage, 'o')};
   d.synced(3 * kPage);
-  d.before_change(0, 3 * kPage, file.reader());
+  d.before_change(0, 3 * kPage, file);
   file.bytes = filled(3 * kPage, 'n');
   d.written(0, 3 * kPage);
-  d.range_synced(kPage, kPage, 3 * kPage, file.reader());
-  EXPECT_EQ(d.saved_pages().size(), 2u);
-  EXPECT_FALSE(d.saved_pages().contains(kPage));
-  EXPECT_EQ(d.saved_pages().at(0), filled(kPage, 'o'));
-  EXPECT_EQ(d.saved_pages().at(2 * kPage), filled(kPage, 'o'));
+  d.range_synced(kPage, kPage, 3 * kPage, file);
+  EXPECT_EQ(d.saved_page_count(), 2u);
+  EXPECT_FALSE(d.saved(kPage));
+  EXPECT_EQ(d.saved_page(0), filled(kPage, 'o'));
+  EXPECT_EQ(d.saved_page(2 * kPage), filled(kPage, 'o'));
   EXPECT_EQ(d.unsynced_bytes(), 2 * kPage);
   EXPECT_EQ(d.synced_size(), 3 * kPage);
 }
@@ -153,17 +159,17 @@ TEST(FileDurability, RangeSyncedPatchesPartlyCoveredPagesWithCurrentBytes) {
   FileDurability d;
   FakeFile file{filled(2 * kPage, 'o')};
   d.synced(2 * kPage);
-  d.before_change(0, 2 * kPage, file.reader());
+  d.before_change(0, 2 * kPage, file);
   file.bytes = filled(2 * kPage, 'n');
   d.written(0, 2 * kPage);
   // [kPage - 10, kPage + 20): the tail of page 0 and the head of page 1.
-  d.range_synced(kPage - 10, 30, 2 * kPage, file.reader());
+  d.range_synced(kPage - 10, 30, 2 * kPage, file);
   std::string page0 = filled(kPage, 'o');
   page0.replace(kPage - 10, 10, filled(10, 'n'));
   std::string page1 = filled(kPage, 'o');
   page1.replace(0, 20, filled(20, 'n'));
-  EXPECT_EQ(d.saved_pages().at(0), page0);
-  EXPECT_EQ(d.saved_pages().at(kPage), page1);
+  EXPECT_EQ(d.saved_page(0), page0);
+  EXPECT_EQ(d.saved_page(kPage), page1);
   EXPECT_EQ(d.unsynced_bytes(), 2 * kPage - 30);
 }
 
@@ -172,24 +178,24 @@ TEST(FileDurability, RangeSyncedTurnsASavedHoleIntoZerosAndTheRange) {
   FakeFile file;
   file.holes = true;
   d.synced(kPage);
-  d.before_change(0, kPage, file.reader());
+  d.before_change(0, kPage, file);
   FakeFile now{filled(kPage, 'n')};
-  d.range_synced(100, 10, kPage, now.reader());
+  d.range_synced(100, 10, kPage, now);
   // The whole page: restoring only [0, 110) would leave the unsynced bytes after it.
   std::string expected(kPage, '\0');
   expected.replace(100, 10, filled(10, 'n'));
-  EXPECT_EQ(d.saved_pages().at(0), expected);
+  EXPECT_EQ(d.saved_page(0), expected);
 }
 
 TEST(FileDurability, RangeSyncedPatchesAPageClippedAtTheSyncedSize) {
   FileDurability d;
   FakeFile file{filled(kPage + 100, 'o')};
   d.synced(kPage + 100);
-  d.before_change(kPage, 100, file.reader());  // saves 100 bytes of page 1
+  d.before_change(kPage, 100, file);  // saves 100 bytes of page 1
   file.bytes = filled(kPage + 500, 'n');
-  d.range_synced(kPage + 400, 100, kPage + 500, file.reader());
+  d.range_synced(kPage + 400, 100, kPage + 500, file);
   std::string expected = filled(100, 'o') + std::string(300, '\0') + filled(100, 'n');
-  EXPECT_EQ(d.saved_pages().at(kPage), expected);
+  EXPECT_EQ(d.saved_page(kPage), expected);
   EXPECT_EQ(d.synced_size(), kPage + 500);
 }
 
@@ -197,13 +203,13 @@ TEST(FileDurability, RangeSyncedExtendsTheSyncedSize) {
   FileDurability d;
   FakeFile file{filled(8000, 'n')};
   d.written(0, 5000);
-  d.range_synced(0, 5000, 5000, file.reader());
+  d.range_synced(0, 5000, 5000, file);
   EXPECT_EQ(d.synced_size(), 5000u);
   EXPECT_EQ(d.unsynced_bytes(), 0u);
   EXPECT_FALSE(d.unsynced());
   EXPECT_TRUE(file.reads.empty());  // nothing saved: nothing to patch
   // The durable size is the range's end, not the file's.
-  d.range_synced(6000, 100, 8000, file.reader());
+  d.range_synced(6000, 100, 8000, file);
   EXPECT_EQ(d.synced_size(), 6100u);
 }
 
@@ -211,7 +217,7 @@ TEST(FileDurability, RangeSyncedNeverShrinksTheSyncedSize) {
   FileDurability d;
   FakeFile file{filled(3 * kPage, 'n')};
   d.synced(3 * kPage);
-  d.range_synced(0, 10, 3 * kPage, file.reader());
+  d.range_synced(0, 10, 3 * kPage, file);
   EXPECT_EQ(d.synced_size(), 3 * kPage);
 }
 
@@ -220,9 +226,70 @@ TEST(FileDurability, RangeSyncedKeepsOtherUnsyncedBytes) {
   FakeFile file{filled(3 * kPage, 'n')};
   d.written(0, 100);
   d.written(200, 100);
-  d.range_synced(200, 100, 300, file.reader());
+  d.range_synced(200, 100, 300, file);
   EXPECT_EQ(d.unsynced_bytes(), 100u);
   EXPECT_TRUE(d.unsynced());
+}
+
+TEST(FileDurability, BeforeChangeSavesRunsAroundHoles) {
+  FileDurability d;
+  std::string bytes;
+  for (int page = 0; page < 40; ++page) bytes += filled(kPage, static_cast<char>('A' + page % 26));
+  FakeFile file{bytes};
+  file.hole_pages = {20};
+  d.synced(40 * kPage);
+  d.before_change(0, 40 * kPage, file);
+  // Data runs are read 16 pages at most at a time, and end at a hole.
+  using Read = std::pair<uint64_t, uint64_t>;
+  EXPECT_EQ(file.reads, (std::vector<Read>{{0, 16 * kPage},
+                                           {16 * kPage, 4 * kPage},
+                                           {21 * kPage, 16 * kPage},
+                                           {37 * kPage, 3 * kPage}}));
+  EXPECT_EQ(d.saved_page_count(), 40u);
+  for (uint64_t page = 0; page < 40; ++page) {
+    if (page == 20) {
+      EXPECT_TRUE(d.saved(page * kPage));
+      EXPECT_FALSE(d.saved_page(page * kPage).has_value());
+    } else {
+      EXPECT_EQ(d.saved_page(page * kPage), bytes.substr(page * kPage, kPage)) << page;
+    }
+  }
+}
+
+TEST(FileDurability, BeforeChangeSavesBytesWrittenSinceTheSyncAsZeros) {
+  FileDurability d;
+  FakeFile file{filled(kPage, 'a')};
+  d.synced(100);
+  d.written(200, 100);  // past the synced size: the durable file reads zeros there
+  d.range_synced(1000, 10, 1010, file);  // an O_DSYNC write moves the synced size past it
+  d.before_change(0, 10, file);
+  EXPECT_EQ(d.saved_page(0), filled(200, 'a') + std::string(100, '\0') + filled(710, 'a'));
+}
+
+TEST(FileDurability, SizeSyncedForgetsSavedBytesPastTheSize) {
+  FileDurability d;
+  FakeFile file{filled(3 * kPage, 'o')};
+  d.synced(3 * kPage);
+  d.before_change(0, 3 * kPage, file);
+  d.size_synced(kPage + 100);
+  EXPECT_EQ(d.saved_page_count(), 2u);
+  EXPECT_FALSE(d.saved(2 * kPage));
+  EXPECT_EQ(d.saved_page(kPage), filled(100, 'o'));
+  // A later sync that extends the file finds zeros past the old size.
+  d.size_synced(2 * kPage);
+  EXPECT_EQ(d.saved_page(kPage), filled(100, 'o') + std::string(kPage - 100, '\0'));
+}
+
+TEST(FileDurability, CommitZeroesZeroesTheSavedContents) {
+  FileDurability d;
+  FakeFile file{filled(2 * kPage, 'o')};
+  d.synced(2 * kPage);
+  d.before_change(0, 2 * kPage, file);
+  d.zeroed(100, kPage);
+  EXPECT_EQ(d.saved_page(0), filled(kPage, 'o'));  // not durable until a commit
+  d.commit_zeroes();
+  EXPECT_EQ(d.saved_page(0), filled(100, 'o') + std::string(kPage - 100, '\0'));
+  EXPECT_EQ(d.saved_page(kPage), std::string(100, '\0') + filled(kPage - 100, 'o'));
 }
 
 }  // namespace
