@@ -115,9 +115,11 @@ INSTANTIATE_TEST_SUITE_P(
         NdbCase{"xfs_allocsize_4k_4_writers", "xfs", kNoSpeculation, 4, false, 1, kWritesPerFile},
         NdbCase{"xfs_allocsize_4k_4_writers_reserved", "xfs", kNoSpeculation, 4, true, 1, 1},
         // btrfs: about one extent per write; real 3948-4093 per file. How long a
-        // writer runs alone is scheduling: on a loaded machine 2039 was seen.
-        NdbCase{"btrfs_2_writers", "btrfs", {}, 2, false, kWritesPerFile / 4, kWritesPerFile},
-        NdbCase{"btrfs_4_writers", "btrfs", {}, 4, false, kWritesPerFile / 4, kWritesPerFile},
+        // writer runs alone is scheduling: on a loaded machine 2039 was seen, and
+        // 858 with one of the two cores kept busy by another process. The bound
+        // still lies ten times above what ext4 and xfs can give (24).
+        NdbCase{"btrfs_2_writers", "btrfs", {}, 2, false, kWritesPerFile / 16, kWritesPerFile},
+        NdbCase{"btrfs_4_writers", "btrfs", {}, 4, false, kWritesPerFile / 16, kWritesPerFile},
         NdbCase{"btrfs_4_writers_reserved", "btrfs", {}, 4, true, 1, 1}),
     [](const ::testing::TestParamInfo<NdbCase>& info) { return info.param.name; });
 
