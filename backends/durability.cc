@@ -1,6 +1,8 @@
 #include "backends/durability.h"
 
 #include <algorithm>
+#include <array>
+#include <atomic>
 #include <cstring>
 
 namespace mimicfs {
@@ -10,6 +12,8 @@ namespace {
 constexpr uint64_t page_of(uint64_t offset) {
   return offset / FileDurability::kPageBytes * FileDurability::kPageBytes;
 }
+
+std::atomic<uint64_t> saved_memory{0};  // FileDurability::saved_memory_bytes()
 
 }  // namespace
 
@@ -52,8 +56,8 @@ void FileDurability::save(uint64_t start, uint64_t length, const FileView& file)
 
 void FileDurability::save_data(uint64_t start, uint64_t length, const FileView& file) {
   // Not zeroed: every byte is set below.
-  std::unique_ptr<std::byte[]> memory(new std::byte[length]);
-  std::byte* const run = memory.get();
+  const std::shared_ptr<std::byte[]> block = new_block(length);
+  std::byte* const run = block.get();
   const uint64_t synced = std::min(start + length, synced_size_) - start;
   file.read(start, std::span(run, synced));
   std::memset(run + synced, 0, length - synced);  // past the synced size
@@ -63,16 +67,26 @@ void FileDurability::save_data(uint64_t start, uint64_t length, const FileView& 
   for (const BlockRange& written : unsynced_.overlapping(start, synced)) {
     std::memset(run + (written.start - start), 0, written.length);
   }
-  runs_.push_back(std::move(memory));
+  // Each page shares the block (std::shared_ptr's aliasing constructor).
   auto hint = saved_.lower_bound(start);
   for (uint64_t at = 0; at < length; at += kPageBytes) {
-    hint = std::next(saved_.emplace_hint(hint, start + at, run + at));
+    hint = std::next(
+        saved_.emplace_hint(hint, start + at, std::shared_ptr<std::byte>(block, run + at)));
   }
 }
 
-std::byte* FileDurability::new_page() {
-  runs_.push_back(std::unique_ptr<std::byte[]>(new std::byte[kPageBytes]));
-  return runs_.back().get();
+std::shared_ptr<std::byte[]> FileDurability::new_block(uint64_t bytes) {
+  std::unique_ptr<std::byte[]> memory(new std::byte[bytes]);
+  // Counted before the shared_ptr is made: if making it throws, the deleter runs.
+  saved_memory.fetch_add(bytes, std::memory_order_relaxed);
+  return std::shared_ptr<std::byte[]>(memory.release(), [bytes](std::byte* block) {
+    delete[] block;
+    saved_memory.fetch_sub(bytes, std::memory_order_relaxed);
+  });
+}
+
+uint64_t FileDurability::saved_memory_bytes() {
+  return saved_memory.load(std::memory_order_relaxed);
 }
 
 std::vector<uint64_t> FileDurability::saved_page_offsets() const {
@@ -86,7 +100,7 @@ std::optional<std::string> FileDurability::saved_page(uint64_t page) const {
   auto it = saved_.find(page);
   if (it == saved_.end() || it->second == nullptr) return std::nullopt;
   const uint64_t length = page < synced_size_ ? std::min(kPageBytes, synced_size_ - page) : 0;
-  return std::string(reinterpret_cast<const char*>(it->second), length);
+  return std::string(reinterpret_cast<const char*>(it->second.get()), length);
 }
 
 void FileDurability::synced(uint64_t size) {
@@ -94,7 +108,6 @@ void FileDurability::synced(uint64_t size) {
   metadata_unsynced_ = false;
   unsynced_.clear();
   saved_.clear();
-  runs_.clear();
   zeroed_.clear();
 }
 
@@ -105,7 +118,7 @@ void FileDurability::commit_zeroes() {
       if (it->second == nullptr) continue;  // a hole reads as zeros already
       const uint64_t from = std::max(start, it->first);
       const uint64_t to = std::min(start + length, it->first + kPageBytes);
-      std::memset(it->second + (from - it->first), 0, to - from);
+      std::memset(it->second.get() + (from - it->first), 0, to - from);
     }
   }
   zeroed_.clear();
@@ -118,7 +131,7 @@ void FileDurability::size_synced(uint64_t size) {
   auto it = saved_.lower_bound(page_of(size));
   if (it != saved_.end() && it->first < size) {
     if (it->second != nullptr) {
-      std::memset(it->second + (size - it->first), 0, it->first + kPageBytes - size);
+      std::memset(it->second.get() + (size - it->first), 0, it->first + kPageBytes - size);
     }
     ++it;
   }
@@ -141,15 +154,18 @@ void FileDurability::range_synced(uint64_t offset, uint64_t length, uint64_t siz
       it = saved_.erase(it);
       continue;
     }
+    const uint64_t from = std::max(offset, page);
+    const uint64_t to = std::min(end, page + kPageBytes);
+    std::array<std::byte, kPageBytes> now;  // read first: a failed read changes nothing
+    current.read(from, std::span(now).first(to - from));
     if (it->second == nullptr) {
       // A saved hole is the whole page of zeros (up to the synced size):
       // restoring only the head would leave the unsynced bytes after it.
-      it->second = new_page();
-      std::memset(it->second, 0, kPageBytes);
+      const std::shared_ptr<std::byte[]> block = new_block(kPageBytes);
+      std::memset(block.get(), 0, kPageBytes);
+      it->second = std::shared_ptr<std::byte>(block, block.get());
     }
-    const uint64_t from = std::max(offset, page);
-    const uint64_t to = std::min(end, page + kPageBytes);
-    current.read(from, std::span(it->second + (from - page), to - from));
+    std::memcpy(it->second.get() + (from - page), now.data(), to - from);
     ++it;
   }
   // As O_DSYNC: the size is durable too when the write extended the file.

@@ -9,8 +9,10 @@
 //
 // The saved contents are kept in memory, a run of pages (up to 16) in one heap
 // block, read in one call: a rewrite of synced data pays one allocation and
-// one copy per run, and the blocks a sync frees are reused, warm, by the
-// saves after it (the daemon gives idle heap memory back, fusefs/heap_trimmer.h).
+// one copy per run. A block goes with the last of its pages (at a sync, or
+// when a range sync or a size sync drops them), and the heap memory it frees
+// is reused, warm, by the saves after it (the daemon gives idle heap memory
+// back, fusefs/heap_trimmer.h).
 // Not thread-safe: the owning inode's mutex guards it.
 #pragma once
 
@@ -83,6 +85,8 @@ class FileDurability {
   // A saved page's synced contents, clipped to the synced size; nullopt for a
   // page saved as a hole (or not saved).
   std::optional<std::string> saved_page(uint64_t page) const;
+  // Bytes of memory the saved pages of every file in the process take.
+  static uint64_t saved_memory_bytes();
 
  private:
   // Saves the pages of [start, start+length), none saved yet, all below the
@@ -90,8 +94,9 @@ class FileDurability {
   void save(uint64_t start, uint64_t length, const FileView& file);
   // Saves the data pages [start, start+length) (at most kRunBytes).
   void save_data(uint64_t start, uint64_t length, const FileView& file);
-  // A page of memory for saved contents, uninitialised.
-  std::byte* new_page();
+  // Memory for `bytes` of saved contents, uninitialised, counted in
+  // saved_memory_bytes() until the last page that points into it goes.
+  static std::shared_ptr<std::byte[]> new_block(uint64_t bytes);
 
   static constexpr uint64_t kRunBytes = 16 * kPageBytes;  // saved per copy
 
@@ -100,9 +105,9 @@ class FileDurability {
   BlockRangeSet unsynced_;  // byte ranges
   BlockRangeSet zeroed_;    // byte ranges truncates and punches zeroed since the last commit
   // Saved page offset -> its synced contents, a whole page (zeros past the
-  // synced size), in one of runs_; nullptr for a page that was a hole.
-  std::map<uint64_t, std::byte*> saved_;
-  std::vector<std::unique_ptr<std::byte[]>> runs_;  // the memory of saved_, freed at a sync
+  // synced size), in a block shared by its run (freed with the run's last
+  // page: a sync, or a range synced or cut off); null for a page that was a hole.
+  std::map<uint64_t, std::shared_ptr<std::byte>> saved_;
 };
 
 }  // namespace mimicfs

@@ -292,5 +292,46 @@ TEST(FileDurability, CommitZeroesZeroesTheSavedContents) {
   EXPECT_EQ(d.saved_page(kPage), std::string(100, '\0') + filled(kPage - 100, 'o'));
 }
 
+TEST(FileDurability, PagesARangeSyncDropsGiveTheirMemoryBack) {
+  // O_DSYNC overwrites of one synced page: each saves it, and its range sync
+  // drops it again; nothing may pile up until the next full sync.
+  FileDurability d;
+  FakeFile file{filled(4 * kPage, 'o')};
+  d.synced(4 * kPage);
+  const uint64_t before = FileDurability::saved_memory_bytes();
+  for (int i = 0; i < 1000; ++i) {
+    d.before_change(kPage, kPage, file);
+    d.written(kPage, kPage);
+    d.range_synced(kPage, kPage, 4 * kPage, file);
+  }
+  EXPECT_EQ(FileDurability::saved_memory_bytes(), before);
+  EXPECT_FALSE(d.unsynced());
+  // A run of which one page stays saved keeps only that run's block.
+  d.before_change(0, 3 * kPage, file);
+  EXPECT_EQ(FileDurability::saved_memory_bytes(), before + 3 * kPage);
+  d.range_synced(0, 2 * kPage, 4 * kPage, file);
+  EXPECT_EQ(FileDurability::saved_memory_bytes(), before + 3 * kPage);
+  d.size_synced(2 * kPage);
+  EXPECT_EQ(FileDurability::saved_memory_bytes(), before);
+  d.before_change(0, kPage, file);
+  d.synced(4 * kPage);
+  EXPECT_EQ(FileDurability::saved_memory_bytes(), before);
+}
+
+TEST(FileDurability, RangeSyncedTurnsAHoleIntoAPageOfItsOwn) {
+  FileDurability d;
+  FakeFile file;
+  file.holes = true;
+  d.synced(kPage);
+  const uint64_t before = FileDurability::saved_memory_bytes();
+  d.before_change(0, kPage, file);
+  EXPECT_EQ(FileDurability::saved_memory_bytes(), before);  // a hole takes no memory
+  FakeFile now{filled(kPage, 'n')};
+  d.range_synced(0, 10, kPage, now);
+  EXPECT_EQ(FileDurability::saved_memory_bytes(), before + kPage);
+  d.synced(kPage);
+  EXPECT_EQ(FileDurability::saved_memory_bytes(), before);
+}
+
 }  // namespace
 }  // namespace mimicfs
