@@ -227,9 +227,9 @@ int run_crash_test(const CrashTestOptions& options) {
   // What the workload leaves running (a server in a session of its own) is
   // reparented here, not to init, so it is reaped as soon as it is killed.
   prctl(PR_SET_CHILD_SUBREAPER, 1);
-  char scratch_template[] = "/tmp/mimicfs-crashtest.XXXXXX";
-  if (!mkdtemp(scratch_template)) return usage("cannot create a scratch directory");
-  const std::string work = scratch_template;
+  const auto made = make_temporary_directory("mimicfs-crashtest");
+  if (!made) return usage("cannot create a scratch directory: " + made.error());
+  const std::string work = *made;
   // A database server may run as another user (postgres) and keep its socket there.
   std::filesystem::permissions(work, std::filesystem::perms::owner_all |
                                          std::filesystem::perms::group_exec |

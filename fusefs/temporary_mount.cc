@@ -51,15 +51,22 @@ void remove_quietly(const std::string& path) {
 
 }  // namespace
 
+std::expected<std::string, std::string> make_temporary_directory(std::string_view prefix) {
+  const char* tmpdir = std::getenv("TMPDIR");
+  const std::string parent = tmpdir && *tmpdir ? tmpdir : "/tmp";
+  std::string path = fmt::format("{}/{}.XXXXXX", parent, prefix);
+  if (!mkdtemp(path.data())) {
+    return std::unexpected(fmt::format("in {}: {}", parent, std::strerror(errno)));
+  }
+  return path;
+}
+
 std::expected<std::unique_ptr<TemporaryMount>, std::string> TemporaryMount::mount(
     const Profile& profile, const LatencyMode& latency, const std::vector<std::string>& faults,
     const std::string& data_dir) {
-  char dir_template[] = "/tmp/mimicfs-run.XXXXXX";
-  if (!mkdtemp(dir_template)) {
-    return std::unexpected(
-        fmt::format("cannot create a mount directory: {}", std::strerror(errno)));
-  }
-  const std::string dir = dir_template;
+  const auto made = make_temporary_directory("mimicfs-run");
+  if (!made) return std::unexpected("cannot create a mount directory: " + made.error());
+  const std::string dir = *made;
   // The effective profile, --set overrides included, for the mount to load.
   const std::string profile_file = dir + ".toml";
   std::ofstream(profile_file) << profile.to_toml();

@@ -1,5 +1,6 @@
-// TemporaryMount: a volume mounted on a new directory under /tmp by a
-// background `mimicfs mount` of this binary, for `run` and `crashtest`. The
+// TemporaryMount: a volume mounted on a new directory under $TMPDIR (/tmp
+// when it is unset) by a background `mimicfs mount` of this binary, for `run`
+// and `crashtest`. The
 // destructor unmounts it (lazily when something left it busy) and removes the
 // directory and the mount's log.
 #pragma once
@@ -14,6 +15,10 @@
 #include "backends/profile.h"
 
 namespace mimicfs {
+
+// A new directory `$TMPDIR/PREFIX.XXXXXX` (/tmp when TMPDIR is unset or
+// empty), as mktemp(1) makes one; on failure one line saying why.
+std::expected<std::string, std::string> make_temporary_directory(std::string_view prefix);
 
 class TemporaryMount {
  public:

@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <thread>
 
 #include "tests/support/mounted_volume.h"
@@ -14,14 +15,16 @@
 namespace mimicfs::testing {
 namespace {
 
-// Mounts and directories `mimicfs run` made and left; empty when it cleaned up.
-std::string leftovers() {
+// Mounts and directories `mimicfs run` made under `tmpdir` and left; empty
+// when it cleaned up.
+std::string leftovers_under(const std::string& tmpdir) {
+  const std::string prefix = tmpdir + "/mimicfs-run.";
   std::string found;
   std::ifstream mounts("/proc/mounts");
   for (std::string line; std::getline(mounts, line);) {
-    if (line.find("/tmp/mimicfs-run.") != std::string::npos) found += "mounted: " + line + "\n";
+    if (line.find(prefix) != std::string::npos) found += "mounted: " + line + "\n";
   }
-  for (const auto& entry : std::filesystem::directory_iterator("/tmp")) {
+  for (const auto& entry : std::filesystem::directory_iterator(tmpdir)) {
     if (entry.path().filename().string().starts_with("mimicfs-run.")) {
       found += "left: " + entry.path().string() + "\n";
     }
@@ -29,6 +32,9 @@ std::string leftovers() {
   return found;
 }
 
+// Each test's runs make their mounts under a TMPDIR of its own, so that the
+// check for leftovers sees only this test's (another suite may be running
+// `mimicfs run` on the machine at the same time).
 class Run : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -36,9 +42,25 @@ class Run : public ::testing::Test {
       if (fuse_required()) FAIL() << fuse_unusable_reason();
       GTEST_SKIP() << fuse_unusable_reason();
     }
-    ASSERT_EQ(leftovers(), "") << "from an earlier run";
+    if (const char* old = std::getenv("TMPDIR")) old_tmpdir_ = old;
+    tmpdir_ = make_temp_dir();
+    ASSERT_EQ(setenv("TMPDIR", tmpdir_.c_str(), 1), 0);
   }
-  void TearDown() override { EXPECT_EQ(leftovers(), ""); }
+  void TearDown() override {
+    if (tmpdir_.empty()) return;
+    EXPECT_EQ(leftovers(), "");
+    if (old_tmpdir_) {
+      setenv("TMPDIR", old_tmpdir_->c_str(), 1);
+    } else {
+      unsetenv("TMPDIR");
+    }
+    std::error_code ignored;
+    std::filesystem::remove_all(tmpdir_, ignored);
+  }
+  std::string leftovers() const { return leftovers_under(tmpdir_); }
+
+  std::string tmpdir_;
+  std::optional<std::string> old_tmpdir_;
 };
 
 TEST_F(Run, ExitsWithTheCommandsStatusAndWritesTheStats) {
@@ -46,6 +68,7 @@ TEST_F(Run, ExitsWithTheCommandsStatusAndWritesTheStats) {
   auto r = run_command({mimicfs_binary(), "run", "--profile", "ext4", "--set",
                         "allocation.writeback_bytes=0", "--stats-out", stats_file, "--", "sh", "-c",
                         "test -d \"$MIMICFS_MOUNT\" && "
+                        "test \"${MIMICFS_MOUNT#$TMPDIR/mimicfs-run.}\" != \"$MIMICFS_MOUNT\" && "
                         "dd if=/dev/zero of=\"$MIMICFS_MOUNT/t1.ibd\" bs=64k count=16 "
                         "status=none && exit 3"});
   EXPECT_EQ(r.exit_status, 3) << r.err;
