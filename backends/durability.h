@@ -7,7 +7,8 @@
 // NFS a close (close-to-open flushes and commits). O_DIRECT writes are not
 // durable until a sync: the device has a volatile write cache.
 //
-// The saved contents are kept in memory, a run of pages (up to 16) in one heap
+// The saved contents are kept in memory (a truncate saves none at once: RegularFile
+// keeps the bytes it cuts, regular_file.h), a run of pages (up to 16) in one heap
 // block, read in one call: a rewrite of synced data pays one allocation and
 // one copy per run. A block goes with the last of its pages (at a sync, or
 // when a range sync or a size sync drops them), and the heap memory it frees

@@ -112,13 +112,20 @@ void RegularFile::truncate(uint64_t size) {
     write_back_on_close_ = true;
   }
   if (size < size_) {
-    prepare_change(size, size_ - size);
+    if (durability_.synced_size() > size) {
+      keep_cut_tail(size);
+    } else {
+      drop_cut_tail();  // past the synced size: nothing a crash brings back
+      prepare_change(size, size_ - size);
+      contents_->zero(size, size_ - size);
+    }
     durability_.zeroed(size, size_ - size);
+  } else if (size > size_) {
+    settle_cut_tail();  // the file grows over it: it reads as zeros
   }
   if (size <= size_) {
     drop_cache(size, kMaxFileSize - size);
     space_.truncate(div_up(size, unit_), size == 0);
-    if (size < size_) contents_->zero(size, size_ - size);
   }
   size_ = size;
   disk_size_ = size;  // the truncate's transaction logs the new size
@@ -208,9 +215,11 @@ bool RegularFile::sync(uint64_t offset, uint64_t length, Work& work, bool flush_
   if (commit) ++(flush_only ? work.flushes : work.commits);
   if (offset == 0 && length >= kMaxFileSize) {
     durability_.synced(size_);
+    drop_cut_tail();
     space_.synced();
     disk_size_ = size_;
   } else {
+    if (offset + length > size_) settle_cut_tail();
     const uint64_t first = offset / unit_;
     space_.range_synced(first, div_up(offset + length, unit_) - first);
     durability_.range_synced(offset, length, size_, DurabilityView(*this));
@@ -223,7 +232,9 @@ void RegularFile::commit_attributes(uint64_t allocated_end) {
   // durable as it is. An ALLOCATE sent with data unsynced leaves that data so.
   if (durability_.unsynced_bytes() == 0) {
     durability_.synced(size_);
+    drop_cut_tail();
   } else {
+    settle_cut_tail();
     durability_.size_synced(std::max(durability_.synced_size(), allocated_end));
   }
   space_.synced();
@@ -261,6 +272,7 @@ bool RegularFile::commit() {
   if (!unsynced()) return false;
   if (cache_.dirty_bytes() == 0) {
     durability_.synced(size_);
+    drop_cut_tail();
     space_.synced();
     disk_size_ = size_;
     return true;
@@ -272,7 +284,9 @@ bool RegularFile::commit() {
                        space_.changed_since_sync(0, div_up(disk_size_, unit_)) ||
                        durability_.synced_size() != disk_size_;
   const uint64_t unsynced_before = durability_.unsynced_bytes();
+  if (disk_size_ > size_) settle_cut_tail();
   durability_.size_synced(disk_size_);
+  drop_cut_tail();  // past the durable size now: no crash brings it back
   durability_.commit_zeroes();
   const DurabilityView current(*this);
   uint64_t clean = 0;  // the start of the clean bytes after the last dirty range
@@ -319,6 +333,7 @@ void RegularFile::give_up_blocks() {
 void RegularFile::drop_contents() {
   drop_cache(0, kMaxFileSize);
   durability_.synced(0);
+  drop_cut_tail();
   contents_->zero(0, size_);
   size_ = 0;
   disk_size_ = 0;
@@ -334,6 +349,7 @@ bool RegularFile::power_cut() {
 }
 
 void RegularFile::recover() {
+  settle_cut_tail();
   // The allocation at the last sync; what holds no data there reads as zeros.
   for (const BlockRange& blocks : space_.take_back_synced()) {
     const uint64_t from = blocks.start * unit_;
@@ -374,6 +390,9 @@ void RegularFile::recover() {
 }
 
 uint64_t RegularFile::persist_some(double fraction, uint64_t unit, std::mt19937_64& random) {
+  // An unsynced range the truncate cut stays in the unsynced ranges: made
+  // durable, it must read as the zeros the truncate left.
+  settle_cut_tail();
   std::uniform_real_distribution<double> draw(0.0, 1.0);
   const uint64_t synced_size = durability_.synced_size();
   std::vector<std::pair<uint64_t, uint64_t>> pieces;
@@ -411,13 +430,40 @@ FileStats RegularFile::stats() const {
 }
 
 void RegularFile::prepare_change(uint64_t offset, uint64_t length) {
+  if (offset + length > size_) settle_cut_tail();
   durability_.before_change(offset, length, DurabilityView(*this));
 }
 
+void RegularFile::keep_cut_tail(uint64_t size) {
+  const uint64_t end = div_up(size_, unit_);
+  for (auto data = space_.next_data(size / unit_); data && *data < end;) {
+    const uint64_t hole = std::min(space_.next_hole(*data), end);
+    cut_data_.add(*data, hole - *data);
+    data = space_.next_data(hole);
+  }
+  cut_end_ = std::max(cut_end_, size_);
+}
+
+void RegularFile::settle_cut_tail() {
+  if (cut_end_ == 0) return;
+  durability_.before_change(size_, cut_end_ - size_, DurabilityView(*this));
+  drop_cut_tail();
+}
+
+void RegularFile::drop_cut_tail() {
+  if (cut_end_ == 0) return;
+  contents_->zero(size_, cut_end_ - size_);
+  cut_end_ = 0;
+  cut_data_.clear();
+}
+
 bool RegularFile::DurabilityView::has_data(uint64_t offset, uint64_t length) const {
-  // Data blocks, or delayed ones; not a hole or unwritten extent.
+  // Data blocks, or delayed ones; not a hole or unwritten extent. Past the
+  // size, the cut tail's blocks as they were when cut.
   const uint64_t first = offset / file_.unit_;
-  return file_.space_.has_data(first, div_up(offset + length, file_.unit_) - first);
+  const uint64_t count = div_up(offset + length, file_.unit_) - first;
+  if (file_.space_.has_data(first, count)) return true;
+  return offset + length > file_.size_ && !file_.cut_data_.overlapping(first, count).empty();
 }
 
 void RegularFile::DurabilityView::read(uint64_t offset, std::span<std::byte> out) const {

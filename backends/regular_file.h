@@ -20,6 +20,7 @@
 #include <span>
 #include <vector>
 
+#include "backends/block_range_set.h"
 #include "backends/data_store.h"
 #include "backends/device_space.h"
 #include "backends/durability.h"
@@ -150,6 +151,22 @@ class RegularFile {
  private:
   // Saves the synced contents [offset, offset+length) is about to lose.
   void prepare_change(uint64_t offset, uint64_t length);
+  // The cut tail: a truncate down that cuts synced data leaves the bytes it
+  // cut in the store, past the size, instead of saving each synced page of
+  // them for a crash and zeroing them: truncating a synced file of N GiB took
+  // N GiB more memory and a copy of it. Those bytes are the synced contents
+  // of the pages not saved since the last sync (nothing can change them), so
+  // a sync that makes the truncate durable only has to zero them (the store
+  // gives the memory back). Anything else that would read or change them, or
+  // that the saved pages must be complete for (the size growing over them, a
+  // range made durable, a commit, a crash), first settles the tail: saves its
+  // synced pages as the truncate would have, and zeroes it.
+  // Keeps [size, size_) as the cut tail, with the blocks of it holding data.
+  void keep_cut_tail(uint64_t size);
+  // Saves the synced pages of the cut tail and zeroes it.
+  void settle_cut_tail();
+  // Zeroes the cut tail, none of which a crash can bring back any more.
+  void drop_cut_tail();
   // Writes the dirty data inside [offset, offset+length) back, as writeback does.
   void writeback(uint64_t offset, uint64_t length, Work& work);
   // Frees whole blocks inside [offset, offset+length) and zeroes the rest.
@@ -183,6 +200,10 @@ class RegularFile {
   // is the size.
   uint64_t disk_size_ = 0;
   uint64_t dirtied_ns_ = 0;  // the flusher's time when the page cache last went from clean to dirty
+  // The cut tail [size_, cut_end_) (none when cut_end_ is 0), and its blocks
+  // that held data when cut: what the saves see when it is settled.
+  uint64_t cut_end_ = 0;
+  BlockRangeSet cut_data_;
   FileSpace space_;
   FilePageCache cache_;
   FileDurability durability_;

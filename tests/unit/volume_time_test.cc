@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "backends/cost_model.h"
+#include "backends/durability.h"
 #include "backends/volume.h"
 #include "tests/unit/volume_fixture.h"
 
@@ -646,6 +647,76 @@ TEST(VolumeCrash, TruncateToZeroAfterTheSyncIsUndone) {
   EXPECT_EQ(fs.read(f, 0, 10'000), pattern(10'000, 'a'));
 }
 
+// A truncate leaves the synced bytes it cuts where they are (the cut tail,
+// regular_file.h): no page is saved for them, and a crash finds them there.
+TEST(VolumeCrash, TruncateOfSyncedDataSavesNoPage) {
+  for (std::string_view profile : {"ext4", "xfs", "btrfs", "ideal"}) {
+    Fs fs(profile);
+    const uint64_t f = fs.create_open("f");
+    const std::string synced = pattern(64 * kPage + 123, 'a');
+    ASSERT_TRUE(fs.write(f, 0, synced).has_value());
+    fs.fsync(f);
+    const uint64_t saved_before = FileDurability::saved_memory_bytes();
+    ASSERT_TRUE(fs.truncate(f, 3 * kPage + 7).has_value());
+    ASSERT_TRUE(fs.truncate(f, 100).has_value());  // cuts more of the same tail
+    EXPECT_EQ(FileDurability::saved_memory_bytes(), saved_before) << profile;
+    EXPECT_EQ(fs.read(f, 0, 200), synced.substr(0, 100)) << profile;
+    fs.volume.crash();
+    EXPECT_EQ(fs.attributes(f).size, synced.size()) << profile;
+    EXPECT_EQ(fs.read(f, 0, synced.size()), synced) << profile;
+    EXPECT_EQ(FileDurability::saved_memory_bytes(), saved_before) << profile;
+  }
+}
+
+// Once a sync makes the truncate durable, the cut bytes are gone for good:
+// the file grown again reads zeros, before a crash and after.
+TEST(VolumeCrash, ASyncedTruncateGrownAgainReadsZeros) {
+  for (std::string_view profile : {"ext4", "xfs", "btrfs", "nfs"}) {
+    Fs fs(profile);
+    const uint64_t f = fs.create_open("f");
+    ASSERT_TRUE(fs.write(f, 0, pattern(16 * kPage, 'a')).has_value());
+    fs.fsync(f);
+    ASSERT_TRUE(fs.truncate(f, 1000).has_value());
+    fs.fsync(f);
+    ASSERT_TRUE(fs.truncate(f, 16 * kPage).has_value());
+    const std::string expected = pattern(16 * kPage, 'a').substr(0, 1000) + zeros(16 * kPage - 1000);
+    EXPECT_EQ(fs.read(f, 0, 16 * kPage), expected) << profile;
+    fs.fsync(f);
+    fs.volume.crash();
+    EXPECT_EQ(fs.read(f, 0, 16 * kPage), expected) << profile;
+  }
+}
+
+// The file growing over the cut bytes before a sync (a write past the size, a
+// truncate up, fallocate) reads zeros there, and a crash still brings back
+// the synced contents, the pages the growth overwrote too.
+TEST(VolumeCrash, GrowingOverTheCutReadsZerosAndACrashUndoesBoth) {
+  for (std::string_view profile : {"ext4", "xfs", "btrfs"}) {
+    for (const std::string_view growth : {"write", "truncate", "fallocate"}) {
+      Fs fs(profile);
+      const uint64_t f = fs.create_open("f");
+      const std::string synced = pattern(32 * kPage, 'a');
+      ASSERT_TRUE(fs.write(f, 0, synced).has_value());
+      fs.fsync(f);
+      ASSERT_TRUE(fs.truncate(f, 2 * kPage + 10).has_value());
+      if (growth == "write") {
+        ASSERT_TRUE(fs.write(f, 20 * kPage, "bbbb").has_value());
+        EXPECT_EQ(fs.read(f, 2 * kPage + 10, 18 * kPage), zeros(18 * kPage - 10) + "bbbb")
+            << profile;
+      } else if (growth == "truncate") {
+        ASSERT_TRUE(fs.truncate(f, 20 * kPage).has_value());
+        EXPECT_EQ(fs.read(f, 2 * kPage + 10, 18 * kPage), zeros(18 * kPage - 10)) << profile;
+      } else {
+        ASSERT_TRUE(fs.volume.fallocate(f, 0, 4 * kPage, 16 * kPage).has_value());
+        EXPECT_EQ(fs.read(f, 2 * kPage + 10, 18 * kPage), zeros(18 * kPage - 10)) << profile;
+      }
+      fs.volume.crash();
+      EXPECT_EQ(fs.attributes(f).size, synced.size()) << profile << " " << growth;
+      EXPECT_EQ(fs.read(f, 0, synced.size()), synced) << profile << " " << growth;
+    }
+  }
+}
+
 TEST(VolumeCrash, PunchAfterTheSyncIsUndone) {
   for (std::string_view profile : {"ext4", "xfs", "btrfs"}) {
     Fs fs(profile);
@@ -704,6 +775,23 @@ TEST(VolumeCrash, OnNfs42AllocateAndDeallocateAreDurableAtOnce) {
   EXPECT_EQ(fs.read(f, 0, kPage), pattern(kPage, 'c')) << "written back before DEALLOCATE";
   EXPECT_EQ(fs.read(f, 2 * kPage, kPage), zeros(kPage));
   EXPECT_EQ(fs.volume.seek(f, 0, SEEK_HOLE), 2 * kPage) << "the punched block is durable";
+}
+
+// An unsynced overwrite a truncate then cut, in a block the file keeps: the
+// part of it that persists before the power cut is the zeros the truncate left.
+TEST(VolumeCrash, APersistedOverwriteATruncateCutReadsAsZeros) {
+  Fs fs("ext4-hdd");
+  const uint64_t f = fs.create_open("t.ibd");
+  ASSERT_TRUE(fs.write(f, 0, pattern(4 * kPage, 'o')).has_value());
+  fs.fsync(f);
+  ASSERT_TRUE(fs.write(f, 0, pattern(4 * kPage, 'n')).has_value());
+  ASSERT_TRUE(fs.truncate(f, 100).has_value());
+  EXPECT_EQ(fs.volume.write_back_at_random(1.0, 7), kPage) << "the block the file keeps";
+  fs.volume.crash();
+  EXPECT_EQ(fs.attributes(f).size, 4 * kPage) << "the truncate was never committed";
+  EXPECT_EQ(fs.read(f, 0, 4 * kPage), pattern(4 * kPage, 'n').substr(0, 100) +
+                                          zeros(kPage - 100) +
+                                          pattern(4 * kPage, 'o').substr(kPage, 3 * kPage));
 }
 
 // Torn and reordered writes: before the power cut part of the unsynced in-place
