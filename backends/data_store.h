@@ -2,7 +2,8 @@
 //
 // Allocation (ExtentMap, Allocator) decides what the device looks like; the
 // DataStore only keeps contents. Invariant kept by Volume: every byte outside
-// written data is zero in the store (holes, unwritten extents, beyond EOF).
+// written data is zero in the store (holes, unwritten extents, beyond EOF),
+// but the bytes a truncate cut past EOF until a sync (RegularFile's cut tail).
 #pragma once
 
 #include <cstddef>

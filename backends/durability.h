@@ -45,7 +45,8 @@ class FileDurability {
     virtual void read(uint64_t offset, std::span<std::byte> out) const = 0;
   };
 
-  // Before [offset, offset+length) changes (write, truncate, punch, zero range):
+  // Before [offset, offset+length) changes (write, punch, zero range; the
+  // bytes a truncate cut, when RegularFile settles them):
   // saves each synced page in it not saved since the last sync.
   void before_change(uint64_t offset, uint64_t length, const FileView& file);
   // [offset, offset+length) was written and is not durable yet.

@@ -62,6 +62,9 @@ Result<size_t> RegularFile::write(uint64_t offset, std::span<const std::byte> da
   const bool direct = (flags & O_DIRECT) != 0;
   const bool sync_after = (flags & O_DSYNC) != 0;  // O_SYNC includes the O_DSYNC bit
   // A store on a host filesystem that is full fails here, before anything changes.
+  // The cut tail is settled first: its zeroing may give back host blocks
+  // the reservation would take.
+  if (offset + data.size() > size_) settle_cut_tail();
   if (auto room = contents_->reserve(offset, data); !room) return std::unexpected(room.error());
   prepare_change(offset, data.size());
   const uint64_t end = offset + data.size();
@@ -284,9 +287,11 @@ bool RegularFile::commit() {
                        space_.changed_since_sync(0, div_up(disk_size_, unit_)) ||
                        durability_.synced_size() != disk_size_;
   const uint64_t unsynced_before = durability_.unsynced_bytes();
-  if (disk_size_ > size_) settle_cut_tail();
+  // While a tail is kept the disk size is the size (a truncate set both, and
+  // the size grows only once the tail is settled): the tail is past the
+  // durable size now, and no crash brings it back.
   durability_.size_synced(disk_size_);
-  drop_cut_tail();  // past the durable size now: no crash brings it back
+  drop_cut_tail();
   durability_.commit_zeroes();
   const DurabilityView current(*this);
   uint64_t clean = 0;  // the start of the clean bytes after the last dirty range
@@ -435,13 +440,16 @@ void RegularFile::prepare_change(uint64_t offset, uint64_t length) {
 }
 
 void RegularFile::keep_cut_tail(uint64_t size) {
-  const uint64_t end = div_up(size_, unit_);
+  // Past the synced size no crash brings anything back.
+  const uint64_t kept = std::min(size_, durability_.synced_size());
+  if (kept < size_) contents_->zero(kept, size_ - kept);
+  const uint64_t end = div_up(kept, unit_);
   for (auto data = space_.next_data(size / unit_); data && *data < end;) {
     const uint64_t hole = std::min(space_.next_hole(*data), end);
     cut_data_.add(*data, hole - *data);
     data = space_.next_data(hole);
   }
-  cut_end_ = std::max(cut_end_, size_);
+  cut_end_ = std::max(cut_end_, kept);
 }
 
 void RegularFile::settle_cut_tail() {

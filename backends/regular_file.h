@@ -152,16 +152,20 @@ class RegularFile {
   // Saves the synced contents [offset, offset+length) is about to lose.
   void prepare_change(uint64_t offset, uint64_t length);
   // The cut tail: a truncate down that cuts synced data leaves the bytes it
-  // cut in the store, past the size, instead of saving each synced page of
-  // them for a crash and zeroing them: truncating a synced file of N GiB took
-  // N GiB more memory and a copy of it. Those bytes are the synced contents
-  // of the pages not saved since the last sync (nothing can change them), so
-  // a sync that makes the truncate durable only has to zero them (the store
-  // gives the memory back). Anything else that would read or change them, or
-  // that the saved pages must be complete for (the size growing over them, a
-  // range made durable, a commit, a crash), first settles the tail: saves its
-  // synced pages as the truncate would have, and zeroes it.
-  // Keeps [size, size_) as the cut tail, with the blocks of it holding data.
+  // cut below the synced size in the store, past the size, instead of saving
+  // each synced page of them for a crash and zeroing them: truncating a
+  // synced file of N GiB took N GiB more memory and a copy of it. Nothing can
+  // change those bytes there, so saving a page of them later saves what the
+  // truncate would have (zeros past the synced size and where bytes were
+  // written since the sync, as any save). A sync or journal commit that makes
+  // the truncate durable only zeroes them (the store gives the memory back;
+  // a host store keeps their blocks until then). Anything else that would
+  // read or change them, or that the saved pages must be complete for (the
+  // size growing over them, a range made durable past the size, a crash, a
+  // partial persist, a size commit that leaves data unsynced), first settles
+  // the tail: saves its synced pages as the truncate would have, and zeroes it.
+  // Keeps the synced part of [size, size_) as the cut tail, with the blocks
+  // of it holding data, and zeroes the rest.
   void keep_cut_tail(uint64_t size);
   // Saves the synced pages of the cut tail and zeroes it.
   void settle_cut_tail();
