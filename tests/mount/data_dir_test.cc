@@ -307,24 +307,27 @@ TEST(DataDirectory, ADaemonKilledWhileServingLeavesADirectoryThatIsRefused) {
 TEST(DataDirectory, ADirectoryInUseOrMissingIsRefusedWithOneLine) {
   MIMICFS_REQUIRE_MOUNTABLE();
   const std::string data_dir = make_temp_dir();
-  MountedVolume volume("nfs", {"--data-dir", data_dir});
-  ASSERT_TRUE(volume.mounted()) << volume.error();
   const std::string second = make_temp_dir();
-  auto r = run_command({mimicfs_binary(), "mount", "--data-dir", data_dir, second});
-  EXPECT_EQ(r.exit_status, 2);
-  EXPECT_EQ(r.err, "mimicfs: --data-dir " + data_dir + ": in use by another mimicfs mount\n");
-  EXPECT_FALSE(is_mounted(second));
-  r = run_command({mimicfs_binary(), "mount", "--data-dir", data_dir + "/missing", second});
-  EXPECT_EQ(r.exit_status, 2);
-  EXPECT_EQ(r.err, "mimicfs: --data-dir " + data_dir + "/missing: No such file or directory\n");
-  r = run_command({mimicfs_binary(), "mount", "--data-dir", second, second});
-  EXPECT_EQ(r.exit_status, 2);
-  EXPECT_EQ(r.err, "mimicfs: --data-dir " + second + ": inside the mountpoint " + second + "\n");
-  EXPECT_TRUE(fs::is_empty(second)) << "nothing made in a refused directory";
-  r = run_command({mimicfs_binary(), "run", "--data-dir", data_dir, "--", "true"});
-  EXPECT_EQ(r.exit_status, 2);
-  EXPECT_EQ(r.err, "mimicfs: --data-dir " + data_dir + ": in use by another mimicfs mount\n");
+  {
+    MountedVolume volume("nfs", {"--data-dir", data_dir});
+    ASSERT_TRUE(volume.mounted()) << volume.error();
+    auto r = run_command({mimicfs_binary(), "mount", "--data-dir", data_dir, second});
+    EXPECT_EQ(r.exit_status, 2);
+    EXPECT_EQ(r.err, "mimicfs: --data-dir " + data_dir + ": in use by another mimicfs mount\n");
+    EXPECT_FALSE(is_mounted(second));
+    r = run_command({mimicfs_binary(), "mount", "--data-dir", data_dir + "/missing", second});
+    EXPECT_EQ(r.exit_status, 2);
+    EXPECT_EQ(r.err, "mimicfs: --data-dir " + data_dir + "/missing: No such file or directory\n");
+    r = run_command({mimicfs_binary(), "mount", "--data-dir", second, second});
+    EXPECT_EQ(r.exit_status, 2);
+    EXPECT_EQ(r.err, "mimicfs: --data-dir " + second + ": inside the mountpoint " + second + "\n");
+    EXPECT_TRUE(fs::is_empty(second)) << "nothing made in a refused directory";
+    r = run_command({mimicfs_binary(), "run", "--data-dir", data_dir, "--", "true"});
+    EXPECT_EQ(r.exit_status, 2);
+    EXPECT_EQ(r.err, "mimicfs: --data-dir " + data_dir + ": in use by another mimicfs mount\n");
+  }
   fs::remove(second);
+  fs::remove_all(data_dir);
 }
 
 // A directory on a read-only filesystem (a tmpfs mounted read-only: root

