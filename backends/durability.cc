@@ -2,8 +2,9 @@
 
 #include <algorithm>
 #include <array>
-#include <atomic>
 #include <cstring>
+
+#include "backends/page_run_memory.h"
 
 namespace mimicfs {
 
@@ -12,8 +13,6 @@ namespace {
 constexpr uint64_t page_of(uint64_t offset) {
   return offset / FileDurability::kPageBytes * FileDurability::kPageBytes;
 }
-
-std::atomic<uint64_t> saved_memory{0};  // FileDurability::saved_memory_bytes()
 
 }  // namespace
 
@@ -55,39 +54,28 @@ void FileDurability::save(uint64_t start, uint64_t length, const FileView& file)
 }
 
 void FileDurability::save_data(uint64_t start, uint64_t length, const FileView& file) {
-  // Not zeroed: every byte is set below.
-  const std::shared_ptr<std::byte[]> block = new_block(length);
-  std::byte* const run = block.get();
   const uint64_t synced = std::min(start + length, synced_size_) - start;
-  file.read(start, std::span(run, synced));
-  std::memset(run + synced, 0, length - synced);  // past the synced size
-  // Bytes written since the last sync are not durable: they were written past
-  // the synced size then (else the page would be saved already), where the
-  // durable file reads zeros; an O_DSYNC write past them moved the size on.
-  for (const BlockRange& written : unsynced_.overlapping(start, synced)) {
-    std::memset(run + (written.start - start), 0, written.length);
-  }
+  const std::shared_ptr<std::byte[]> block =
+      PageRunMemory::instance().hold(length, [&](std::span<std::byte> run) {
+        file.read(start, run.first(synced));
+        std::memset(run.data() + synced, 0, length - synced);  // past the synced size
+        // Bytes written since the last sync are not durable: they were written
+        // past the synced size then (else the page would be saved already),
+        // where the durable file reads zeros; an O_DSYNC write past them moved
+        // the size on.
+        for (const BlockRange& written : unsynced_.overlapping(start, synced)) {
+          std::memset(run.data() + (written.start - start), 0, written.length);
+        }
+      });
   // Each page shares the block (std::shared_ptr's aliasing constructor).
   auto hint = saved_.lower_bound(start);
   for (uint64_t at = 0; at < length; at += kPageBytes) {
     hint = std::next(
-        saved_.emplace_hint(hint, start + at, std::shared_ptr<std::byte>(block, run + at)));
+        saved_.emplace_hint(hint, start + at, std::shared_ptr<std::byte>(block, block.get() + at)));
   }
 }
 
-std::shared_ptr<std::byte[]> FileDurability::new_block(uint64_t bytes) {
-  std::unique_ptr<std::byte[]> memory(new std::byte[bytes]);
-  // Counted before the shared_ptr is made: if making it throws, the deleter runs.
-  saved_memory.fetch_add(bytes, std::memory_order_relaxed);
-  return std::shared_ptr<std::byte[]>(memory.release(), [bytes](std::byte* block) {
-    delete[] block;
-    saved_memory.fetch_sub(bytes, std::memory_order_relaxed);
-  });
-}
-
-uint64_t FileDurability::saved_memory_bytes() {
-  return saved_memory.load(std::memory_order_relaxed);
-}
+uint64_t FileDurability::saved_memory_bytes() { return PageRunMemory::instance().held_bytes(); }
 
 std::vector<uint64_t> FileDurability::saved_page_offsets() const {
   std::vector<uint64_t> offsets;
@@ -161,8 +149,8 @@ void FileDurability::range_synced(uint64_t offset, uint64_t length, uint64_t siz
     if (it->second == nullptr) {
       // A saved hole is the whole page of zeros (up to the synced size):
       // restoring only the head would leave the unsynced bytes after it.
-      const std::shared_ptr<std::byte[]> block = new_block(kPageBytes);
-      std::memset(block.get(), 0, kPageBytes);
+      static constexpr std::array<std::byte, kPageBytes> kZeros{};
+      const std::shared_ptr<std::byte[]> block = PageRunMemory::instance().hold(kZeros);
       it->second = std::shared_ptr<std::byte>(block, block.get());
     }
     std::memcpy(it->second.get() + (from - page), now.data(), to - from);

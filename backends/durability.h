@@ -8,12 +8,12 @@
 // durable until a sync: the device has a volatile write cache.
 //
 // The saved contents are kept in memory (a truncate saves none at once: RegularFile
-// keeps the bytes it cuts, regular_file.h), a run of pages (up to 16) in one heap
-// block, read in one call: a rewrite of synced data pays one allocation and
-// one copy per run. A block goes with the last of its pages (at a sync, or
-// when a range sync or a size sync drops them), and the heap memory it frees
-// is reused, warm, by the saves after it (the daemon gives idle heap memory
-// back, fusefs/heap_trimmer.h).
+// keeps the bytes it cuts, regular_file.h), a run of pages (up to 16) in one
+// block of PageRunMemory, read in one call and given its memory in another: a
+// rewrite of synced data pays two copies per run, one of them into a buffer
+// the cache holds. A block goes with the last of its pages (at a sync, or when
+// a range sync or a size sync drops them), and its memory goes back to the
+// system at once.
 // Not thread-safe: the owning inode's mutex guards it.
 #pragma once
 
@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "backends/block_range_set.h"
+#include "backends/page_run_memory.h"
 
 namespace mimicfs {
 
@@ -96,11 +97,8 @@ class FileDurability {
   void save(uint64_t start, uint64_t length, const FileView& file);
   // Saves the data pages [start, start+length) (at most kRunBytes).
   void save_data(uint64_t start, uint64_t length, const FileView& file);
-  // Memory for `bytes` of saved contents, uninitialised, counted in
-  // saved_memory_bytes() until the last page that points into it goes.
-  static std::shared_ptr<std::byte[]> new_block(uint64_t bytes);
-
   static constexpr uint64_t kRunBytes = 16 * kPageBytes;  // saved per copy
+  static_assert(kRunBytes <= PageRunMemory::kRunBytes);
 
   uint64_t synced_size_ = 0;
   bool metadata_unsynced_ = false;

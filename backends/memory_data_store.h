@@ -1,9 +1,9 @@
 // MemoryDataStore: file contents in RAM, in 4 KiB pages of anonymous memory.
 //
 // A file is cut into 2 MiB segments; a segment holding any data is a 2 MiB slot
-// of private anonymous memory (SegmentSlots, in the .cc), and the kernel gives
-// it a page only where one is written. A page that is entirely zero is never kept: zeros written over a
-// missing page are skipped, and a stored page that becomes all zero is handed
+// of private anonymous memory (segment_slots.h), and the kernel gives it a
+// page only where one is written. A page that is entirely zero is never kept:
+// zeros written over a missing page are skipped, and a stored page that becomes all zero is handed
 // back (MADV_DONTNEED), so a 100 GiB zero-filled file costs almost nothing. A
 // segment with no page left is given back, and so is every segment of a file
 // that goes: deleted files return their memory to the system at once, where
@@ -11,44 +11,27 @@
 // page at a time cost more than the copy itself). Each segment in use also
 // takes a page-table page (4 KiB) and no mapping of its own.
 //
-// A page's first write gives it memory one of two ways (PageFill). A copy into
-// a missing page faults it in, and the kernel zeroes the page before the copy
-// fills it. With a userfaultfd, the slots are registered for missing pages and
-// UFFDIO_COPY allocates the pages of a run and copies the data into them in one
-// call, without zeroing (unless the kernel zeroes every page it allocates,
-// init_on_alloc=1): a 1 MiB write into new pages takes one pass over memory
-// instead of two. In that mode a missing page must never be touched (a touch
-// raises SIGBUS, or fails a system call with EFAULT): every read of a page not
-// stored is served without touching it, as it is in both modes. A child of fork() fills its
-// pages by faulting them in: the userfaultfd it inherits works on the
-// parent's memory.
+// A page's first write gives it memory one of two ways (PageFill,
+// segment_slots.h): UFFDIO_COPY allocates the pages of a run holding the data
+// in one call, where the process can have a userfaultfd; else the copy faults
+// them in. In the first mode a missing page must never be touched: every read
+// of a page not stored is served without touching it, as it is in both modes.
 #pragma once
 
 #include <bitset>
 #include <map>
 
 #include "backends/data_store.h"
+#include "backends/segment_slots.h"
 
 namespace mimicfs {
-
-// How a page gets its memory at its first write (see above).
-enum class PageFill {
-  kFault,  // the copy faults it in: the kernel zeroes it first
-  kCopy,   // UFFDIO_COPY: allocated holding the data
-};
-
-// kCopy where the process can have a userfaultfd (Linux 5.11 or later for
-// UFFD_USER_MODE_ONLY, which needs no privilege; a seccomp filter, as a
-// container's default one, may refuse it), else kFault. Decided once.
-PageFill best_page_fill();
-
-class SegmentSlots;
 
 class MemoryFileData final : public FileData {
  public:
   static constexpr uint64_t kPageSize = 4096;
   static constexpr uint64_t kPagesPerSegment = 512;
   static constexpr uint64_t kSegmentSize = kPageSize * kPagesPerSegment;
+  static_assert(kSegmentSize == SegmentSlots::kSlot && kPageSize == SegmentSlots::kPage);
 
   // kCopy where best_page_fill() is kFault gives kFault.
   explicit MemoryFileData(PageFill fill = best_page_fill());

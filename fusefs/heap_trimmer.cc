@@ -8,6 +8,7 @@
 #include <chrono>
 #include <ctime>
 
+#include "backends/page_run_memory.h"
 #include "backends/timelines.h"  // Timelines::steady_ns, the engine's real clock
 #include "fusefs/request_buffers.h"
 
@@ -72,7 +73,11 @@ HeapTrimmer::~HeapTrimmer() {
 void HeapTrimmer::give_back() {
   const size_t asked = request_buffers::release_idle();
   malloc_trim(0);
-  spdlog::debug("gave back malloc's free pages, asked {} idle workers for their buffers'", asked);
+  const uint64_t runs = PageRunMemory::instance().kept_bytes();
+  PageRunMemory::instance().trim();
+  spdlog::debug("gave back malloc's free pages and {} bytes of saved-page runs, asked {} idle "
+                "workers for their buffers'",
+                runs, asked);
 }
 
 }  // namespace mimicfs

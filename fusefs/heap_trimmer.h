@@ -2,8 +2,8 @@
 // the daemon's RSS follows what the volume holds.
 //
 // File contents live in mappings of their own (MemoryDataStore) and go back
-// when a file goes; its metadata does not: extent records, saved pages and
-// directory entries are small allocations that glibc keeps in its arenas when
+// when a file goes; its metadata does not: extent records and directory
+// entries are small allocations that glibc keeps in its arenas when
 // freed (only the top of a heap is ever trimmed by itself). A volume that held
 // a million extents kept ~350 MiB after its files were deleted. The trim
 // threshold is fixed (glibc raises it as it frees large chunks, and then keeps
@@ -11,8 +11,9 @@
 // work since it last looked (its threads but the trimmer's used CPU time:
 // nothing can have been freed or faulted in otherwise, and an idle daemon is
 // left alone), the trimmer releases the pages of the free chunks inside the
-// heaps (malloc_trim) and asks the idle workers for the pages of their request
-// and reply buffers (request_buffers.h). It runs on a thread of its own and
+// heaps (malloc_trim), empties the runs the saved pages freed and kept warm
+// (page_run_memory.h), and asks the idle workers for the pages of their
+// request and reply buffers (request_buffers.h). It runs on a thread of its own and
 // holds no engine lock. Its constructor also sets malloc's thresholds and its
 // number of arenas (heap_trimmer.cc says why).
 //

@@ -1,0 +1,146 @@
+#include "backends/page_run_memory.h"
+
+#include <sys/mman.h>
+
+#include <bit>
+#include <cstring>
+#include <iterator>
+#include <new>
+
+namespace mimicfs {
+
+namespace {
+
+constexpr uint32_t kAllRuns = 0xffffffffu;
+
+constexpr uint32_t bit(uint64_t run) { return uint32_t{1} << run; }
+
+}  // namespace
+
+PageRunMemory& PageRunMemory::instance() {
+  // Never destroyed: a saved page may outlive static destruction's order.
+  static PageRunMemory* const memory = new PageRunMemory(SegmentSlots::instance(best_page_fill()));
+  return *memory;
+}
+
+std::shared_ptr<std::byte[]> PageRunMemory::hold(std::span<const std::byte> contents) {
+  return hold(contents.size(), [&](std::span<std::byte> run) {
+    std::memcpy(run.data(), contents.data(), contents.size());
+  });
+}
+
+PageRunMemory::Run PageRunMemory::take(uint64_t bytes) {
+  if (bytes == 0 || bytes > kRunBytes || bytes % SegmentSlots::kPage != 0) throw std::bad_alloc();
+  constexpr uint32_t kSlotFull = kRunsPerSlot == 32 ? kAllRuns : bit(kRunsPerSlot) - 1;
+  std::lock_guard lock(mutex_);
+  held_ += bytes;
+  // A kept run first (no system call to fill it), the lowest slot first, so
+  // that runs pack and emptied slots go.
+  if (!with_kept_.empty()) {
+    std::byte* const base = *with_kept_.begin();
+    Slot& slot = slots_in_use_.at(base);
+    const int run = std::countr_zero(slot.kept);
+    slot.kept &= ~bit(run);
+    slot.taken |= bit(run);
+    --kept_runs_;
+    if (slot.kept == 0) with_kept_.erase(with_kept_.begin());
+    return {base + run * kRunBytes, true};
+  }
+  if (with_empty_.empty()) {
+    std::byte* base = nullptr;
+    try {
+      base = slots_.take();
+    } catch (...) {
+      held_ -= bytes;
+      throw;
+    }
+    slots_in_use_.emplace(base, Slot{});
+    with_empty_.insert(base);
+  }
+  std::byte* const base = *with_empty_.begin();
+  Slot& slot = slots_in_use_.at(base);
+  const int run = std::countr_one(slot.taken | slot.kept);
+  slot.taken |= bit(run);
+  if ((slot.taken | slot.kept) == kSlotFull) with_empty_.erase(with_empty_.begin());
+  return {base + run * kRunBytes, false};
+}
+
+void PageRunMemory::copy_in(const Run& run, const std::byte* contents, uint64_t bytes) {
+  // The slots have their userfaultfd (if any) once one was taken. A part
+  // copied is emptied with the run (hold's catch).
+  if (slots_.copy_into(run.memory, contents, bytes) != bytes) throw std::bad_alloc();
+}
+
+std::shared_ptr<std::byte[]> PageRunMemory::own(std::byte* run, uint64_t bytes) {
+  // If the control block cannot be made, the deleter runs.
+  return std::shared_ptr<std::byte[]>(run, [this, bytes](std::byte* held) {
+    // A run written in part would not do for the next (a plain copy fills a
+    // run only where every page is there).
+    give_back(held, bytes, bytes == kRunBytes);
+  });
+}
+
+std::byte* PageRunMemory::slot_of(std::byte* run) const {
+  return run - (reinterpret_cast<uintptr_t>(run) % SegmentSlots::kSlot);
+}
+
+void PageRunMemory::give_back(std::byte* run, uint64_t bytes, bool keep) {
+  // Emptied at once, all of it (it may have been a kept one): missing again,
+  // as a kCopy run must be for UFFDIO_COPY. Cannot fail on whole pages of a
+  // mapping of ours.
+  if (!keep) madvise(run, kRunBytes, MADV_DONTNEED);
+  std::byte* const base = slot_of(run);
+  const uint32_t mask = bit((run - base) / kRunBytes);
+  std::lock_guard lock(mutex_);
+  held_ -= bytes;
+  Slot& slot = slots_in_use_.at(base);
+  slot.taken &= ~mask;
+  if (keep) {
+    slot.kept |= mask;
+    ++kept_runs_;
+    with_kept_.insert(base);
+    return;
+  }
+  with_empty_.insert(base);
+  if (slot.taken == 0 && slot.kept == 0) {
+    with_empty_.erase(base);
+    slots_in_use_.erase(base);
+    slots_.give_back(base);
+  }
+}
+
+void PageRunMemory::trim() {
+  std::lock_guard lock(mutex_);
+  for (std::byte* const base : with_kept_) {
+    Slot& slot = slots_in_use_.at(base);
+    kept_runs_ -= std::popcount(slot.kept);
+    if (slot.taken == 0) {  // the whole slot goes, emptied in one call
+      with_empty_.erase(base);
+      slots_in_use_.erase(base);
+      slots_.give_back(base);
+      continue;
+    }
+    // Each stretch of kept runs in one call.
+    for (uint32_t kept = slot.kept; kept != 0;) {
+      const int first = std::countr_zero(kept);
+      const int count = std::countr_one(kept >> first);
+      madvise(base + first * kRunBytes, count * kRunBytes, MADV_DONTNEED);
+      kept &= count + first >= 32 ? 0 : ~((bit(count) - 1) << first);
+    }
+    slot.kept = 0;
+    with_empty_.insert(base);
+  }
+  with_kept_.clear();
+}
+
+uint64_t PageRunMemory::held_bytes() const {
+  std::lock_guard lock(mutex_);
+  return held_;
+}
+
+uint64_t PageRunMemory::kept_bytes() const {
+  std::lock_guard lock(mutex_);
+  return kept_runs_ * kRunBytes;
+}
+
+}  // namespace mimicfs

@@ -1,0 +1,116 @@
+#include "backends/page_run_memory.h"
+
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+
+#include <cstring>
+#include <stdexcept>
+#include <vector>
+
+namespace mimicfs {
+namespace {
+
+constexpr uint64_t kPage = SegmentSlots::kPage;
+constexpr uint64_t kRun = PageRunMemory::kRunBytes;
+
+std::vector<std::byte> filled(uint64_t bytes, char c) {
+  return std::vector<std::byte>(bytes, static_cast<std::byte>(c));
+}
+
+// How many of [start, start+bytes)'s pages are in memory.
+uint64_t resident_pages(const std::byte* start, uint64_t bytes) {
+  std::vector<unsigned char> in(bytes / kPage);
+  if (mincore(const_cast<std::byte*>(start), bytes, in.data()) != 0) {
+    throw std::runtime_error("mincore failed");
+  }
+  uint64_t resident = 0;
+  for (unsigned char page : in) resident += page & 1;
+  return resident;
+}
+
+// The memory is shared by the whole process: every test starts from no kept run.
+class PageRunMemoryTest : public ::testing::Test {
+ protected:
+  void SetUp() override { memory.trim(); }
+  PageRunMemory& memory = PageRunMemory::instance();
+};
+
+TEST_F(PageRunMemoryTest, ARunHoldsItsContentsAndIsCountedUntilItsLastPointerGoes) {
+  const uint64_t before = memory.held_bytes();
+  const auto contents = filled(3 * kPage, 'a');
+  std::shared_ptr<std::byte[]> run = memory.hold(contents);
+  EXPECT_EQ(std::memcmp(run.get(), contents.data(), contents.size()), 0);
+  EXPECT_EQ(memory.held_bytes(), before + 3 * kPage);
+  std::shared_ptr<std::byte> page(run, run.get() + kPage);  // as FileDurability keeps a page
+  run.reset();
+  EXPECT_EQ(memory.held_bytes(), before + 3 * kPage);
+  page.reset();
+  EXPECT_EQ(memory.held_bytes(), before);
+  EXPECT_EQ(memory.kept_bytes(), 0u) << "a part of a run is not kept";
+}
+
+TEST_F(PageRunMemoryTest, AWholeRunIsKeptForTheNextAndTrimGivesItsPagesBack) {
+  std::byte* address = nullptr;
+  {
+    auto run = memory.hold(filled(kRun, 'k'));
+    address = run.get();
+    EXPECT_EQ(resident_pages(address, kRun), kRun / kPage);
+  }
+  EXPECT_EQ(memory.kept_bytes(), kRun);
+  EXPECT_EQ(resident_pages(address, kRun), kRun / kPage) << "kept with its pages";
+  {
+    // The next run takes the kept one, and a partial one as well.
+    auto run = memory.hold(filled(kPage, 'n'));
+    EXPECT_EQ(run.get(), address);
+    EXPECT_EQ(memory.kept_bytes(), 0u);
+    EXPECT_EQ(static_cast<char>(run[0]), 'n');
+    auto whole = memory.hold(filled(kRun, 'w'));
+    EXPECT_NE(whole.get(), address);
+  }
+  // The whole run is kept; the one written in part is emptied, all of it.
+  EXPECT_EQ(memory.kept_bytes(), kRun);
+  EXPECT_EQ(resident_pages(address, kRun), 0u);
+  memory.trim();
+  EXPECT_EQ(memory.kept_bytes(), 0u);
+}
+
+TEST_F(PageRunMemoryTest, TrimEmptiesKeptRunsBesideHeldOnes) {
+  // Two slots' worth: the first slot keeps a held run, so it stays mapped.
+  std::vector<std::shared_ptr<std::byte[]>> runs;
+  for (int i = 0; i < 64; ++i) {
+    runs.push_back(memory.hold(filled(kRun, static_cast<char>('a' + i % 26))));
+  }
+  std::byte* const kept = runs[1].get();
+  std::shared_ptr<std::byte[]> stays = runs[0];
+  runs.clear();
+  EXPECT_EQ(memory.kept_bytes(), 63 * kRun);
+  memory.trim();
+  EXPECT_EQ(memory.kept_bytes(), 0u);
+  EXPECT_EQ(resident_pages(kept, kRun), 0u) << "an emptied run beside a held one";
+  EXPECT_EQ(static_cast<char>(stays[kRun - 1]), 'a');
+  // An emptied run is filled again.
+  auto again = memory.hold(filled(kRun, 'z'));
+  EXPECT_EQ(static_cast<char>(again[0]), 'z');
+  EXPECT_EQ(static_cast<char>(again[kRun - 1]), 'z');
+}
+
+TEST_F(PageRunMemoryTest, AFillThatThrowsGivesTheRunBack) {
+  const uint64_t before = memory.held_bytes();
+  auto failing = [](std::span<std::byte>) { throw std::runtime_error("read"); };
+  EXPECT_THROW(memory.hold(kRun, failing), std::runtime_error);
+  EXPECT_EQ(memory.held_bytes(), before);
+  // An empty run the fill never reached is not kept: its pages are missing,
+  // and a plain copy into them would raise SIGBUS where a userfaultfd fills.
+  EXPECT_EQ(memory.kept_bytes(), 0u);
+  EXPECT_EQ(static_cast<char>(memory.hold(filled(kRun, 'f'))[kRun - 1]), 'f');
+  // A kept run keeps its pages whatever the fill did to them.
+  EXPECT_EQ(memory.kept_bytes(), kRun);
+  EXPECT_THROW(memory.hold(kRun, failing), std::runtime_error);
+  EXPECT_EQ(memory.kept_bytes(), kRun);
+  EXPECT_THROW(memory.hold(filled(kRun + kPage, 'x')), std::bad_alloc) << "more than a run";
+  EXPECT_THROW(memory.hold(filled(kPage / 2, 'x')), std::bad_alloc) << "not whole pages";
+  EXPECT_EQ(memory.held_bytes(), before);
+}
+
+}  // namespace
+}  // namespace mimicfs
