@@ -9,11 +9,10 @@
 //
 // The saved contents are kept in memory (a truncate saves none at once: RegularFile
 // keeps the bytes it cuts, regular_file.h), a run of pages (up to 16) in one
-// block of PageRunMemory, read in one call and given its memory in another: a
-// rewrite of synced data pays two copies per run, one of them into a buffer
-// the cache holds. A block goes with the last of its pages (at a sync, or when
-// a range sync or a size sync drops them), and its memory goes back to the
-// system at once.
+// run of PageRunMemory (page_run_memory.h), read from the file in one call. A
+// run goes with the last of its pages (at a sync, or when a range sync or a
+// size sync drops them): kept warm for the next saves until the daemon's
+// trimmer empties it.
 // Not thread-safe: the owning inode's mutex guards it.
 #pragma once
 

@@ -6,6 +6,8 @@
 #include <cstring>
 #include <iterator>
 #include <new>
+#include <utility>
+#include <vector>
 
 namespace mimicfs {
 
@@ -18,7 +20,8 @@ constexpr uint32_t bit(uint64_t run) { return uint32_t{1} << run; }
 }  // namespace
 
 PageRunMemory& PageRunMemory::instance() {
-  // Never destroyed: a saved page may outlive static destruction's order.
+  // Never destroyed (nor are the slots): a saved page may outlive static
+  // destruction's order.
   static PageRunMemory* const memory = new PageRunMemory(SegmentSlots::instance(best_page_fill()));
   return *memory;
 }
@@ -33,10 +36,10 @@ PageRunMemory::Run PageRunMemory::take(uint64_t bytes) {
   if (bytes == 0 || bytes > kRunBytes || bytes % SegmentSlots::kPage != 0) throw std::bad_alloc();
   constexpr uint32_t kSlotFull = kRunsPerSlot == 32 ? kAllRuns : bit(kRunsPerSlot) - 1;
   std::lock_guard lock(mutex_);
-  held_ += bytes;
-  // A kept run first (no system call to fill it), the lowest slot first, so
-  // that runs pack and emptied slots go.
-  if (!with_kept_.empty()) {
+  // A whole run takes a kept one (no system call to fill it); a part of one
+  // takes an empty one, as it would empty a kept one when it goes. The lowest
+  // slot first, so that runs pack and emptied slots go.
+  if (!with_kept_.empty() && (bytes == kRunBytes || with_empty_.empty())) {
     std::byte* const base = *with_kept_.begin();
     Slot& slot = slots_in_use_.at(base);
     const int run = std::countr_zero(slot.kept);
@@ -44,24 +47,26 @@ PageRunMemory::Run PageRunMemory::take(uint64_t bytes) {
     slot.taken |= bit(run);
     --kept_runs_;
     if (slot.kept == 0) with_kept_.erase(with_kept_.begin());
+    held_ += bytes;
     return {base + run * kRunBytes, true};
   }
   if (with_empty_.empty()) {
-    std::byte* base = nullptr;
+    std::byte* const base = slots_.take();
     try {
-      base = slots_.take();
+      slots_in_use_.emplace(base, Slot{});
+      with_empty_.insert(base);
     } catch (...) {
-      held_ -= bytes;
+      slots_in_use_.erase(base);
+      slots_.give_back(base);
       throw;
     }
-    slots_in_use_.emplace(base, Slot{});
-    with_empty_.insert(base);
   }
   std::byte* const base = *with_empty_.begin();
   Slot& slot = slots_in_use_.at(base);
   const int run = std::countr_one(slot.taken | slot.kept);
   slot.taken |= bit(run);
   if ((slot.taken | slot.kept) == kSlotFull) with_empty_.erase(with_empty_.begin());
+  held_ += bytes;
   return {base + run * kRunBytes, false};
 }
 
@@ -95,42 +100,71 @@ void PageRunMemory::give_back(std::byte* run, uint64_t bytes, bool keep) {
   held_ -= bytes;
   Slot& slot = slots_in_use_.at(base);
   slot.taken &= ~mask;
+  // Called from a deleter: nothing may throw. A slot a set cannot take (no
+  // memory for its node) is left out of it: consistent, its runs unused.
   if (keep) {
-    slot.kept |= mask;
-    ++kept_runs_;
-    with_kept_.insert(base);
-    return;
+    try {
+      with_kept_.insert(base);
+      slot.kept |= mask;
+      ++kept_runs_;
+      return;
+    } catch (const std::bad_alloc&) {
+      madvise(run, kRunBytes, MADV_DONTNEED);
+    }
   }
-  with_empty_.insert(base);
   if (slot.taken == 0 && slot.kept == 0) {
     with_empty_.erase(base);
     slots_in_use_.erase(base);
     slots_.give_back(base);
+    return;
+  }
+  try {
+    with_empty_.insert(base);
+  } catch (const std::bad_alloc&) {
   }
 }
 
 void PageRunMemory::trim() {
+  // The kept runs are taken out under the lock, emptied without it (saves and
+  // frees go on meanwhile: a few thousand runs take tens of milliseconds), and
+  // given back as empty runs after.
+  std::vector<std::pair<std::byte*, uint32_t>> emptying;
+  {
+    std::lock_guard lock(mutex_);
+    emptying.reserve(with_kept_.size());  // may throw: nothing changed yet
+    for (std::byte* const base : with_kept_) {
+      Slot& slot = slots_in_use_.at(base);
+      emptying.emplace_back(base, slot.kept);
+      slot.taken |= slot.kept;  // nobody takes them, and the slot stays
+      slot.kept = 0;
+    }
+    with_kept_.clear();
+    kept_runs_ = 0;
+  }
+  for (const auto& [base, runs] : emptying) {
+    // Each stretch of runs in one call.
+    for (uint32_t left = runs; left != 0;) {
+      const int first = std::countr_zero(left);
+      const int count = std::countr_one(left >> first);
+      madvise(base + first * kRunBytes, count * kRunBytes, MADV_DONTNEED);
+      left &= first + count >= 32 ? 0 : ~((bit(count) - 1) << first);
+    }
+  }
   std::lock_guard lock(mutex_);
-  for (std::byte* const base : with_kept_) {
+  for (const auto& [base, runs] : emptying) {
     Slot& slot = slots_in_use_.at(base);
-    kept_runs_ -= std::popcount(slot.kept);
-    if (slot.taken == 0) {  // the whole slot goes, emptied in one call
+    slot.taken &= ~runs;
+    if (slot.taken == 0 && slot.kept == 0) {
       with_empty_.erase(base);
       slots_in_use_.erase(base);
       slots_.give_back(base);
       continue;
     }
-    // Each stretch of kept runs in one call.
-    for (uint32_t kept = slot.kept; kept != 0;) {
-      const int first = std::countr_zero(kept);
-      const int count = std::countr_one(kept >> first);
-      madvise(base + first * kRunBytes, count * kRunBytes, MADV_DONTNEED);
-      kept &= count + first >= 32 ? 0 : ~((bit(count) - 1) << first);
+    try {
+      with_empty_.insert(base);
+    } catch (const std::bad_alloc&) {  // consistent: its runs unused
     }
-    slot.kept = 0;
-    with_empty_.insert(base);
   }
-  with_kept_.clear();
 }
 
 uint64_t PageRunMemory::held_bytes() const {

@@ -1,17 +1,19 @@
-// PageRunMemory: memory for runs of up to 16 pages that are written once,
-// whole, then read and patched in place, and freed whole: the synced pages
+// PageRunMemory: memory for runs of up to 16 pages that are written whole,
+// then read and patched in place, and freed whole: the synced pages
 // FileDurability saves before a rewrite changes them.
 //
-// A run is a 64 KiB piece of a SegmentSlots slot (32 per slot). A freed run
-// keeps its pages (kept_bytes()), so the next run taken is written with a
-// plain copy, until trim() empties the kept runs (the daemon's trimmer does
-// when it gives idle heap memory back, fusefs/heap_trimmer.h) and gives back
-// the slots left without a run. An empty run is filled in one call: with
-// UFFDIO_COPY where the slots have a userfaultfd (the pages are allocated
-// holding the bytes: no zeroing, no fault per page), else by a copy that faults
-// them in. From the heap, a save after the daemon had given its idle memory
-// back spent most of its time in the kernel zeroing fresh pages: 40% of the
-// daemon's samples in a rewrite of synced data.
+// A run is a 64 KiB piece of a SegmentSlots slot (32 per slot). A run held
+// whole keeps its pages when freed (kept_bytes()), so the next whole run is
+// written with a plain copy, until trim() empties the kept runs (the daemon's
+// trimmer does when it gives idle heap memory back, fusefs/heap_trimmer.h) and
+// gives back the slots left without a run. A run held in part is emptied when
+// freed. An empty run is filled in one call: with UFFDIO_COPY where the slots
+// have a userfaultfd (the pages are allocated holding the bytes: no fault per
+// page, and no zeroing unless the kernel zeroes every page, init_on_alloc=1),
+// else by a copy that faults them in (the kernel zeroes each first). From the
+// heap, a rewrite of synced data after the daemon had given its idle memory
+// back spent 40% of the daemon's samples in the kernel zeroing fresh pages and
+// 15% in page faults.
 // Thread-safe.
 #pragma once
 
@@ -60,8 +62,8 @@ class PageRunMemory {
   // A run holding `contents` (as above).
   std::shared_ptr<std::byte[]> hold(std::span<const std::byte> contents) EXCLUDES(mutex_);
 
-  // Empties the runs kept since the last trim and gives back the slots left
-  // without a run.
+  // Empties the kept runs (without holding the lock meanwhile) and gives back
+  // the slots left without a run.
   void trim() EXCLUDES(mutex_);
   // Bytes of the runs held now (whole pages).
   uint64_t held_bytes() const EXCLUDES(mutex_);
@@ -81,7 +83,8 @@ class PageRunMemory {
   };
 
   explicit PageRunMemory(SegmentSlots& slots) : slots_(slots) {}
-  // A free run for `bytes`: a kept one if any, else an empty one.
+  // A free run for `bytes`: for a whole run a kept one if any, else an empty
+  // one (a part of a run takes a kept one only if no empty one is left).
   Run take(uint64_t bytes) EXCLUDES(mutex_);
   // Fills the empty run with `contents`; throws std::bad_alloc when memory
   // runs out.

@@ -17,9 +17,10 @@
 namespace mimicfs {
 
 SegmentSlots& SegmentSlots::instance(PageFill fill) {
-  static SegmentSlots faulting(PageFill::kFault);
-  static SegmentSlots copying(PageFill::kCopy);
-  return fill == PageFill::kCopy ? copying : faulting;
+  // Never destroyed: memory may be given back during static destruction.
+  static SegmentSlots* const faulting = new SegmentSlots(PageFill::kFault);
+  static SegmentSlots* const copying = new SegmentSlots(PageFill::kCopy);
+  return fill == PageFill::kCopy ? *copying : *faulting;
 }
 
 int SegmentSlots::open_page_filler() {
@@ -68,8 +69,8 @@ uint64_t SegmentSlots::copy_into(std::byte* target, const std::byte* source, uin
     if (result == 0) continue;
     // EAGAIN: a partial copy, or the mappings were changing: go on.
     if (errno == EAGAIN || errno == EINTR) continue;
-    // A page already there can take a plain copy (none should be: the
-    // store fills each page once, and nothing else touches a missing one).
+    // A page already there can take a plain copy (none should be: a page
+    // is filled only while missing, and nothing else touches a missing one).
     if (errno == EEXIST) {
       std::memcpy(target + done, source + done, kPage);
       done += kPage;

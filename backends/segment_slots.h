@@ -1,6 +1,6 @@
-// SegmentSlots: address space for memory that is filled once, in runs of whole
-// pages, and given back whole: MemoryDataStore's segments (its files'
-// contents) and PageRunMemory's runs (the synced pages FileDurability saves).
+// SegmentSlots: address space for memory filled in runs of whole pages:
+// MemoryDataStore's segments (its files' contents) and PageRunMemory's runs
+// (the synced pages FileDurability saves).
 //
 // 2 MiB slots carved from 1 GiB private anonymous regions, so that the process
 // has one mapping per region rather than one per slot (vm.max_map_count caps

@@ -91,7 +91,8 @@ class HeapTrimmer {
   HeapTrimmer& operator=(const HeapTrimmer&) = delete;
 
  private:
-  // Gives back what malloc holds free and the idle workers' buffer pages.
+  // Gives back what malloc holds free, the saved pages' kept runs and the idle
+  // workers' buffer pages.
   static void give_back();
   std::mutex mutex_;
   std::condition_variable stop_requested_;

@@ -3,7 +3,7 @@
 #   build-asan/  AddressSanitizer + UndefinedBehaviorSanitizer: unit and mount tests
 #                (the mounted daemon is the instrumented binary too)
 #   build-tsan/  ThreadSanitizer: the engine's multi-threaded stress test and layers, and the
-#                request buffers' release (a signal racing requests)
+#                request buffers' release (a signal racing requests), the saved pages' runs
 # Any report fails the run. Usage: scripts/sanitize.sh [asan|tsan]... (default both)
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -40,7 +40,7 @@ for kind in "${kinds[@]}"; do
       configure "$dir" thread
       cmake --build "$dir" --target mimicfs_unit_tests
       TSAN_OPTIONS=halt_on_error=1 "$dir/tests/mimicfs_unit_tests" \
-        --gtest_filter='*EngineStress*:*Layer*:FaultInjector*:EmulatedClock*:RequestBuffers*'
+        --gtest_filter='*EngineStress*:*Layer*:FaultInjector*:EmulatedClock*:RequestBuffers*:PageRunMemory*'
       ;;
     *)
       echo "sanitize.sh: unknown kind \"$kind\" (known: asan, tsan)" >&2

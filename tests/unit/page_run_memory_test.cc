@@ -3,8 +3,10 @@
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 
+#include <atomic>
 #include <cstring>
 #include <stdexcept>
+#include <thread>
 #include <vector>
 
 namespace mimicfs {
@@ -58,18 +60,22 @@ TEST_F(PageRunMemoryTest, AWholeRunIsKeptForTheNextAndTrimGivesItsPagesBack) {
   }
   EXPECT_EQ(memory.kept_bytes(), kRun);
   EXPECT_EQ(resident_pages(address, kRun), kRun / kPage) << "kept with its pages";
+  std::byte* part_address = nullptr;
   {
-    // The next run takes the kept one, and a partial one as well.
-    auto run = memory.hold(filled(kPage, 'n'));
-    EXPECT_EQ(run.get(), address);
-    EXPECT_EQ(memory.kept_bytes(), 0u);
-    EXPECT_EQ(static_cast<char>(run[0]), 'n');
+    // The next whole run takes the kept one; a part of a run an empty one.
     auto whole = memory.hold(filled(kRun, 'w'));
-    EXPECT_NE(whole.get(), address);
+    EXPECT_EQ(whole.get(), address);
+    EXPECT_EQ(memory.kept_bytes(), 0u);
+    EXPECT_EQ(static_cast<char>(whole[kRun - 1]), 'w');
+    auto part = memory.hold(filled(kPage, 'p'));
+    part_address = part.get();
+    EXPECT_NE(part_address, address);
+    EXPECT_EQ(static_cast<char>(part[0]), 'p');
   }
-  // The whole run is kept; the one written in part is emptied, all of it.
+  // The whole run is kept; the one written in part is emptied.
   EXPECT_EQ(memory.kept_bytes(), kRun);
-  EXPECT_EQ(resident_pages(address, kRun), 0u);
+  EXPECT_EQ(resident_pages(address, kRun), kRun / kPage);
+  EXPECT_EQ(resident_pages(part_address, kRun), 0u);
   memory.trim();
   EXPECT_EQ(memory.kept_bytes(), 0u);
 }
@@ -109,6 +115,39 @@ TEST_F(PageRunMemoryTest, AFillThatThrowsGivesTheRunBack) {
   EXPECT_EQ(memory.kept_bytes(), kRun);
   EXPECT_THROW(memory.hold(filled(kRun + kPage, 'x')), std::bad_alloc) << "more than a run";
   EXPECT_THROW(memory.hold(filled(kPage / 2, 'x')), std::bad_alloc) << "not whole pages";
+  EXPECT_EQ(memory.held_bytes(), before);
+}
+
+// Saves and frees go on while trim() empties the kept runs without its lock:
+// no run is handed out twice or emptied while held.
+TEST_F(PageRunMemoryTest, TrimBesideSavesAndFreesLosesNothing) {
+  const uint64_t before = memory.held_bytes();
+  std::atomic<bool> done{false};
+  std::thread trimmer([&] {
+    while (!done.load()) memory.trim();
+  });
+  auto saver = [&](char first) {
+    std::vector<std::shared_ptr<std::byte[]>> held;
+    for (int i = 0; i < 3000; ++i) {
+      const char c = static_cast<char>(first + i % 8);
+      held.push_back(memory.hold(i % 3 == 0 ? kPage : kRun, [c](std::span<std::byte> run) {
+        std::memset(run.data(), c, run.size());
+      }));
+      if (held.size() > 8) held.erase(held.begin());
+      for (const auto& run : held) {
+        const char expected = static_cast<char>(run[0]);
+        ASSERT_GE(expected, first);
+        ASSERT_LT(expected, first + 8);
+        ASSERT_EQ(static_cast<char>(run[kPage - 1]), expected);
+      }
+    }
+  };
+  std::thread a(saver, 'a');
+  std::thread b(saver, 'A');
+  a.join();
+  b.join();
+  done = true;
+  trimmer.join();
   EXPECT_EQ(memory.held_bytes(), before);
 }
 
