@@ -34,6 +34,13 @@ class FileData {
   virtual void write(uint64_t offset, std::span<const std::byte> data) = 0;
   // Fills `out` from `offset`; bytes never written read as zero.
   virtual void read(uint64_t offset, std::span<std::byte> out) const = 0;
+  // The bytes of [offset, offset+length) where they lie in this process's
+  // memory, stored and in one piece, to be read in place (before the next
+  // change); null where they do not (a store on the host, a page not stored),
+  // and the caller read()s them.
+  virtual const std::byte* stored_in_memory(uint64_t /*offset*/, uint64_t /*length*/) const {
+    return nullptr;
+  }
   // Makes [offset, offset+length) read as zero and frees what it can.
   virtual void zero(uint64_t offset, uint64_t length) = 0;
   // Bytes of memory or disk the contents take (not the file size).

@@ -55,18 +55,29 @@ void FileDurability::save(uint64_t start, uint64_t length, const FileView& file)
 
 void FileDurability::save_data(uint64_t start, uint64_t length, const FileView& file) {
   const uint64_t synced = std::min(start + length, synced_size_) - start;
-  const std::shared_ptr<std::byte[]> block =
-      PageRunMemory::instance().hold(length, [&](std::span<std::byte> run) {
-        file.read(start, run.first(synced));
-        std::memset(run.data() + synced, 0, length - synced);  // past the synced size
-        // Bytes written since the last sync are not durable: they were written
-        // past the synced size then (else the page would be saved already),
-        // where the durable file reads zeros; an O_DSYNC write past them moved
-        // the size on.
-        for (const BlockRange& written : unsynced_.overlapping(start, synced)) {
-          std::memset(run.data() + (written.start - start), 0, written.length);
-        }
-      });
+  PageRunMemory& memory = PageRunMemory::instance();
+  std::shared_ptr<std::byte[]> block;
+  // All synced, unchanged since, and in memory: copied from there in one pass
+  // (an empty run is filled from the file's own pages).
+  const std::byte* const in_memory =
+      synced == length && unsynced_.overlapping(start, length).empty()
+          ? file.in_memory(start, length)
+          : nullptr;
+  if (in_memory != nullptr) {
+    block = memory.hold(std::span(in_memory, length));
+  } else {
+    block = memory.hold(length, [&](std::span<std::byte> run) {
+      file.read(start, run.first(synced));
+      std::memset(run.data() + synced, 0, length - synced);  // past the synced size
+      // Bytes written since the last sync are not durable: they were written
+      // past the synced size then (else the page would be saved already),
+      // where the durable file reads zeros; an O_DSYNC write past them moved
+      // the size on.
+      for (const BlockRange& written : unsynced_.overlapping(start, synced)) {
+        std::memset(run.data() + (written.start - start), 0, written.length);
+      }
+    });
+  }
   // Each page shares the block (std::shared_ptr's aliasing constructor).
   auto hint = saved_.lower_bound(start);
   for (uint64_t at = 0; at < length; at += kPageBytes) {

@@ -9,7 +9,8 @@
 //
 // The saved contents are kept in memory (a truncate saves none at once: RegularFile
 // keeps the bytes it cuts, regular_file.h), a run of pages (up to 16) in one
-// run of PageRunMemory (page_run_memory.h), read from the file in one call. A
+// run of PageRunMemory (page_run_memory.h), read from the file in one call
+// (copied straight from the file's pages where they are in memory). A
 // run goes with the last of its pages (at a sync, or when a range sync or a
 // size sync drops them): kept warm for the next saves until the daemon's
 // trimmer empties it.
@@ -43,6 +44,11 @@ class FileDurability {
     virtual bool has_data(uint64_t offset, uint64_t length) const = 0;
     // The file's bytes at `offset`.
     virtual void read(uint64_t offset, std::span<std::byte> out) const = 0;
+    // The file's bytes of [offset, offset+length) in place, where they lie in
+    // memory (FileData::stored_in_memory); else null.
+    virtual const std::byte* in_memory(uint64_t /*offset*/, uint64_t /*length*/) const {
+      return nullptr;
+    }
   };
 
   // Before [offset, offset+length) changes (write, punch, zero range; the

@@ -167,6 +167,18 @@ void MemoryFileData::write(uint64_t offset, std::span<const std::byte> data) {
   }
 }
 
+const std::byte* MemoryFileData::stored_in_memory(uint64_t offset, uint64_t length) const {
+  const uint64_t in_segment = offset % kSegmentSize;
+  if (length == 0 || length > kSegmentSize - in_segment) return nullptr;
+  const auto it = segments_.find(offset / kSegmentSize);
+  if (it == segments_.end()) return nullptr;
+  const Segment& segment = it->second;
+  for (uint64_t page = in_segment / kPageSize; page * kPageSize < in_segment + length; ++page) {
+    if (!segment.stored.test(page)) return nullptr;
+  }
+  return segment.page(0) + in_segment;
+}
+
 void MemoryFileData::read(uint64_t offset, std::span<std::byte> out) const {
   uint64_t done = 0;
   auto it = segments_.lower_bound(offset / kSegmentSize);

@@ -40,6 +40,8 @@ class MemoryFileData final : public FileData {
 
   void write(uint64_t offset, std::span<const std::byte> data) override;
   void read(uint64_t offset, std::span<std::byte> out) const override;
+  // Within one segment, every page stored.
+  const std::byte* stored_in_memory(uint64_t offset, uint64_t length) const override;
   void zero(uint64_t offset, uint64_t length) override;
   uint64_t stored_bytes() const override { return stored_pages_ * kPageSize; }
   PageFill page_fill() const { return fill_; }

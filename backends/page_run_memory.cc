@@ -27,8 +27,14 @@ PageRunMemory& PageRunMemory::instance() {
 }
 
 std::shared_ptr<std::byte[]> PageRunMemory::hold(std::span<const std::byte> contents) {
-  return hold(contents.size(), [&](std::span<std::byte> run) {
-    std::memcpy(run.data(), contents.data(), contents.size());
+  // An empty run is filled straight from `contents`, without the stack copy
+  // hold(bytes, fill) needs.
+  return hold_run(contents.size(), [&](const Run& run) {
+    if (run.kept || !slots_.copies()) {
+      std::memcpy(run.memory, contents.data(), contents.size());
+    } else {
+      copy_in(run, contents.data(), contents.size());
+    }
   });
 }
 
@@ -112,6 +118,10 @@ void PageRunMemory::give_back(std::byte* run, uint64_t bytes, bool keep) {
       madvise(run, kRunBytes, MADV_DONTNEED);
     }
   }
+  run_emptied(base, slot);
+}
+
+void PageRunMemory::run_emptied(std::byte* base, const Slot& slot) {
   if (slot.taken == 0 && slot.kept == 0) {
     with_empty_.erase(base);
     slots_in_use_.erase(base);
@@ -120,7 +130,7 @@ void PageRunMemory::give_back(std::byte* run, uint64_t bytes, bool keep) {
   }
   try {
     with_empty_.insert(base);
-  } catch (const std::bad_alloc&) {
+  } catch (const std::bad_alloc&) {  // consistent: its runs unused
   }
 }
 
@@ -154,16 +164,7 @@ void PageRunMemory::trim() {
   for (const auto& [base, runs] : emptying) {
     Slot& slot = slots_in_use_.at(base);
     slot.taken &= ~runs;
-    if (slot.taken == 0 && slot.kept == 0) {
-      with_empty_.erase(base);
-      slots_in_use_.erase(base);
-      slots_.give_back(base);
-      continue;
-    }
-    try {
-      with_empty_.insert(base);
-    } catch (const std::bad_alloc&) {  // consistent: its runs unused
-    }
+    run_emptied(base, slot);
   }
 }
 

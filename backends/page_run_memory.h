@@ -43,8 +43,7 @@ class PageRunMemory {
   // runs out, and what `fill` throws.
   template <typename Fill>
   std::shared_ptr<std::byte[]> hold(uint64_t bytes, Fill&& fill) EXCLUDES(mutex_) {
-    const Run run = take(bytes);
-    try {
+    return hold_run(bytes, [&](const Run& run) {
       if (run.kept || !slots_.copies()) {
         fill(std::span(run.memory, bytes));
       } else {
@@ -52,14 +51,12 @@ class PageRunMemory {
         fill(std::span(contents.data(), bytes));
         copy_in(run, contents.data(), bytes);
       }
-    } catch (...) {
-      // Kept with its pages only if it had them all before.
-      give_back(run.memory, bytes, run.kept);
-      throw;
-    }
-    return own(run.memory, bytes);
+    });
   }
-  // A run holding `contents` (as above).
+  // A run holding `contents` (as above), copied from there in one pass: an
+  // empty run is filled by UFFDIO_COPY from `contents` itself, so they must be
+  // readable without a fault the slots' userfaultfd would have to serve (not
+  // a missing page of a SegmentSlots slot).
   std::shared_ptr<std::byte[]> hold(std::span<const std::byte> contents) EXCLUDES(mutex_);
 
   // Empties the kept runs (without holding the lock meanwhile) and gives back
@@ -83,6 +80,19 @@ class PageRunMemory {
   };
 
   explicit PageRunMemory(SegmentSlots& slots) : slots_(slots) {}
+  // A run of `bytes` that `write` (given the Run) fills, given back if it throws.
+  template <typename Write>
+  std::shared_ptr<std::byte[]> hold_run(uint64_t bytes, Write&& write) EXCLUDES(mutex_) {
+    const Run run = take(bytes);
+    try {
+      write(run);
+    } catch (...) {
+      // Kept with its pages only if it had them all before.
+      give_back(run.memory, bytes, run.kept);
+      throw;
+    }
+    return own(run.memory, bytes);
+  }
   // A free run for `bytes`: for a whole run a kept one if any, else an empty
   // one (a part of a run takes a kept one only if no empty one is left).
   Run take(uint64_t bytes) EXCLUDES(mutex_);
@@ -95,6 +105,9 @@ class PageRunMemory {
   // pages, which are all there (else it is emptied).
   void give_back(std::byte* run, uint64_t bytes, bool keep) EXCLUDES(mutex_);
   std::byte* slot_of(std::byte* run) const;
+  // A run of `slot` (at `base`) was emptied: the slot goes back to the slots
+  // if none of its runs is taken or kept, else into with_empty_. Never throws.
+  void run_emptied(std::byte* base, const Slot& slot) REQUIRES(mutex_);
 
   SegmentSlots& slots_;
   mutable std::mutex mutex_;

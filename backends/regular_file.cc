@@ -478,6 +478,10 @@ void RegularFile::DurabilityView::read(uint64_t offset, std::span<std::byte> out
   file_.contents_->read(offset, out);
 }
 
+const std::byte* RegularFile::DurabilityView::in_memory(uint64_t offset, uint64_t length) const {
+  return file_.contents_->stored_in_memory(offset, length);
+}
+
 DeviceWork RegularFile::device_work(uint64_t offset, uint64_t length) const {
   DeviceWork work;
   if (length == 0) return work;

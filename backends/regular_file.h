@@ -181,6 +181,7 @@ class RegularFile {
     explicit DurabilityView(const RegularFile& file) : file_(file) {}
     bool has_data(uint64_t offset, uint64_t length) const override;
     void read(uint64_t offset, std::span<std::byte> out) const override;
+    const std::byte* in_memory(uint64_t offset, uint64_t length) const override;
 
    private:
     const RegularFile& file_;

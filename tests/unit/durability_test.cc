@@ -22,7 +22,9 @@ struct FakeFile final : FileDurability::FileView {
   std::string bytes;
   bool holes = false;  // every page reads as a hole
   std::set<uint64_t> hole_pages;  // these pages read as holes
+  bool in_place = false;  // its bytes are in memory, to be read in place
   mutable std::vector<std::pair<uint64_t, uint64_t>> reads;
+  mutable std::vector<std::pair<uint64_t, uint64_t>> reads_in_place;
 
   bool has_data(uint64_t offset, uint64_t) const override {
     return !holes && !hole_pages.contains(offset / kPage);
@@ -30,6 +32,11 @@ struct FakeFile final : FileDurability::FileView {
   void read(uint64_t offset, std::span<std::byte> out) const override {
     reads.emplace_back(offset, out.size());
     std::memcpy(out.data(), bytes.data() + offset, out.size());
+  }
+  const std::byte* in_memory(uint64_t offset, uint64_t length) const override {
+    if (!in_place) return nullptr;
+    reads_in_place.emplace_back(offset, length);
+    return reinterpret_cast<const std::byte*>(bytes.data()) + offset;
   }
 };
 
@@ -66,6 +73,34 @@ TEST(FileDurability, BeforeChangeSavesPagesBelowTheSyncedSize) {
   EXPECT_EQ(d.saved_page(2 * kPage), filled(100, 'a'));
   EXPECT_TRUE(d.unsynced());
   EXPECT_EQ(d.unsynced_bytes(), 0u);  // saving is not writing
+}
+
+TEST(FileDurability, SyncedPagesInMemoryAreSavedInPlaceAndTheOthersRead) {
+  FileDurability d;
+  FakeFile file{filled(4 * kPage, 'a')};
+  file.in_place = true;
+  d.synced(kPage);
+  file.bytes.replace(kPage + 10, 10, filled(10, 'w'));  // written past the synced size,
+  d.written(kPage + 10, 10);
+  d.size_synced(3 * kPage + 100);  // which a size commit then moved past them
+  using Read = std::pair<uint64_t, uint64_t>;
+  // A run synced and unchanged since: taken in place.
+  d.before_change(2 * kPage, kPage, file);
+  EXPECT_EQ(file.reads_in_place, (std::vector<Read>{{2 * kPage, kPage}}));
+  EXPECT_TRUE(file.reads.empty());
+  // Page 1 holds unsynced bytes, and page 3 reaches past the synced size: read.
+  d.before_change(kPage, kPage, file);
+  d.before_change(3 * kPage, kPage, file);
+  EXPECT_EQ(file.reads_in_place.size(), 1u);
+  EXPECT_EQ(file.reads, (std::vector<Read>{{kPage, kPage}, {3 * kPage, 100}}));
+  std::string page1 = filled(kPage, 'a');
+  page1.replace(10, 10, std::string(10, '\0'));
+  EXPECT_EQ(d.saved_page(kPage), page1);
+  EXPECT_EQ(d.saved_page(2 * kPage), filled(kPage, 'a'));
+  EXPECT_EQ(d.saved_page(3 * kPage), filled(100, 'a'));
+  // What was in place is copied, not referred to.
+  file.bytes.assign(4 * kPage, 'b');
+  EXPECT_EQ(d.saved_page(2 * kPage), filled(kPage, 'a'));
 }
 
 TEST(FileDurability, BeforeChangeSavesEachPageOncePerSync) {

@@ -91,6 +91,26 @@ TEST_P(MemoryStore, WriteStoresOnlyTouchedPages) {
   EXPECT_EQ(file.stored_bytes(), 2 * kPage);
 }
 
+TEST_P(MemoryStore, BytesAreInMemoryInPlaceOnlyWhereEveryPageIsStoredInOneSegment) {
+  MemoryFileData file(GetParam());
+  constexpr uint64_t kSegment = MemoryFileData::kSegmentSize;
+  EXPECT_EQ(file.stored_in_memory(0, kPage), nullptr) << "no segment";
+  const auto data = pattern(4 * kPage, 7);
+  file.write(kSegment - 2 * kPage, data);  // two pages each side of a segment's end
+  const std::byte* in_place = file.stored_in_memory(kSegment - 2 * kPage, 2 * kPage);
+  ASSERT_NE(in_place, nullptr);
+  EXPECT_TRUE(std::equal(in_place, in_place + 2 * kPage, data.begin()));
+  in_place = file.stored_in_memory(kSegment + 100, kPage);  // unaligned, in the next segment
+  ASSERT_NE(in_place, nullptr);
+  EXPECT_EQ(*in_place, data[2 * kPage + 100]);
+  EXPECT_EQ(file.stored_in_memory(kSegment - kPage, 2 * kPage), nullptr) << "two segments";
+  EXPECT_EQ(file.stored_in_memory(kSegment - 3 * kPage, 2 * kPage), nullptr) << "a page not stored";
+  EXPECT_EQ(file.stored_in_memory(kSegment - kPage, 0), nullptr);
+  file.write(kSegment - kPage, bytes(kPage, std::byte{0}));  // the page goes
+  EXPECT_EQ(file.stored_in_memory(kSegment - 2 * kPage, 2 * kPage), nullptr);
+  EXPECT_NE(file.stored_in_memory(kSegment - 2 * kPage, kPage), nullptr);
+}
+
 TEST_P(MemoryStore, WritingZerosOverAStoredPageFreesIt) {
   MemoryFileData file(GetParam());
   file.write(kPage, pattern(kPage, 3));

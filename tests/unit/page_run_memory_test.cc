@@ -1,5 +1,7 @@
 #include "backends/page_run_memory.h"
 
+#include "backends/memory_data_store.h"
+
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 
@@ -49,6 +51,28 @@ TEST_F(PageRunMemoryTest, ARunHoldsItsContentsAndIsCountedUntilItsLastPointerGoe
   page.reset();
   EXPECT_EQ(memory.held_bytes(), before);
   EXPECT_EQ(memory.kept_bytes(), 0u) << "a part of a run is not kept";
+}
+
+// As FileDurability saves a run of a file in memory: from the file's own pages,
+// which under UFFDIO_COPY are pages of a slot registered with the userfaultfd.
+TEST_F(PageRunMemoryTest, ARunIsFilledStraightFromAFilesStoredPages) {
+  for (PageFill fill : {PageFill::kFault, best_page_fill()}) {
+    MemoryFileData file(fill);
+    std::vector<std::byte> contents(kRun);
+    for (uint64_t i = 0; i < kRun; ++i) contents[i] = std::byte(static_cast<uint8_t>(1 + i % 251));
+    file.write(kRun, contents);
+    const std::byte* in_place = file.stored_in_memory(kRun, kRun);
+    ASSERT_NE(in_place, nullptr);
+    memory.trim();  // an empty run: the pages are made holding the bytes
+    auto run = memory.hold(std::span(in_place, kRun));
+    EXPECT_EQ(std::memcmp(run.get(), contents.data(), kRun), 0);
+    run.reset();
+    ASSERT_EQ(memory.kept_bytes(), kRun);
+    run = memory.hold(std::span(in_place + kPage, 2 * kPage));  // a part: an empty run
+    EXPECT_EQ(std::memcmp(run.get(), contents.data() + kPage, 2 * kPage), 0);
+    auto whole = memory.hold(std::span(in_place, kRun));  // the kept run: a plain copy
+    EXPECT_EQ(std::memcmp(whole.get(), contents.data(), kRun), 0);
+  }
 }
 
 TEST_F(PageRunMemoryTest, AWholeRunIsKeptForTheNextAndTrimGivesItsPagesBack) {
