@@ -372,7 +372,7 @@ if wants pgbench; then
   reference="$(median <<<"${tps_samples[0]}")"
   for i in "${!pg_labels[@]}"; do
     m="$(median <<<"${tps_samples[$i]}")"
-    printf '  %-14s %8.0f TPS  %6.1f%% of tmpfs   (rounds:%s)\n' "${pg_labels[$i]}" "$m" \
+    printf '  %-18s %8.0f TPS  %6.1f%% of tmpfs   (rounds:%s)\n' "${pg_labels[$i]}" "$m" \
       "$(echo "100 * $m / $reference" | bc -l)" "${tps_samples[$i]}"
   done
   for data in "${servers[@]}"; do
