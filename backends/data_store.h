@@ -41,6 +41,16 @@ class FileData {
   virtual const std::byte* stored_in_memory(uint64_t /*offset*/, uint64_t /*length*/) const {
     return nullptr;
   }
+  // Hands the memory of [offset, offset+length) over as it is, without a copy,
+  // where the store can (hand_over_bytes()): the bytes, kept until the last
+  // pointer to them goes, and the range then reads as zero. Null, and nothing
+  // changed, where it cannot.
+  virtual std::shared_ptr<std::byte[]> hand_over(uint64_t /*offset*/, uint64_t /*length*/) {
+    return nullptr;
+  }
+  // What hand_over() can take: a piece this long at a multiple of it; 0 where
+  // the store takes none.
+  virtual uint64_t hand_over_bytes() const { return 0; }
   // Makes [offset, offset+length) read as zero and frees what it can.
   virtual void zero(uint64_t offset, uint64_t length) = 0;
   // Bytes of memory or disk the contents take (not the file size).

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstring>
 
 #include "backends/page_run_memory.h"
@@ -78,6 +79,11 @@ void FileDurability::save_data(uint64_t start, uint64_t length, const FileView& 
       }
     });
   }
+  keep_saved(start, length, block);
+}
+
+void FileDurability::keep_saved(uint64_t start, uint64_t length,
+                                const std::shared_ptr<std::byte[]>& block) {
   // Each page shares the block (std::shared_ptr's aliasing constructor).
   auto hint = saved_.lower_bound(start);
   for (uint64_t at = 0; at < length; at += kPageBytes) {
@@ -86,7 +92,52 @@ void FileDurability::save_data(uint64_t start, uint64_t length, const FileView& 
   }
 }
 
-uint64_t FileDurability::saved_memory_bytes() { return PageRunMemory::instance().held_bytes(); }
+namespace {
+
+// Bytes of the pieces handed over and saved (counted in saved_memory_bytes).
+std::atomic<uint64_t> handed_over_bytes{0};
+
+// A piece handed over, counted while saved.
+struct HandedOver {
+  HandedOver(std::shared_ptr<std::byte[]> memory, uint64_t length)
+      : pages(std::move(memory)), bytes(length) {
+    handed_over_bytes += bytes;
+  }
+  ~HandedOver() { handed_over_bytes -= bytes; }
+  HandedOver(const HandedOver&) = delete;
+  HandedOver& operator=(const HandedOver&) = delete;
+  std::shared_ptr<std::byte[]> pages;
+  uint64_t bytes;
+};
+
+}  // namespace
+
+void FileDurability::save_handed_over(uint64_t offset, uint64_t length, const FileView& file,
+                                      FileData& contents) {
+  const uint64_t piece = contents.hand_over_bytes();
+  if (piece == 0 || piece % kPageBytes != 0) return;
+  const uint64_t end = std::min(offset + length, synced_size_ / piece * piece);
+  for (uint64_t at = (offset + piece - 1) / piece * piece; at + piece <= end; at += piece) {
+    // Not saved yet, unchanged since the sync, every page data (a hole is saved as one).
+    const auto saved = saved_.lower_bound(at);
+    if (saved != saved_.end() && saved->first < at + piece) continue;
+    if (!unsynced_.overlapping(at, piece).empty()) continue;
+    bool data = true;
+    for (uint64_t page = at; data && page < at + piece; page += kPageBytes) {
+      data = file.has_data(page, kPageBytes);
+    }
+    if (!data) continue;
+    std::shared_ptr<std::byte[]> pages = contents.hand_over(at, piece);
+    if (pages == nullptr) continue;
+    std::byte* const memory = pages.get();
+    const auto held = std::make_shared<HandedOver>(std::move(pages), piece);
+    keep_saved(at, piece, std::shared_ptr<std::byte[]>(held, memory));
+  }
+}
+
+uint64_t FileDurability::saved_memory_bytes() {
+  return PageRunMemory::instance().held_bytes() + handed_over_bytes;
+}
 
 std::vector<uint64_t> FileDurability::saved_page_offsets() const {
   std::vector<uint64_t> offsets;

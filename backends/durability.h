@@ -13,7 +13,8 @@
 // (copied straight from the file's pages where they are in memory). A
 // run goes with the last of its pages (at a sync, or when a range sync or a
 // size sync drops them): kept warm for the next saves until the daemon's
-// trimmer empties it.
+// trimmer empties it. A truncate's cut tail hands whole segments of the
+// memory store over instead, pages and all.
 // Not thread-safe: the owning inode's mutex guards it.
 #pragma once
 
@@ -26,6 +27,7 @@
 #include <vector>
 
 #include "backends/block_range_set.h"
+#include "backends/data_store.h"
 #include "backends/page_run_memory.h"
 
 namespace mimicfs {
@@ -55,6 +57,12 @@ class FileDurability {
   // bytes a truncate cut, when RegularFile settles them):
   // saves each synced page in it not saved since the last sync.
   void before_change(uint64_t offset, uint64_t length, const FileView& file);
+  // Before [offset, offset+length) goes (a truncate's cut tail, settled):
+  // saves the pieces `contents` can hand over (FileData::hand_over) that lie
+  // whole in it, synced, unchanged since, not saved yet and data, by taking
+  // their memory out of the file, without a copy. before_change saves the rest.
+  void save_handed_over(uint64_t offset, uint64_t length, const FileView& file,
+                        FileData& contents);
   // [offset, offset+length) was written and is not durable yet.
   void written(uint64_t offset, uint64_t length) {
     if (length > 0) unsynced_.add(offset, length);
@@ -102,6 +110,8 @@ class FileDurability {
   void save(uint64_t start, uint64_t length, const FileView& file);
   // Saves the data pages [start, start+length) (at most kRunBytes).
   void save_data(uint64_t start, uint64_t length, const FileView& file);
+  // The pages of [start, start+length) are saved in `block` (its memory).
+  void keep_saved(uint64_t start, uint64_t length, const std::shared_ptr<std::byte[]>& block);
   static constexpr uint64_t kRunBytes = 16 * kPageBytes;  // saved per copy
   static_assert(kRunBytes <= PageRunMemory::kRunBytes);
 

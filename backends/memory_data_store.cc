@@ -179,6 +179,17 @@ const std::byte* MemoryFileData::stored_in_memory(uint64_t offset, uint64_t leng
   return segment.page(0) + in_segment;
 }
 
+std::shared_ptr<std::byte[]> MemoryFileData::hand_over(uint64_t offset, uint64_t length) {
+  if (offset % kSegmentSize != 0 || length != kSegmentSize) return nullptr;
+  const auto it = segments_.find(offset / kSegmentSize);
+  if (it == segments_.end() || !it->second.stored.all()) return nullptr;
+  auto segment = std::make_shared<Segment>(std::move(it->second));
+  segments_.erase(it);
+  stored_pages_ -= kPagesPerSegment;
+  std::byte* const pages = segment->page(0);
+  return std::shared_ptr<std::byte[]>(std::move(segment), pages);
+}
+
 void MemoryFileData::read(uint64_t offset, std::span<std::byte> out) const {
   uint64_t done = 0;
   auto it = segments_.lower_bound(offset / kSegmentSize);

@@ -42,6 +42,9 @@ class MemoryFileData final : public FileData {
   void read(uint64_t offset, std::span<std::byte> out) const override;
   // Within one segment, every page stored.
   const std::byte* stored_in_memory(uint64_t offset, uint64_t length) const override;
+  // A whole segment with every page stored: its slot, given back with the last pointer.
+  std::shared_ptr<std::byte[]> hand_over(uint64_t offset, uint64_t length) override;
+  uint64_t hand_over_bytes() const override { return kSegmentSize; }
   void zero(uint64_t offset, uint64_t length) override;
   uint64_t stored_bytes() const override { return stored_pages_ * kPageSize; }
   PageFill page_fill() const { return fill_; }

@@ -454,6 +454,8 @@ void RegularFile::keep_cut_tail(uint64_t size) {
 
 void RegularFile::settle_cut_tail() {
   if (cut_end_ == 0) return;
+  // The store's memory of whole pieces is taken as it is; the rest is copied.
+  durability_.save_handed_over(size_, cut_end_ - size_, DurabilityView(*this), *contents_);
   durability_.before_change(size_, cut_end_ - size_, DurabilityView(*this));
   drop_cut_tail();
 }

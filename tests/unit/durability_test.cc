@@ -1,5 +1,7 @@
 #include "backends/durability.h"
 
+#include "backends/memory_data_store.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -101,6 +103,67 @@ TEST(FileDurability, SyncedPagesInMemoryAreSavedInPlaceAndTheOthersRead) {
   // What was in place is copied, not referred to.
   file.bytes.assign(4 * kPage, 'b');
   EXPECT_EQ(d.saved_page(2 * kPage), filled(kPage, 'a'));
+}
+
+// A file whose contents are in a memory store; the pages in `holes` read as holes.
+struct StoreFile final : FileDurability::FileView {
+  explicit StoreFile(const MemoryFileData& data) : data(data) {}
+  const MemoryFileData& data;
+  std::set<uint64_t> holes;
+  bool has_data(uint64_t offset, uint64_t) const override { return !holes.contains(offset / kPage); }
+  void read(uint64_t offset, std::span<std::byte> out) const override { data.read(offset, out); }
+};
+
+TEST(FileDurability, ACutTailTakesTheStoresWholeSyncedSegmentsAsTheyAre) {
+  constexpr uint64_t kSegment = MemoryFileData::kSegmentSize;
+  const uint64_t saved_at_start = FileDurability::saved_memory_bytes();
+  std::string synced(5 * kSegment + 3 * kPage, '\0');
+  for (uint64_t i = 0; i < synced.size(); ++i) synced[i] = static_cast<char>(1 + i / kPage % 251);
+  MemoryFileData contents;
+  contents.write(0, std::as_bytes(std::span(synced)));
+  StoreFile file(contents);
+  FileDurability d;
+  d.synced(synced.size());
+  d.written(kSegment + 7, 1);                       // segment 1: written since the sync
+  d.before_change(2 * kSegment + 5 * kPage, kPage, file);  // segment 2: a page saved
+  file.holes.insert(4 * kSegment / kPage + 9);      // segment 4: a page reads as a hole
+  const uint64_t stored = contents.stored_bytes();
+  const uint64_t saved = FileDurability::saved_memory_bytes();
+  // The cut [kPage, end): segment 0 is not whole in it, the last not below the synced size.
+  d.save_handed_over(kPage, synced.size() - kPage, file, contents);
+  EXPECT_EQ(contents.stored_bytes(), stored - kSegment) << "segment 3 alone";
+  EXPECT_EQ(FileDurability::saved_memory_bytes(), saved + kSegment);
+  EXPECT_EQ(d.saved_page(3 * kSegment), synced.substr(3 * kSegment, kPage));
+  // The rest is copied, segment 3 not again (the store reads zeros there now).
+  d.before_change(kPage, synced.size() - kPage, file);
+  for (uint64_t page = kPage; page < synced.size(); page += kPage) {
+    std::optional<std::string> expected = synced.substr(page, kPage);
+    if (page == kSegment) expected->at(7) = '\0';  // unsynced bytes are saved as zeros
+    if (file.holes.contains(page / kPage)) expected.reset();
+    ASSERT_EQ(d.saved_page(page), expected) << page;
+  }
+  EXPECT_FALSE(d.saved_page(0).has_value());
+  d.synced(kPage);
+  EXPECT_EQ(FileDurability::saved_memory_bytes(), saved_at_start);
+}
+
+TEST(FileDurability, NothingIsHandedOverBelowASegmentOrPastTheSyncedSize) {
+  constexpr uint64_t kSegment = MemoryFileData::kSegmentSize;
+  const std::string data = filled(2 * kSegment, 'a');
+  MemoryFileData contents;
+  contents.write(0, std::as_bytes(std::span(data)));
+  StoreFile file(contents);
+  FileDurability d;
+  d.synced(2 * kSegment - 1);  // the second segment's last byte is not synced
+  d.save_handed_over(kPage, 2 * kSegment - kPage, file, contents);
+  d.save_handed_over(kSegment, kSegment - 1, file, contents);
+  EXPECT_EQ(contents.stored_bytes(), 2 * kSegment);
+  EXPECT_EQ(d.saved_page_count(), 0u);
+  d.synced(2 * kSegment);
+  d.save_handed_over(0, 2 * kSegment, file, contents);
+  EXPECT_EQ(contents.stored_bytes(), 0u);
+  EXPECT_EQ(d.saved_page_count(), 2 * kSegment / kPage);
+  EXPECT_EQ(d.saved_page(kSegment + kPage), filled(kPage, 'a'));
 }
 
 TEST(FileDurability, BeforeChangeSavesEachPageOncePerSync) {

@@ -111,6 +111,35 @@ TEST_P(MemoryStore, BytesAreInMemoryInPlaceOnlyWhereEveryPageIsStoredInOneSegmen
   EXPECT_NE(file.stored_in_memory(kSegment - 2 * kPage, kPage), nullptr);
 }
 
+TEST_P(MemoryStore, OnlyAWholeSegmentWithEveryPageStoredIsHandedOver) {
+  MemoryFileData file(GetParam());
+  constexpr uint64_t kSegment = MemoryFileData::kSegmentSize;
+  EXPECT_EQ(file.hand_over_bytes(), kSegment);
+  EXPECT_EQ(file.hand_over(0, kSegment), nullptr) << "no segment";
+  const auto data = pattern(2 * kSegment, 9);
+  file.write(0, data);
+  file.write(kSegment + kPage, bytes(kPage, std::byte{0}));  // one page of the second goes
+  const uint64_t stored = file.stored_bytes();
+  EXPECT_EQ(file.hand_over(kSegment, kSegment), nullptr) << "a page not stored";
+  EXPECT_EQ(file.hand_over(kPage, kSegment), nullptr) << "not at a segment's start";
+  EXPECT_EQ(file.hand_over(0, kSegment - kPage), nullptr) << "part of a segment";
+  EXPECT_EQ(file.stored_bytes(), stored);
+  std::shared_ptr<std::byte[]> pages = file.hand_over(0, kSegment);
+  ASSERT_NE(pages, nullptr);
+  EXPECT_TRUE(std::equal(pages.get(), pages.get() + kSegment, data.begin()));
+  EXPECT_EQ(file.stored_bytes(), stored - kSegment);
+  EXPECT_TRUE(all_zero(read(file, 0, kSegment))) << "the range reads as zero";
+  EXPECT_EQ(file.stored_in_memory(0, kPage), nullptr);
+  // Written again, the range takes a slot of its own; the handed-over one is untouched.
+  file.write(kPage, pattern(kPage, 3));
+  EXPECT_EQ(read(file, kPage, kPage), pattern(kPage, 3));
+  EXPECT_TRUE(std::equal(pages.get(), pages.get() + kSegment, data.begin()));
+  pages.reset();
+  EXPECT_EQ(read(file, kSegment + 2 * kPage, kPage),
+            std::vector<std::byte>(data.begin() + kSegment + 2 * kPage,
+                                   data.begin() + kSegment + 3 * kPage));
+}
+
 TEST_P(MemoryStore, WritingZerosOverAStoredPageFreesIt) {
   MemoryFileData file(GetParam());
   file.write(kPage, pattern(kPage, 3));
@@ -340,6 +369,20 @@ TEST_P(MemoryStore, ADeletedFileReturnsItsMemoryToTheSystem) {
   EXPECT_GE(resident_bytes(), before + 60 * kMiB);
   file.reset();
   EXPECT_LE(resident_bytes(), before + 4 * kMiB);
+}
+
+TEST_P(MemoryStore, HandedOverSegmentsGoBackToTheSystemWithTheirLastPointer) {
+  constexpr uint64_t kSegment = MemoryFileData::kSegmentSize;
+  const uint64_t before = resident_bytes();
+  auto file = std::make_unique<MemoryFileData>(GetParam());
+  file->write(0, pattern(32 * kSegment, 5));
+  std::vector<std::shared_ptr<std::byte[]>> handed;
+  for (uint64_t i = 0; i < 32; ++i) handed.push_back(file->hand_over(i * kSegment, kSegment));
+  EXPECT_EQ(file->stored_bytes(), 0u);
+  file.reset();
+  EXPECT_GE(resident_bytes(), before + 30 * kSegment) << "the file's going keeps them";
+  handed.clear();
+  EXPECT_LE(resident_bytes(), before + 4 * kSegment);
 }
 
 // Large writes give their pages memory in one call (populated, or filled by

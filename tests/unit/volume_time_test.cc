@@ -668,6 +668,33 @@ TEST(VolumeCrash, TruncateOfSyncedDataSavesNoPage) {
   }
 }
 
+// The file written again from the start after an O_TRUNC (a log or a table
+// rewritten whole): the memory store's whole segments of the cut tail are
+// saved as they are, the rest copied, and a crash brings all of it back.
+TEST(VolumeCrash, AFileRewrittenAfterOTruncIsBroughtBackWholeByACrash) {
+  constexpr uint64_t kSegment = MemoryFileData::kSegmentSize;
+  for (std::string_view profile : {"ext4", "xfs", "btrfs", "ideal"}) {
+    Fs fs(profile);
+    const uint64_t f = fs.create_open("f");
+    const std::string synced = pattern(3 * kSegment + 5 * kPage + 11, 'a');
+    ASSERT_TRUE(fs.write(f, 0, synced).has_value());
+    fs.fsync(f);
+    const uint64_t saved_before = FileDurability::saved_memory_bytes();
+    ASSERT_TRUE(fs.volume.open(f, O_RDWR | O_TRUNC).has_value());
+    const std::string again = pattern(synced.size() + kPage, 'b');
+    for (uint64_t at = 0; at < again.size(); at += kSegment / 2) {
+      ASSERT_TRUE(fs.write(f, at, std::string_view(again).substr(at, kSegment / 2)).has_value());
+    }
+    EXPECT_GE(FileDurability::saved_memory_bytes(), saved_before + synced.size() - kPage)
+        << profile;
+    EXPECT_EQ(fs.read(f, 0, again.size()), again) << profile;
+    fs.volume.crash();
+    EXPECT_EQ(fs.attributes(f).size, synced.size()) << profile;
+    EXPECT_EQ(fs.read(f, 0, synced.size()), synced) << profile;
+    EXPECT_EQ(FileDurability::saved_memory_bytes(), saved_before) << profile;
+  }
+}
+
 // Once a sync makes the truncate durable, the cut bytes are gone for good:
 // the file grown again reads zeros, before a crash and after.
 TEST(VolumeCrash, ASyncedTruncateGrownAgainReadsZeros) {
