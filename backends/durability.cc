@@ -117,6 +117,7 @@ void FileDurability::save_handed_over(uint64_t offset, uint64_t length, const Fi
   const uint64_t piece = contents.hand_over_bytes();
   if (piece == 0 || piece % kPageBytes != 0) return;
   const uint64_t end = std::min(offset + length, synced_size_ / piece * piece);
+  uint64_t handed = 0;
   for (uint64_t at = (offset + piece - 1) / piece * piece; at + piece <= end; at += piece) {
     // Not saved yet, unchanged since the sync, every page data (a hole is saved as one).
     const auto saved = saved_.lower_bound(at);
@@ -132,7 +133,11 @@ void FileDurability::save_handed_over(uint64_t offset, uint64_t length, const Fi
     std::byte* const memory = pages.get();
     const auto held = std::make_shared<HandedOver>(std::move(pages), piece);
     keep_saved(at, piece, std::shared_ptr<std::byte[]>(held, memory));
+    handed += piece;
   }
+  // The pieces take the place of as many runs kept for the next saves: the
+  // memory the saved pages take stays what a copy into those runs would take.
+  if (handed > 0) PageRunMemory::instance().trim(handed);
 }
 
 uint64_t FileDurability::saved_memory_bytes() {

@@ -134,22 +134,29 @@ void PageRunMemory::run_emptied(std::byte* base, const Slot& slot) {
   }
 }
 
-void PageRunMemory::trim() {
+void PageRunMemory::trim(uint64_t at_least) {
   // The kept runs are taken out under the lock, emptied without it (saves and
   // frees go on meanwhile: a few thousand runs take tens of milliseconds), and
   // given back as empty runs after.
   std::vector<std::pair<std::byte*, uint32_t>> emptying;
   {
     std::lock_guard lock(mutex_);
-    emptying.reserve(with_kept_.size());  // may throw: nothing changed yet
-    for (std::byte* const base : with_kept_) {
+    // The kept runs of whole slots, in address order, until at_least bytes.
+    size_t slots = 0;
+    uint64_t bytes = 0;
+    for (auto it = with_kept_.begin(); it != with_kept_.end() && bytes < at_least; ++it, ++slots) {
+      bytes += std::popcount(slots_in_use_.at(*it).kept) * kRunBytes;
+    }
+    emptying.reserve(slots);  // may throw: nothing changed yet
+    for (size_t i = 0; i < slots; ++i) {
+      std::byte* const base = *with_kept_.begin();
       Slot& slot = slots_in_use_.at(base);
       emptying.emplace_back(base, slot.kept);
+      kept_runs_ -= std::popcount(slot.kept);
       slot.taken |= slot.kept;  // nobody takes them, and the slot stays
       slot.kept = 0;
+      with_kept_.erase(with_kept_.begin());
     }
-    with_kept_.clear();
-    kept_runs_ = 0;
   }
   for (const auto& [base, runs] : emptying) {
     // Each stretch of runs in one call.

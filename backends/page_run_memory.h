@@ -5,7 +5,8 @@
 // A run is a 64 KiB piece of a SegmentSlots slot (32 per slot). A run held
 // whole keeps its pages when freed (kept_bytes()), so the next whole run is
 // written with a plain copy, until trim() empties the kept runs (the daemon's
-// trimmer does when it gives idle heap memory back, fusefs/heap_trimmer.h) and
+// trimmer does when it gives idle heap memory back, fusefs/heap_trimmer.h;
+// FileDurability some, when it saves memory of the store's instead) and
 // gives back the slots left without a run. A run held in part is emptied when
 // freed. An empty run is filled in one call: with UFFDIO_COPY where the slots
 // have a userfaultfd (the pages are allocated holding the bytes: no fault per
@@ -59,9 +60,10 @@ class PageRunMemory {
   // a missing page of a SegmentSlots slot).
   std::shared_ptr<std::byte[]> hold(std::span<const std::byte> contents) EXCLUDES(mutex_);
 
-  // Empties the kept runs (without holding the lock meanwhile) and gives back
-  // the slots left without a run.
-  void trim() EXCLUDES(mutex_);
+  // Empties the kept runs (without holding the lock meanwhile), or those of
+  // whole slots until at least `at_least` bytes, and gives back the slots
+  // left without a run.
+  void trim(uint64_t at_least = UINT64_MAX) EXCLUDES(mutex_);
   // Bytes of the runs held now (whole pages).
   uint64_t held_bytes() const EXCLUDES(mutex_);
   // Bytes of the runs given back but kept with their pages.

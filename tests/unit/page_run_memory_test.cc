@@ -124,6 +124,26 @@ TEST_F(PageRunMemoryTest, TrimEmptiesKeptRunsBesideHeldOnes) {
   EXPECT_EQ(static_cast<char>(again[kRun - 1]), 'z');
 }
 
+TEST_F(PageRunMemoryTest, TrimOfSomeBytesEmptiesWholeSlotsKeptRunsUntilThatMuch) {
+  constexpr uint64_t kSlotRuns = SegmentSlots::kSlot / kRun;
+  std::vector<std::shared_ptr<std::byte[]>> runs;
+  for (uint64_t i = 0; i < 4 * kSlotRuns; ++i) runs.push_back(memory.hold(filled(kRun, 'k')));
+  runs.clear();
+  uint64_t kept = memory.kept_bytes();
+  ASSERT_EQ(kept, 4 * kSlotRuns * kRun);
+  for (const uint64_t asked : {kRun, (kSlotRuns + 1) * kRun}) {
+    memory.trim(asked);
+    EXPECT_GE(kept - memory.kept_bytes(), asked);
+    EXPECT_LT(kept - memory.kept_bytes(), asked + kSlotRuns * kRun) << "one slot more at most";
+    kept = memory.kept_bytes();
+  }
+  EXPECT_GT(kept, 0u);
+  memory.trim(0);
+  EXPECT_EQ(memory.kept_bytes(), kept);
+  memory.trim();
+  EXPECT_EQ(memory.kept_bytes(), 0u);
+}
+
 TEST_F(PageRunMemoryTest, AFillThatThrowsGivesTheRunBack) {
   const uint64_t before = memory.held_bytes();
   auto failing = [](std::span<std::byte>) { throw std::runtime_error("read"); };
