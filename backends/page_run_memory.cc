@@ -27,10 +27,10 @@ PageRunMemory& PageRunMemory::instance() {
 }
 
 std::shared_ptr<std::byte[]> PageRunMemory::hold(std::span<const std::byte> contents) {
-  // An empty run is filled straight from `contents`, without the stack copy
+  // Missing pages are filled straight from `contents`, without the stack copy
   // hold(bytes, fill) needs.
   return hold_run(contents.size(), [&](const Run& run) {
-    if (run.kept || !slots_.copies()) {
+    if (run.pages * SegmentSlots::kPage >= contents.size() || !slots_.copies()) {
       std::memcpy(run.memory, contents.data(), contents.size());
     } else {
       copy_in(run, contents.data(), contents.size());
@@ -42,19 +42,29 @@ PageRunMemory::Run PageRunMemory::take(uint64_t bytes) {
   if (bytes == 0 || bytes > kRunBytes || bytes % SegmentSlots::kPage != 0) throw std::bad_alloc();
   constexpr uint32_t kSlotFull = kRunsPerSlot == 32 ? kAllRuns : bit(kRunsPerSlot) - 1;
   std::lock_guard lock(mutex_);
-  // A whole run takes a kept one (no system call to fill it); a part of one
-  // takes an empty one, as it would empty a kept one when it goes. The lowest
-  // slot first, so that runs pack and emptied slots go.
-  if (!with_kept_.empty() && (bytes == kRunBytes || with_empty_.empty())) {
+  // A kept run first (its pages there take a plain copy, and no system call
+  // empties it when it goes), the lowest slot first, so that runs pack and
+  // emptied slots go.
+  if (!with_kept_.empty()) {
     std::byte* const base = *with_kept_.begin();
     Slot& slot = slots_in_use_.at(base);
-    const int run = std::countr_zero(slot.kept);
+    int run = std::countr_zero(slot.kept);
+    for (uint32_t left = slot.kept; left != 0; left &= left - 1) {
+      const int candidate = std::countr_zero(left);
+      if (slot.pages[candidate] * SegmentSlots::kPage >= bytes) {
+        run = candidate;
+        break;
+      }
+      if (slot.pages[candidate] > slot.pages[run]) run = candidate;
+    }
+    const uint64_t pages = slot.pages[run];
+    slot.pages[run] = 0;
     slot.kept &= ~bit(run);
     slot.taken |= bit(run);
-    --kept_runs_;
+    kept_pages_ -= pages;
     if (slot.kept == 0) with_kept_.erase(with_kept_.begin());
     held_ += bytes;
-    return {base + run * kRunBytes, true};
+    return {base + run * kRunBytes, pages};
   }
   if (with_empty_.empty()) {
     std::byte* const base = slots_.take();
@@ -73,46 +83,47 @@ PageRunMemory::Run PageRunMemory::take(uint64_t bytes) {
   slot.taken |= bit(run);
   if ((slot.taken | slot.kept) == kSlotFull) with_empty_.erase(with_empty_.begin());
   held_ += bytes;
-  return {base + run * kRunBytes, false};
+  return {base + run * kRunBytes, 0};
 }
 
 void PageRunMemory::copy_in(const Run& run, const std::byte* contents, uint64_t bytes) {
-  // The slots have their userfaultfd (if any) once one was taken. A part
-  // copied is emptied with the run (hold's catch).
-  if (slots_.copy_into(run.memory, contents, bytes) != bytes) throw std::bad_alloc();
+  // The slots have their userfaultfd (if any) once one was taken.
+  const uint64_t there = std::min(run.pages * SegmentSlots::kPage, bytes);
+  std::memcpy(run.memory, contents, there);
+  if (slots_.copy_into(run.memory + there, contents + there, bytes - there) != bytes - there) {
+    throw std::bad_alloc();
+  }
 }
 
-std::shared_ptr<std::byte[]> PageRunMemory::own(std::byte* run, uint64_t bytes) {
+std::shared_ptr<std::byte[]> PageRunMemory::own(std::byte* run, uint64_t bytes, uint64_t pages) {
   // If the control block cannot be made, the deleter runs.
-  return std::shared_ptr<std::byte[]>(run, [this, bytes](std::byte* held) {
-    // A run written in part would not do for the next (a plain copy fills a
-    // run only where every page is there).
-    give_back(held, bytes, bytes == kRunBytes);
-  });
+  return std::shared_ptr<std::byte[]>(
+      run, [this, bytes, pages](std::byte* held) { give_back(held, bytes, pages); });
 }
 
 std::byte* PageRunMemory::slot_of(std::byte* run) const {
   return run - (reinterpret_cast<uintptr_t>(run) % SegmentSlots::kSlot);
 }
 
-void PageRunMemory::give_back(std::byte* run, uint64_t bytes, bool keep) {
-  // Emptied at once, all of it (it may have been a kept one): missing again,
-  // as a kCopy run must be for UFFDIO_COPY. Cannot fail on whole pages of a
-  // mapping of ours.
-  if (!keep) madvise(run, kRunBytes, MADV_DONTNEED);
+void PageRunMemory::give_back(std::byte* run, uint64_t bytes, uint64_t pages) {
+  // A run without a page counted there is emptied at once, all of it (a
+  // failed fill may have made some): missing again, as a run must be where
+  // it is counted so.
+  if (pages == 0) madvise(run, kRunBytes, MADV_DONTNEED);
   std::byte* const base = slot_of(run);
-  const uint32_t mask = bit((run - base) / kRunBytes);
+  const int index = static_cast<int>((run - base) / kRunBytes);
   std::lock_guard lock(mutex_);
   held_ -= bytes;
   Slot& slot = slots_in_use_.at(base);
-  slot.taken &= ~mask;
+  slot.taken &= ~bit(index);
   // Called from a deleter: nothing may throw. A slot a set cannot take (no
   // memory for its node) is left out of it: consistent, its runs unused.
-  if (keep) {
+  if (pages > 0) {
     try {
       with_kept_.insert(base);
-      slot.kept |= mask;
-      ++kept_runs_;
+      slot.kept |= bit(index);
+      slot.pages[index] = static_cast<uint8_t>(pages);
+      kept_pages_ += pages;
       return;
     } catch (const std::bad_alloc&) {
       madvise(run, kRunBytes, MADV_DONTNEED);
@@ -145,14 +156,15 @@ void PageRunMemory::trim(uint64_t at_least) {
     size_t slots = 0;
     uint64_t bytes = 0;
     for (auto it = with_kept_.begin(); it != with_kept_.end() && bytes < at_least; ++it, ++slots) {
-      bytes += std::popcount(slots_in_use_.at(*it).kept) * kRunBytes;
+      bytes += kept_pages_of(slots_in_use_.at(*it)) * SegmentSlots::kPage;
     }
     emptying.reserve(slots);  // may throw: nothing changed yet
     for (size_t i = 0; i < slots; ++i) {
       std::byte* const base = *with_kept_.begin();
       Slot& slot = slots_in_use_.at(base);
       emptying.emplace_back(base, slot.kept);
-      kept_runs_ -= std::popcount(slot.kept);
+      kept_pages_ -= kept_pages_of(slot);
+      slot.pages.fill(0);
       slot.taken |= slot.kept;  // nobody takes them, and the slot stays
       slot.kept = 0;
       with_kept_.erase(with_kept_.begin());
@@ -175,6 +187,12 @@ void PageRunMemory::trim(uint64_t at_least) {
   }
 }
 
+uint64_t PageRunMemory::kept_pages_of(const Slot& slot) {
+  uint64_t pages = 0;
+  for (uint32_t left = slot.kept; left != 0; left &= left - 1) pages += slot.pages[std::countr_zero(left)];
+  return pages;
+}
+
 uint64_t PageRunMemory::held_bytes() const {
   std::lock_guard lock(mutex_);
   return held_;
@@ -182,7 +200,7 @@ uint64_t PageRunMemory::held_bytes() const {
 
 uint64_t PageRunMemory::kept_bytes() const {
   std::lock_guard lock(mutex_);
-  return kept_runs_ * kRunBytes;
+  return kept_pages_ * SegmentSlots::kPage;
 }
 
 }  // namespace mimicfs

@@ -2,22 +2,27 @@
 // then read and patched in place, and freed whole: the synced pages
 // FileDurability saves before a rewrite changes them.
 //
-// A run is a 64 KiB piece of a SegmentSlots slot (32 per slot). A run held
-// whole keeps its pages when freed (kept_bytes()), so the next whole run is
-// written with a plain copy, until trim() empties the kept runs (the daemon's
-// trimmer does when it gives idle heap memory back, fusefs/heap_trimmer.h;
-// FileDurability some, when it saves memory of the store's instead) and
-// gives back the slots left without a run. A run held in part is emptied when
-// freed. An empty run is filled in one call: with UFFDIO_COPY where the slots
-// have a userfaultfd (the pages are allocated holding the bytes: no fault per
-// page, and no zeroing unless the kernel zeroes every page, init_on_alloc=1),
-// else by a copy that faults them in (the kernel zeroes each first). From the
-// heap, a rewrite of synced data after the daemon had given its idle memory
-// back spent 40% of the daemon's samples in the kernel zeroing fresh pages and
-// 15% in page faults.
+// A run is a 64 KiB piece of a SegmentSlots slot (32 per slot). A freed run
+// keeps its pages (kept_bytes()): the pages it was held for, and those it
+// kept from before, always its first ones, so the next run taken from it is
+// written with a plain copy as far as they go. trim() empties the kept runs
+// (the daemon's trimmer does when it gives idle heap memory back,
+// fusefs/heap_trimmer.h; FileDurability some, when it saves memory of the
+// store's instead) and gives back the slots left without a run. Emptying a
+// run at each free cost two madvise(MADV_DONTNEED) calls (the run's, then its
+// slot's), each a TLB shootdown interrupting the other CPU: under pgbench,
+// whose every commit frees a run of two pages, 14% of the daemon's samples.
+// The missing pages of a run are filled in one call: with UFFDIO_COPY where
+// the slots have a userfaultfd (the pages are allocated holding the bytes: no
+// fault per page, and no zeroing unless the kernel zeroes every page,
+// init_on_alloc=1), else by a copy that faults them in (the kernel zeroes each
+// first). From the heap, a rewrite of synced data after the daemon had given
+// its idle memory back spent 40% of the daemon's samples in the kernel zeroing
+// fresh pages and 15% in page faults.
 // Thread-safe.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -45,7 +50,7 @@ class PageRunMemory {
   template <typename Fill>
   std::shared_ptr<std::byte[]> hold(uint64_t bytes, Fill&& fill) EXCLUDES(mutex_) {
     return hold_run(bytes, [&](const Run& run) {
-      if (run.kept || !slots_.copies()) {
+      if (run.pages * SegmentSlots::kPage >= bytes || !slots_.copies()) {
         fill(std::span(run.memory, bytes));
       } else {
         alignas(64) std::array<std::byte, kRunBytes> contents;
@@ -54,10 +59,10 @@ class PageRunMemory {
       }
     });
   }
-  // A run holding `contents` (as above), copied from there in one pass: an
-  // empty run is filled by UFFDIO_COPY from `contents` itself, so they must be
-  // readable without a fault the slots' userfaultfd would have to serve (not
-  // a missing page of a SegmentSlots slot).
+  // A run holding `contents` (as above), copied from there in one pass: the
+  // run's missing pages are filled by UFFDIO_COPY from `contents` itself, so
+  // they must be readable without a fault the slots' userfaultfd would have to
+  // serve (not a missing page of a SegmentSlots slot).
   std::shared_ptr<std::byte[]> hold(std::span<const std::byte> contents) EXCLUDES(mutex_);
 
   // Empties the kept runs (without holding the lock meanwhile), or those of
@@ -66,19 +71,24 @@ class PageRunMemory {
   void trim(uint64_t at_least = UINT64_MAX) EXCLUDES(mutex_);
   // Bytes of the runs held now (whole pages).
   uint64_t held_bytes() const EXCLUDES(mutex_);
-  // Bytes of the runs given back but kept with their pages.
+  // Bytes of the pages kept in the runs given back.
   uint64_t kept_bytes() const EXCLUDES(mutex_);
 
  private:
   static constexpr uint64_t kRunsPerSlot = SegmentSlots::kSlot / kRunBytes;
   static_assert(kRunsPerSlot <= 32);
+  static constexpr uint64_t kRunPages = kRunBytes / SegmentSlots::kPage;
   struct Run {
     std::byte* memory;
-    bool kept;  // its pages are there: a plain copy fills it
+    // Its first `pages` pages are there (a plain copy fills them); the rest
+    // are missing (under a userfaultfd only UFFDIO_COPY may fill them: a
+    // plain copy would raise SIGBUS).
+    uint64_t pages;
   };
   struct Slot {
     uint32_t taken = 0;  // a bit per run held
-    uint32_t kept = 0;   // a bit per run given back with its pages
+    uint32_t kept = 0;   // a bit per run given back with pages there
+    std::array<uint8_t, kRunsPerSlot> pages{};  // a kept run's pages there, as Run::pages
   };
 
   explicit PageRunMemory(SegmentSlots& slots) : slots_(slots) {}
@@ -89,24 +99,31 @@ class PageRunMemory {
     try {
       write(run);
     } catch (...) {
-      // Kept with its pages only if it had them all before.
-      give_back(run.memory, bytes, run.kept);
+      // Kept with the pages it had before (those a copy_in made before it
+      // failed are there but counted missing: UFFDIO_COPY finds them there
+      // and copies plainly).
+      give_back(run.memory, bytes, run.pages);
       throw;
     }
-    return own(run.memory, bytes);
+    return own(run.memory, bytes, std::max(run.pages, bytes / SegmentSlots::kPage));
   }
-  // A free run for `bytes`: for a whole run a kept one if any, else an empty
-  // one (a part of a run takes a kept one only if no empty one is left).
+  // A free run for `bytes`: a kept one if any (the first with pages enough,
+  // else the one with most), else an empty one.
   Run take(uint64_t bytes) EXCLUDES(mutex_);
-  // Fills the empty run with `contents`; throws std::bad_alloc when memory
-  // runs out.
+  // Copies `contents` into the run: plainly over the pages there, by
+  // UFFDIO_COPY into the missing ones; throws std::bad_alloc when memory runs
+  // out.
   void copy_in(const Run& run, const std::byte* contents, uint64_t bytes) EXCLUDES(mutex_);
-  // The pointer that gives the filled run back.
-  std::shared_ptr<std::byte[]> own(std::byte* run, uint64_t bytes) EXCLUDES(mutex_);
-  // The run, held for `bytes`, is free again; `keep`: it is kept with its
-  // pages, which are all there (else it is emptied).
-  void give_back(std::byte* run, uint64_t bytes, bool keep) EXCLUDES(mutex_);
+  // The pointer that gives the filled run back, with its first `pages` pages
+  // there.
+  std::shared_ptr<std::byte[]> own(std::byte* run, uint64_t bytes, uint64_t pages)
+      EXCLUDES(mutex_);
+  // The run, held for `bytes`, is free again, with its first `pages` pages
+  // there: kept with them, or emptied if none.
+  void give_back(std::byte* run, uint64_t bytes, uint64_t pages) EXCLUDES(mutex_);
   std::byte* slot_of(std::byte* run) const;
+  // The pages there in the slot's kept runs.
+  static uint64_t kept_pages_of(const Slot& slot);
   // A run of `slot` (at `base`) was emptied: the slot goes back to the slots
   // if none of its runs is taken or kept, else into with_empty_. Never throws.
   void run_emptied(std::byte* base, const Slot& slot) REQUIRES(mutex_);
@@ -117,7 +134,7 @@ class PageRunMemory {
   std::set<std::byte*> with_kept_ GUARDED_BY(mutex_);   // slots with a run kept
   std::set<std::byte*> with_empty_ GUARDED_BY(mutex_);  // slots with an empty run
   uint64_t held_ GUARDED_BY(mutex_) = 0;
-  uint64_t kept_runs_ GUARDED_BY(mutex_) = 0;
+  uint64_t kept_pages_ GUARDED_BY(mutex_) = 0;
 };
 
 }  // namespace mimicfs

@@ -50,7 +50,7 @@ TEST_F(PageRunMemoryTest, ARunHoldsItsContentsAndIsCountedUntilItsLastPointerGoe
   EXPECT_EQ(memory.held_bytes(), before + 3 * kPage);
   page.reset();
   EXPECT_EQ(memory.held_bytes(), before);
-  EXPECT_EQ(memory.kept_bytes(), 0u) << "a part of a run is not kept";
+  EXPECT_EQ(memory.kept_bytes(), 3 * kPage) << "kept with the pages it was held for";
 }
 
 // As FileDurability saves a run of a file in memory: from the file's own pages,
@@ -68,10 +68,17 @@ TEST_F(PageRunMemoryTest, ARunIsFilledStraightFromAFilesStoredPages) {
     EXPECT_EQ(std::memcmp(run.get(), contents.data(), kRun), 0);
     run.reset();
     ASSERT_EQ(memory.kept_bytes(), kRun);
-    run = memory.hold(std::span(in_place + kPage, 2 * kPage));  // a part: an empty run
+    run = memory.hold(std::span(in_place + kPage, 2 * kPage));  // the kept run: a plain copy
     EXPECT_EQ(std::memcmp(run.get(), contents.data() + kPage, 2 * kPage), 0);
-    auto whole = memory.hold(std::span(in_place, kRun));  // the kept run: a plain copy
+    auto whole = memory.hold(std::span(in_place, kRun));  // an empty run
     EXPECT_EQ(std::memcmp(whole.get(), contents.data(), kRun), 0);
+    run.reset();
+    memory.trim();  // a run kept with two pages, filled again whole from the file
+    run = memory.hold(std::span(in_place, 2 * kPage));
+    run.reset();
+    ASSERT_EQ(memory.kept_bytes(), 2 * kPage);
+    run = memory.hold(std::span(in_place + kPage, kRun - kPage));
+    EXPECT_EQ(std::memcmp(run.get(), contents.data() + kPage, kRun - kPage), 0);
   }
 }
 
@@ -86,7 +93,7 @@ TEST_F(PageRunMemoryTest, AWholeRunIsKeptForTheNextAndTrimGivesItsPagesBack) {
   EXPECT_EQ(resident_pages(address, kRun), kRun / kPage) << "kept with its pages";
   std::byte* part_address = nullptr;
   {
-    // The next whole run takes the kept one; a part of a run an empty one.
+    // The next run takes the kept one, the one after an empty one.
     auto whole = memory.hold(filled(kRun, 'w'));
     EXPECT_EQ(whole.get(), address);
     EXPECT_EQ(memory.kept_bytes(), 0u);
@@ -96,12 +103,63 @@ TEST_F(PageRunMemoryTest, AWholeRunIsKeptForTheNextAndTrimGivesItsPagesBack) {
     EXPECT_NE(part_address, address);
     EXPECT_EQ(static_cast<char>(part[0]), 'p');
   }
-  // The whole run is kept; the one written in part is emptied.
-  EXPECT_EQ(memory.kept_bytes(), kRun);
+  // Both kept: the whole run with all its pages, the part with its one.
+  EXPECT_EQ(memory.kept_bytes(), kRun + kPage);
   EXPECT_EQ(resident_pages(address, kRun), kRun / kPage);
-  EXPECT_EQ(resident_pages(part_address, kRun), 0u);
+  EXPECT_EQ(resident_pages(part_address, kRun), 1u);
   memory.trim();
   EXPECT_EQ(memory.kept_bytes(), 0u);
+  EXPECT_EQ(resident_pages(address, kRun), 0u);
+  EXPECT_EQ(resident_pages(part_address, kRun), 0u);
+}
+
+// Every commit of a database frees the run its last rewrite saved: the run
+// is kept with its pages, and the next save takes it (no system call).
+TEST_F(PageRunMemoryTest, ARunKeptWithSomePagesServesPartsAndIsFilledOnWhenLarger) {
+  std::byte* address = nullptr;
+  {
+    auto run = memory.hold(filled(2 * kPage, 'a'));
+    address = run.get();
+  }
+  ASSERT_EQ(memory.kept_bytes(), 2 * kPage);
+  {
+    // A smaller part, then as large: the same run, its pages kept as they were.
+    auto smaller = memory.hold(filled(kPage, 'b'));
+    EXPECT_EQ(smaller.get(), address);
+    EXPECT_EQ(static_cast<char>(smaller[kPage - 1]), 'b');
+  }
+  EXPECT_EQ(memory.kept_bytes(), 2 * kPage) << "the pages there, not those last held";
+  {
+    auto same = memory.hold(filled(2 * kPage, 'c'));
+    EXPECT_EQ(same.get(), address);
+  }
+  EXPECT_EQ(resident_pages(address, kRun), 2u);
+  // Larger: the pages there are copied over, the missing ones filled.
+  for (const uint64_t bytes : {5 * kPage, kRun}) {
+    {
+      auto larger = memory.hold(bytes, [](std::span<std::byte> run) {
+        for (uint64_t i = 0; i < run.size(); ++i) run[i] = std::byte(static_cast<uint8_t>(i / kPage));
+      });
+      EXPECT_EQ(larger.get(), address);
+      for (uint64_t page = 0; page < bytes / kPage; ++page) {
+        EXPECT_EQ(static_cast<uint8_t>(larger[page * kPage]), page);
+        EXPECT_EQ(static_cast<uint8_t>(larger[page * kPage + kPage - 1]), page);
+      }
+    }
+    EXPECT_EQ(memory.kept_bytes(), bytes);
+    EXPECT_EQ(resident_pages(address, kRun), bytes / kPage);
+  }
+  // When no kept run has pages enough, the one with most is taken.
+  auto whole = memory.hold(filled(kRun, 'w'));
+  EXPECT_EQ(whole.get(), address);
+  auto two = memory.hold(filled(2 * kPage, 't'));
+  auto four = memory.hold(filled(4 * kPage, 'f'));
+  std::byte* const four_address = four.get();
+  two.reset();
+  four.reset();
+  auto five = memory.hold(filled(5 * kPage, '5'));
+  EXPECT_EQ(five.get(), four_address);
+  EXPECT_EQ(static_cast<char>(five[5 * kPage - 1]), '5');
 }
 
 TEST_F(PageRunMemoryTest, TrimEmptiesKeptRunsBesideHeldOnes) {
@@ -157,6 +215,12 @@ TEST_F(PageRunMemoryTest, AFillThatThrowsGivesTheRunBack) {
   EXPECT_EQ(memory.kept_bytes(), kRun);
   EXPECT_THROW(memory.hold(kRun, failing), std::runtime_error);
   EXPECT_EQ(memory.kept_bytes(), kRun);
+  // A run kept with some pages, whose larger fill fails, keeps those only.
+  memory.trim();
+  memory.hold(filled(kPage, 'o')).reset();
+  EXPECT_THROW(memory.hold(4 * kPage, failing), std::runtime_error);
+  EXPECT_EQ(memory.kept_bytes(), kPage);
+  EXPECT_EQ(static_cast<char>(memory.hold(filled(4 * kPage, 'g'))[4 * kPage - 1]), 'g');
   EXPECT_THROW(memory.hold(filled(kRun + kPage, 'x')), std::bad_alloc) << "more than a run";
   EXPECT_THROW(memory.hold(filled(kPage / 2, 'x')), std::bad_alloc) << "not whole pages";
   EXPECT_EQ(memory.held_bytes(), before);
