@@ -61,6 +61,13 @@ std::vector<BlockRange> BlockRangeSet::overlapping(uint64_t start, uint64_t leng
   return found;
 }
 
+bool BlockRangeSet::overlaps(uint64_t start, uint64_t length) const {
+  // overlapping()'s first range, if any.
+  auto it = ranges_.upper_bound(start);
+  if (it != ranges_.begin() && std::prev(it)->first + std::prev(it)->second > start) --it;
+  return it != ranges_.end() && it->first < start + length;
+}
+
 std::vector<BlockRange> BlockRangeSet::gaps(uint64_t start, uint64_t length) const {
   std::vector<BlockRange> found;
   uint64_t cursor = start;

@@ -24,6 +24,9 @@ class BlockRangeSet {
 
   // The parts of [start, start+length) in the set, in order.
   std::vector<BlockRange> overlapping(uint64_t start, uint64_t length) const;
+  // Whether any of [start, start+length) is in the set: !overlapping().empty()
+  // without the copy (so, as there, a length of 0 past a range's start counts).
+  bool overlaps(uint64_t start, uint64_t length) const;
   // The parts of [start, start+length) not in the set, in order.
   std::vector<BlockRange> gaps(uint64_t start, uint64_t length) const;
   // The range containing `block`, else the first one after it.

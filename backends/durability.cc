@@ -61,7 +61,7 @@ void FileDurability::save_data(uint64_t start, uint64_t length, const FileView& 
   // All synced, unchanged since, and in memory: copied from there in one pass
   // (an empty run is filled from the file's own pages).
   const std::byte* const in_memory =
-      synced == length && unsynced_.overlapping(start, length).empty()
+      synced == length && !unsynced_.overlaps(start, length)
           ? file.in_memory(start, length)
           : nullptr;
   if (in_memory != nullptr) {
@@ -122,7 +122,7 @@ void FileDurability::save_handed_over(uint64_t offset, uint64_t length, const Fi
     // Not saved yet, unchanged since the sync, every page data (a hole is saved as one).
     const auto saved = saved_.lower_bound(at);
     if (saved != saved_.end() && saved->first < at + piece) continue;
-    if (!unsynced_.overlapping(at, piece).empty()) continue;
+    if (unsynced_.overlaps(at, piece)) continue;
     bool data = true;
     for (uint64_t page = at; data && page < at + piece; page += kPageBytes) {
       data = file.has_data(page, kPageBytes);

@@ -178,6 +178,15 @@ std::vector<Extent> ExtentMap::find(uint64_t logical, uint64_t length) const {
   return found;
 }
 
+bool ExtentMap::has_written(uint64_t logical, uint64_t length) const {
+  const uint64_t end = logical + length;
+  for (auto it = first_ending_after(logical); it != extents_.end() && it->second.logical < end;
+       ++it) {
+    if (!it->second.unwritten) return true;
+  }
+  return false;
+}
+
 std::vector<BlockRange> ExtentMap::holes(uint64_t logical, uint64_t length) const {
   std::vector<BlockRange> gaps;
   uint64_t cursor = logical;

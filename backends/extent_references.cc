@@ -32,7 +32,7 @@ std::vector<BlockRange> ExtentReferences::drop(BlockRange unreferenced) {
     --it;
     DataExtent& extent = it->second;
     const uint64_t overlap = std::min(end, it->first + extent.length) - position;
-    if (!extent.unreferenced.overlapping(position, overlap).empty()) {
+    if (extent.unreferenced.overlaps(position, overlap)) {
       throw std::logic_error(
           fmt::format("ExtentReferences::drop: blocks {}+{} of the extent at {} dropped twice",
                       position, overlap, it->first));

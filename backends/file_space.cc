@@ -36,17 +36,11 @@ FileSpace::~FileSpace() {
 }
 
 bool FileSpace::has_data(uint64_t first, uint64_t count) const {
-  for (const Extent& e : extents_.find(first, count)) {
-    if (!e.unwritten) return true;
-  }
-  return !delayed_.overlapping(first, count).empty();
+  return extents_.has_written(first, count) || delayed_.overlaps(first, count);
 }
 
 bool FileSpace::has_written_blocks(uint64_t first, uint64_t count) const {
-  for (const Extent& e : extents_.find(first, count)) {
-    if (!e.unwritten) return true;
-  }
-  return false;
+  return extents_.has_written(first, count);
 }
 
 bool FileSpace::written_in_place(uint64_t first, uint64_t count) const {

@@ -105,7 +105,7 @@ class FileSpace {
   // [first, first+count) only, with a range).
   bool changed_since_sync() const { return !changed_.empty(); }
   bool changed_since_sync(uint64_t first, uint64_t count) const {
-    return !changed_.overlapping(first, count).empty();
+    return changed_.overlaps(first, count);
   }
   // A power cut, in two steps so that no file takes back blocks another file
   // has not given up yet (a volume calls the first on every file, then the

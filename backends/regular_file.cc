@@ -473,7 +473,7 @@ bool RegularFile::DurabilityView::has_data(uint64_t offset, uint64_t length) con
   const uint64_t first = offset / file_.unit_;
   const uint64_t count = div_up(offset + length, file_.unit_) - first;
   if (file_.space_.has_data(first, count)) return true;
-  return offset + length > file_.size_ && !file_.cut_data_.overlapping(first, count).empty();
+  return offset + length > file_.size_ && file_.cut_data_.overlaps(first, count);
 }
 
 void RegularFile::DurabilityView::read(uint64_t offset, std::span<std::byte> out) const {

@@ -912,16 +912,16 @@ void Volume::check_image(const ImageJson& image) {
   const FreeSpaceSummary free = space_.allocator().summary();
   BlockRangeSet metadata;
   for (const BlockRange& range : space_.allocator().metadata_ranges()) {
-    if (!used.overlapping(range.start, range.length).empty()) {
+    if (used.overlaps(range.start, range.length)) {
       throw ImageError("a file's block lies in a group's metadata");
     }
     metadata.add(range.start, range.length);
   }
   for (const BlockRange& range : space_.allocator().free_ranges()) {
-    if (!used.overlapping(range.start, range.length).empty()) {
+    if (used.overlaps(range.start, range.length)) {
       throw ImageError("a block is both free and in use");
     }
-    if (!metadata.overlapping(range.start, range.length).empty()) {
+    if (metadata.overlaps(range.start, range.length)) {
       throw ImageError("a group's metadata is free");
     }
   }

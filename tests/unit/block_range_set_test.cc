@@ -227,5 +227,19 @@ TEST(BlockRangeSet, RandomOperationsMatchASetOfBlocks) {
   }
 }
 
+// overlaps() answers as overlapping() does, for every range about two of them.
+TEST(BlockRangeSet, OverlapsAgreesWithOverlappingEverywhere) {
+  BlockRangeSet set;
+  set.add(10, 5);  // [10, 15)
+  set.add(20, 1);  // [20, 21)
+  for (uint64_t start = 0; start < 25; ++start) {
+    for (uint64_t length = 0; length < 25; ++length) {
+      EXPECT_EQ(set.overlaps(start, length), !set.overlapping(start, length).empty())
+          << start << "+" << length;
+    }
+  }
+  EXPECT_FALSE(BlockRangeSet().overlaps(0, UINT64_MAX));
+}
+
 }  // namespace
 }  // namespace mimicfs

@@ -674,5 +674,20 @@ TEST(ExtentMap, RandomOperationsMatchABlockModel) {
   }
 }
 
+// has_written() answers as a look through find() for a written extent does.
+TEST(ExtentMap, HasWrittenAgreesWithFindEverywhere) {
+  ExtentMap map;
+  map.map(10, 100, 5, false);  // [10, 15) written
+  map.map(15, 300, 3, true);   // [15, 18) unwritten
+  map.map(22, 200, 2, false);  // [22, 24) written
+  for (uint64_t start = 0; start < 26; ++start) {
+    for (uint64_t length = 0; length < 26; ++length) {
+      bool written = false;
+      for (const Extent& e : map.find(start, length)) written = written || !e.unwritten;
+      EXPECT_EQ(map.has_written(start, length), written) << start << "+" << length;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace mimicfs
