@@ -59,7 +59,7 @@ void FileDurability::save_data(uint64_t start, uint64_t length, const FileView& 
   PageRunMemory& memory = PageRunMemory::instance();
   std::shared_ptr<std::byte[]> block;
   // All synced, unchanged since, and in memory: copied from there in one pass
-  // (an empty run is filled from the file's own pages).
+  // (the run's missing pages are filled from the file's own pages).
   const std::byte* const in_memory =
       synced == length && !unsynced_.overlaps(start, length)
           ? file.in_memory(start, length)

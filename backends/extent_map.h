@@ -72,7 +72,7 @@ class ExtentMap {
   // The extents overlapping the range, clipped to it, in file order.
   std::vector<Extent> find(uint64_t logical, uint64_t length) const;
   // Whether find() would return a written extent, without the copy (asked for
-  // each page a write is about to change; a length of 0 inside one counts).
+  // each page a write is about to change; a length of 0 past an extent's start counts).
   bool has_written(uint64_t logical, uint64_t length) const;
 
   // The holes inside the range, in file order.

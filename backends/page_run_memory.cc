@@ -2,6 +2,7 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <bit>
 #include <cstring>
 #include <iterator>
@@ -43,8 +44,9 @@ PageRunMemory::Run PageRunMemory::take(uint64_t bytes) {
   constexpr uint32_t kSlotFull = kRunsPerSlot == 32 ? kAllRuns : bit(kRunsPerSlot) - 1;
   std::lock_guard lock(mutex_);
   // A kept run first (its pages there take a plain copy, and no system call
-  // empties it when it goes), the lowest slot first, so that runs pack and
-  // emptied slots go.
+  // empties it when it goes), from the lowest slot with one, so that runs
+  // pack and emptied slots go: the slot's first run with pages enough, else
+  // its run with most (another slot's may have more: not looked for).
   if (!with_kept_.empty()) {
     std::byte* const base = *with_kept_.begin();
     Slot& slot = slots_in_use_.at(base);
@@ -63,7 +65,7 @@ PageRunMemory::Run PageRunMemory::take(uint64_t bytes) {
     slot.taken |= bit(run);
     kept_pages_ -= pages;
     if (slot.kept == 0) with_kept_.erase(with_kept_.begin());
-    held_ += bytes;
+    held_ += std::max(bytes, pages * SegmentSlots::kPage);
     return {base + run * kRunBytes, pages};
   }
   if (with_empty_.empty()) {
@@ -95,17 +97,18 @@ void PageRunMemory::copy_in(const Run& run, const std::byte* contents, uint64_t 
   }
 }
 
-std::shared_ptr<std::byte[]> PageRunMemory::own(std::byte* run, uint64_t bytes, uint64_t pages) {
+std::shared_ptr<std::byte[]> PageRunMemory::own(std::byte* run, uint64_t counted) {
   // If the control block cannot be made, the deleter runs.
-  return std::shared_ptr<std::byte[]>(
-      run, [this, bytes, pages](std::byte* held) { give_back(held, bytes, pages); });
+  return std::shared_ptr<std::byte[]>(run, [this, counted](std::byte* held) {
+    give_back(held, counted, counted / SegmentSlots::kPage);
+  });
 }
 
 std::byte* PageRunMemory::slot_of(std::byte* run) const {
   return run - (reinterpret_cast<uintptr_t>(run) % SegmentSlots::kSlot);
 }
 
-void PageRunMemory::give_back(std::byte* run, uint64_t bytes, uint64_t pages) {
+void PageRunMemory::give_back(std::byte* run, uint64_t counted, uint64_t pages) {
   // A run without a page counted there is emptied at once, all of it (a
   // failed fill may have made some): missing again, as a run must be where
   // it is counted so.
@@ -113,7 +116,7 @@ void PageRunMemory::give_back(std::byte* run, uint64_t bytes, uint64_t pages) {
   std::byte* const base = slot_of(run);
   const int index = static_cast<int>((run - base) / kRunBytes);
   std::lock_guard lock(mutex_);
-  held_ -= bytes;
+  held_ -= counted;
   Slot& slot = slots_in_use_.at(base);
   slot.taken &= ~bit(index);
   // Called from a deleter: nothing may throw. A slot a set cannot take (no

@@ -69,7 +69,8 @@ class PageRunMemory {
   // whole slots until at least `at_least` bytes, and gives back the slots
   // left without a run.
   void trim(uint64_t at_least = UINT64_MAX) EXCLUDES(mutex_);
-  // Bytes of the runs held now (whole pages).
+  // Bytes of the runs held now: the pages they were held for, and those more
+  // a kept run taken for fewer brought with it.
   uint64_t held_bytes() const EXCLUDES(mutex_);
   // Bytes of the pages kept in the runs given back.
   uint64_t kept_bytes() const EXCLUDES(mutex_);
@@ -96,31 +97,34 @@ class PageRunMemory {
   template <typename Write>
   std::shared_ptr<std::byte[]> hold_run(uint64_t bytes, Write&& write) EXCLUDES(mutex_) {
     const Run run = take(bytes);
+    // Counted held as take() counted it: its pages there, and any more it is
+    // filled to.
+    const uint64_t counted = std::max(bytes, run.pages * SegmentSlots::kPage);
     try {
       write(run);
     } catch (...) {
       // Kept with the pages it had before (those a copy_in made before it
       // failed are there but counted missing: UFFDIO_COPY finds them there
       // and copies plainly).
-      give_back(run.memory, bytes, run.pages);
+      give_back(run.memory, counted, run.pages);
       throw;
     }
-    return own(run.memory, bytes, std::max(run.pages, bytes / SegmentSlots::kPage));
+    return own(run.memory, counted);
   }
-  // A free run for `bytes`: a kept one if any (the first with pages enough,
+  // A free run for `bytes`, counted held with its pages there if more: a kept
+  // one if any (of the lowest slot with one, the first with pages enough,
   // else the one with most), else an empty one.
   Run take(uint64_t bytes) EXCLUDES(mutex_);
   // Copies `contents` into the run: plainly over the pages there, by
   // UFFDIO_COPY into the missing ones; throws std::bad_alloc when memory runs
   // out.
   void copy_in(const Run& run, const std::byte* contents, uint64_t bytes) EXCLUDES(mutex_);
-  // The pointer that gives the filled run back, with its first `pages` pages
-  // there.
-  std::shared_ptr<std::byte[]> own(std::byte* run, uint64_t bytes, uint64_t pages)
-      EXCLUDES(mutex_);
-  // The run, held for `bytes`, is free again, with its first `pages` pages
-  // there: kept with them, or emptied if none.
-  void give_back(std::byte* run, uint64_t bytes, uint64_t pages) EXCLUDES(mutex_);
+  // The pointer that gives the filled run back, counted held for `counted`
+  // bytes, all of them pages there.
+  std::shared_ptr<std::byte[]> own(std::byte* run, uint64_t counted) EXCLUDES(mutex_);
+  // The run, counted held for `counted` bytes, is free again, with its first
+  // `pages` pages there: kept with them, or emptied if none.
+  void give_back(std::byte* run, uint64_t counted, uint64_t pages) EXCLUDES(mutex_);
   std::byte* slot_of(std::byte* run) const;
   // The pages there in the slot's kept runs.
   static uint64_t kept_pages_of(const Slot& slot);

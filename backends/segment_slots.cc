@@ -69,8 +69,9 @@ uint64_t SegmentSlots::copy_into(std::byte* target, const std::byte* source, uin
     if (result == 0) continue;
     // EAGAIN: a partial copy, or the mappings were changing: go on.
     if (errno == EAGAIN || errno == EINTR) continue;
-    // A page already there can take a plain copy (none should be: a page
-    // is filled only while missing, and nothing else touches a missing one).
+    // A page already there takes a plain copy: PageRunMemory counts a run's
+    // pages an UFFDIO_COPY made before it failed as missing, and fills them
+    // again through here.
     if (errno == EEXIST) {
       std::memcpy(target + done, source + done, kPage);
       done += kPage;

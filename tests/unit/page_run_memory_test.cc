@@ -122,12 +122,17 @@ TEST_F(PageRunMemoryTest, ARunKeptWithSomePagesServesPartsAndIsFilledOnWhenLarge
     address = run.get();
   }
   ASSERT_EQ(memory.kept_bytes(), 2 * kPage);
+  const uint64_t held_before = memory.held_bytes();
   {
-    // A smaller part, then as large: the same run, its pages kept as they were.
+    // A smaller part, then as large: the same run, its pages kept as they were
+    // (counted held meanwhile, all of them).
     auto smaller = memory.hold(filled(kPage, 'b'));
     EXPECT_EQ(smaller.get(), address);
     EXPECT_EQ(static_cast<char>(smaller[kPage - 1]), 'b');
+    EXPECT_EQ(memory.held_bytes(), held_before + 2 * kPage);
+    EXPECT_EQ(memory.kept_bytes(), 0u);
   }
+  EXPECT_EQ(memory.held_bytes(), held_before);
   EXPECT_EQ(memory.kept_bytes(), 2 * kPage) << "the pages there, not those last held";
   {
     auto same = memory.hold(filled(2 * kPage, 'c'));
