@@ -32,18 +32,21 @@ uint64_t BlockRangeSet::remove(uint64_t start, uint64_t length) {
   while (it != ranges_.end() && it->first < end) {
     const uint64_t range_start = it->first;
     const uint64_t range_end = it->first + it->second;
-    it = ranges_.erase(it);
+    removed += std::min(range_end, end) - std::max(range_start, start);
     blocks_ -= range_end - range_start;
+    // A part before `start` stays in place, shortened; else the range goes.
+    // Only the iterators an insert or erase returns stay valid (a B-tree).
     if (range_start < start) {
-      ranges_.emplace(range_start, start - range_start);
+      it->second = start - range_start;
       blocks_ += start - range_start;
+      ++it;
+    } else {
+      it = ranges_.erase(it);
     }
     if (range_end > end) {
-      it = ranges_.emplace(end, range_end - end).first;
+      it = std::next(ranges_.emplace_hint(it, end, range_end - end));
       blocks_ += range_end - end;
-      ++it;
     }
-    removed += std::min(range_end, end) - std::max(range_start, start);
   }
   return removed;
 }

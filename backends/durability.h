@@ -91,7 +91,7 @@ class FileDurability {
   bool unsynced() const { return metadata_unsynced_ || !unsynced_.empty() || !saved_.empty(); }
   uint64_t unsynced_bytes() const { return unsynced_.blocks(); }
   // The byte ranges written since the last sync: offset -> length.
-  const std::map<uint64_t, uint64_t>& unsynced_ranges() const { return unsynced_.ranges(); }
+  const BlockRangeSet::Ranges& unsynced_ranges() const { return unsynced_.ranges(); }
   uint64_t synced_size() const { return synced_size_; }
 
   uint64_t saved_page_count() const { return saved_.size(); }

@@ -96,16 +96,15 @@ void ExtentMap::merge_around(Map::iterator it) {
     if (mergeable(prev->second, it->second)) {
       Extent merged = prev->second;
       merged.length += it->second.length;
-      erase(prev);
-      it = insert(merged, erase(it));
+      it = erase(erase(prev));  // erase(prev) returns where `it` is now
+      it = insert(merged, it);
     }
   }
   auto next = std::next(it);
   if (next != extents_.end() && mergeable(it->second, next->second)) {
     Extent merged = it->second;
     merged.length += next->second.length;
-    erase(next);
-    insert(merged, erase(it));
+    insert(merged, erase(erase(it)));  // erase(it) returns where `next` is now
   }
 }
 
@@ -141,7 +140,7 @@ std::vector<BlockRange> ExtentMap::unmap(uint64_t logical, uint64_t length) {
     const uint64_t cut_start = std::max(e.logical, logical);
     const uint64_t cut_end = std::min(e.logical_end(), end);
     if (e.logical < cut_start) {
-      insert(Extent{e.logical, e.physical, cut_start - e.logical, e.unwritten}, it);
+      it = std::next(insert(Extent{e.logical, e.physical, cut_start - e.logical, e.unwritten}, it));
     }
     if (cut_end < e.logical_end()) {
       const uint64_t offset = cut_end - e.logical;

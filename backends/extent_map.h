@@ -12,6 +12,8 @@
 // Not thread-safe: the owning inode's mutex guards it.
 #pragma once
 
+#include <absl/container/btree_map.h>
+
 #include <array>
 #include <cstdint>
 #include <map>
@@ -107,7 +109,10 @@ class ExtentMap {
   void load(const ImageJson& saved);
 
  private:
-  using Map = std::map<uint64_t, Extent>;  // keyed by Extent::logical
+  // Keyed by Extent::logical. A B-tree (block_range_set.h says why): an insert
+  // or erase invalidates every iterator and pointer into it but the one it
+  // returns.
+  using Map = absl::btree_map<uint64_t, Extent>;
 
   // Every change of the map goes through these two, which keep the counts.
   Map::iterator insert(const Extent& extent, Map::const_iterator hint);

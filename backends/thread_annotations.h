@@ -11,6 +11,14 @@
 //   ASSERT_HELD(m)     a statement: m is held here (a callback run under m)
 #pragma once
 
+// Abseil's headers (absl::btree_map, backends/block_range_set.h) define
+// GUARDED_BY, PT_GUARDED_BY and ACQUIRED_BEFORE too: included first, so that
+// the definitions below are the ones in force wherever this header is.
+#include <absl/base/thread_annotations.h>
+#undef GUARDED_BY
+#undef PT_GUARDED_BY
+#undef ACQUIRED_BEFORE
+
 #if defined(__clang__)
 #define MIMICFS_THREAD_ANNOTATION(x) __attribute__((x))
 #else

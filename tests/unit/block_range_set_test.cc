@@ -12,7 +12,7 @@ namespace mimicfs {
 namespace {
 
 using Ranges = std::vector<BlockRange>;
-using RangeMap = std::map<uint64_t, uint64_t>;
+using RangeMap = BlockRangeSet::Ranges;
 
 // --- add
 
