@@ -6,7 +6,7 @@
 // and maps, and a red-black tree's search missed the cache at each of its ~14
 // levels with 16k ranges (BlockRangeSet::add and ExtentMap's upper_bound,
 // 12-17% of the daemon's samples under random 4 KiB writes). A change of the
-// set invalidates every iterator into ranges().
+// set invalidates every iterator and reference into ranges().
 // Not thread-safe: the owning inode's mutex guards it.
 #pragma once
 

@@ -90,7 +90,8 @@ class FileDurability {
   bool metadata_unsynced() const { return metadata_unsynced_; }
   bool unsynced() const { return metadata_unsynced_ || !unsynced_.empty() || !saved_.empty(); }
   uint64_t unsynced_bytes() const { return unsynced_.blocks(); }
-  // The byte ranges written since the last sync: offset -> length.
+  // The byte ranges written since the last sync: offset -> length (a change of
+  // them invalidates every iterator and reference into them).
   const BlockRangeSet::Ranges& unsynced_ranges() const { return unsynced_.ranges(); }
   uint64_t synced_size() const { return synced_size_; }
 

@@ -191,7 +191,7 @@ void FileSpace::allocate_reserved(uint64_t first, uint64_t count, uint64_t size,
 
 void FileSpace::flush_delayed(uint64_t first, uint64_t count, uint64_t size, Work& work) {
   if (delayed_.empty()) return;
-  // A copy: allocate_range reads the set.
+  // A copy: the loop removes from the set.
   for (const BlockRange& range : delayed_.overlapping(first, count)) {
     const uint64_t start = std::max(range.start, first);
     const uint64_t end = std::min(range.start + range.length, first + count);
@@ -201,7 +201,7 @@ void FileSpace::flush_delayed(uint64_t first, uint64_t count, uint64_t size, Wor
 }
 
 void FileSpace::allocate_delayed_exactly(Work& work) {
-  const auto delayed = delayed_.ranges();  // a copy: allocate_range reads the set
+  const auto delayed = delayed_.ranges();  // a copy: the loop removes from the set
   for (const auto& [start, length] : delayed) {
     delayed_.remove(start, length);
     allocate_range(start, length, /*unwritten=*/false, /*preallocate=*/false, 0, work);

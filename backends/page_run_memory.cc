@@ -65,8 +65,9 @@ PageRunMemory::Run PageRunMemory::take(uint64_t bytes) {
     slot.taken |= bit(run);
     kept_pages_ -= pages;
     if (slot.kept == 0) with_kept_.erase(with_kept_.begin());
-    held_ += std::max(bytes, pages * SegmentSlots::kPage);
-    return {base + run * kRunBytes, pages};
+    const uint64_t counted = std::max(bytes, pages * SegmentSlots::kPage);
+    held_ += counted;
+    return {base + run * kRunBytes, pages, counted};
   }
   if (with_empty_.empty()) {
     std::byte* const base = slots_.take();
@@ -85,7 +86,7 @@ PageRunMemory::Run PageRunMemory::take(uint64_t bytes) {
   slot.taken |= bit(run);
   if ((slot.taken | slot.kept) == kSlotFull) with_empty_.erase(with_empty_.begin());
   held_ += bytes;
-  return {base + run * kRunBytes, 0};
+  return {base + run * kRunBytes, 0, bytes};
 }
 
 void PageRunMemory::copy_in(const Run& run, const std::byte* contents, uint64_t bytes) {

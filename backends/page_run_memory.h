@@ -85,6 +85,9 @@ class PageRunMemory {
     // are missing (under a userfaultfd only UFFDIO_COPY may fill them: a
     // plain copy would raise SIGBUS).
     uint64_t pages;
+    // Bytes counted held for it: those it is taken for, or its pages there if
+    // more (all of them pages there once it is filled).
+    uint64_t counted;
   };
   struct Slot {
     uint32_t taken = 0;  // a bit per run held
@@ -97,19 +100,16 @@ class PageRunMemory {
   template <typename Write>
   std::shared_ptr<std::byte[]> hold_run(uint64_t bytes, Write&& write) EXCLUDES(mutex_) {
     const Run run = take(bytes);
-    // Counted held as take() counted it: its pages there, and any more it is
-    // filled to.
-    const uint64_t counted = std::max(bytes, run.pages * SegmentSlots::kPage);
     try {
       write(run);
     } catch (...) {
       // Kept with the pages it had before (those a copy_in made before it
       // failed are there but counted missing: UFFDIO_COPY finds them there
       // and copies plainly).
-      give_back(run.memory, counted, run.pages);
+      give_back(run.memory, run.counted, run.pages);
       throw;
     }
-    return own(run.memory, counted);
+    return own(run.memory, run.counted);
   }
   // A free run for `bytes`, counted held with its pages there if more: a kept
   // one if any (of the lowest slot with one, the first with pages enough,
