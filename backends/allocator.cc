@@ -71,10 +71,11 @@ void Allocator::add_free(uint64_t start, uint64_t length) {
   free_blocks_ += length;
 }
 
-void Allocator::remove_free(std::map<uint64_t, uint64_t>::iterator it) {
+absl::btree_map<uint64_t, uint64_t>::iterator Allocator::remove_free(
+    absl::btree_map<uint64_t, uint64_t>::iterator it) {
   free_by_length_.erase({it->second, it->first});
   free_blocks_ -= it->second;
-  free_by_start_.erase(it);
+  return free_by_start_.erase(it);
 }
 
 Result<std::vector<BlockRange>> Allocator::allocate(uint64_t goal, uint64_t count,
@@ -237,7 +238,7 @@ void Allocator::release(BlockRange range) {
     if (prev->first + prev->second == start) {
       start = prev->first;
       length += prev->second;
-      remove_free(prev);
+      next = remove_free(prev);
     }
   }
   if (next != free_by_start_.end() && next->first == range.start + range.length) {

@@ -5,10 +5,13 @@
 // blocks went, never a formula. Thread-safe: mutex_ guards everything below it.
 #pragma once
 
+#include <absl/container/btree_map.h>
+#include <absl/container/btree_set.h>
+
 #include <cstdint>
 #include <map>
 #include <mutex>
-#include <set>
+#include <utility>
 #include <vector>
 
 #include "backends/extent_map.h"
@@ -104,7 +107,10 @@ class Allocator {
   uint64_t whole_fit_near(uint64_t position, uint64_t count) const REQUIRES(mutex_);
   uint64_t whole_fit_in_a_group(uint64_t position, uint64_t count) const REQUIRES(mutex_);
   void add_free(uint64_t start, uint64_t length) REQUIRES(mutex_);
-  void remove_free(std::map<uint64_t, uint64_t>::iterator it) REQUIRES(mutex_);
+  // Removes the free extent at `it`; returns the one after it (the only
+  // iterator into free_by_start_ still valid).
+  absl::btree_map<uint64_t, uint64_t>::iterator remove_free(
+      absl::btree_map<uint64_t, uint64_t>::iterator it) REQUIRES(mutex_);
 
   mutable std::mutex mutex_;
   const uint64_t total_blocks_;
@@ -115,8 +121,10 @@ class Allocator {
   uint64_t metadata_blocks_ = 0;
   uint64_t reserved_blocks_ GUARDED_BY(mutex_) = 0;
   std::map<uint64_t, uint64_t> group_cursors_ GUARDED_BY(mutex_);              // group -> block
-  std::map<uint64_t, uint64_t> free_by_start_ GUARDED_BY(mutex_);              // start -> length
-  std::set<std::pair<uint64_t, uint64_t>> free_by_length_ GUARDED_BY(mutex_);  // (length, start)
+  // The free extents, twice: B-trees (block_range_set.h says why), whose
+  // inserts and erases invalidate every iterator into them but the returned one.
+  absl::btree_map<uint64_t, uint64_t> free_by_start_ GUARDED_BY(mutex_);              // start -> length
+  absl::btree_set<std::pair<uint64_t, uint64_t>> free_by_length_ GUARDED_BY(mutex_);  // (length, start)
   uint64_t free_blocks_ GUARDED_BY(mutex_) = 0;
 };
 

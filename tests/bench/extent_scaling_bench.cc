@@ -15,7 +15,9 @@
 //    and the volume image a --data-dir unmount writes: its size, and the time
 //    to save it (sync, encode) and to load it into a new engine.
 // 2. --total N (default 10000000): N extents across 10 files in one volume,
-//    and the process's RSS with them.
+//    and the process's RSS with them; then every other extent punched (a
+//    hole-punched table): the heap with half the extents and the device's free
+//    space in as many pieces.
 // 3. --inodes N (default 100000): N empty files in 100 directories; heap bytes
 //    per inode.
 //
@@ -205,10 +207,11 @@ void measure_total(uint64_t total) {
   const uint64_t heap_before = heap_bytes();
   Volume volume;
   constexpr uint64_t kFiles = 10;
-  const auto start = std::chrono::steady_clock::now();
+  auto start = std::chrono::steady_clock::now();
+  std::vector<uint64_t> inodes;
   for (uint64_t f = 0; f < kFiles; ++f) {
-    const uint64_t inode = volume.create(FileSystem::kRootInode, fmt::format("file{}", f));
-    volume.fill(inode, total / kFiles);
+    inodes.push_back(volume.create(FileSystem::kRootInode, fmt::format("file{}", f)));
+    volume.fill(inodes.back(), total / kFiles);
   }
   const double build_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -218,6 +221,25 @@ void measure_total(uint64_t total) {
              static_cast<double>(rss_before) / (1 << 20),
              static_cast<double>(heap_bytes() - heap_before) / (1 << 20),
              static_cast<double>(heap_bytes() - heap_before) / static_cast<double>(total));
+  // A hole-punched table's volume: every other extent punched, so the device's
+  // free space is in as many pieces as the files have extents left.
+  start = std::chrono::steady_clock::now();
+  for (const uint64_t inode : inodes) {
+    for (uint64_t i = 0; i < total / kFiles; i += 2) {
+      ok(volume.fs.fallocate(inode, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, i * kStride,
+                             kUnit),
+         "punch");
+    }
+    ok(volume.fs.fsync(inode, false), "fsync");
+  }
+  const double punch_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const uint64_t free_extents = volume.fs.snapshot().device.free_extents;
+  fmt::print("every other extent punched (in {:.1f} s): {} free extents on the device, heap {:.0f} "
+             "MiB, {:.0f} bytes per extent and free extent\n",
+             punch_s, free_extents, static_cast<double>(heap_bytes() - heap_before) / (1 << 20),
+             static_cast<double>(heap_bytes() - heap_before) /
+                 static_cast<double>(total - total / 2 + free_extents));
 }
 
 void measure_inodes(uint64_t count) {
