@@ -71,8 +71,7 @@ void Allocator::add_free(uint64_t start, uint64_t length) {
   free_blocks_ += length;
 }
 
-absl::btree_map<uint64_t, uint64_t>::iterator Allocator::remove_free(
-    absl::btree_map<uint64_t, uint64_t>::iterator it) {
+Allocator::FreeByStart::iterator Allocator::remove_free(FreeByStart::iterator it) {
   free_by_length_.erase({it->second, it->first});
   free_blocks_ -= it->second;
   return free_by_start_.erase(it);

@@ -107,10 +107,14 @@ class Allocator {
   uint64_t whole_fit_near(uint64_t position, uint64_t count) const REQUIRES(mutex_);
   uint64_t whole_fit_in_a_group(uint64_t position, uint64_t count) const REQUIRES(mutex_);
   void add_free(uint64_t start, uint64_t length) REQUIRES(mutex_);
+  // The free extents by start (start -> length): a B-tree (block_range_set.h
+  // says why), whose inserts and erases invalidate every iterator into it but
+  // the returned one; free_by_length_ likewise.
+  using FreeByStart = absl::btree_map<uint64_t, uint64_t>;
+
   // Removes the free extent at `it`; returns the one after it (the only
   // iterator into free_by_start_ still valid).
-  absl::btree_map<uint64_t, uint64_t>::iterator remove_free(
-      absl::btree_map<uint64_t, uint64_t>::iterator it) REQUIRES(mutex_);
+  FreeByStart::iterator remove_free(FreeByStart::iterator it) REQUIRES(mutex_);
 
   mutable std::mutex mutex_;
   const uint64_t total_blocks_;
@@ -121,9 +125,7 @@ class Allocator {
   uint64_t metadata_blocks_ = 0;
   uint64_t reserved_blocks_ GUARDED_BY(mutex_) = 0;
   std::map<uint64_t, uint64_t> group_cursors_ GUARDED_BY(mutex_);              // group -> block
-  // The free extents, twice: B-trees (block_range_set.h says why), whose
-  // inserts and erases invalidate every iterator into them but the returned one.
-  absl::btree_map<uint64_t, uint64_t> free_by_start_ GUARDED_BY(mutex_);              // start -> length
+  FreeByStart free_by_start_ GUARDED_BY(mutex_);
   absl::btree_set<std::pair<uint64_t, uint64_t>> free_by_length_ GUARDED_BY(mutex_);  // (length, start)
   uint64_t free_blocks_ GUARDED_BY(mutex_) = 0;
 };

@@ -96,8 +96,7 @@ void ExtentMap::merge_around(Map::iterator it) {
     if (mergeable(prev->second, it->second)) {
       Extent merged = prev->second;
       merged.length += it->second.length;
-      it = erase(erase(prev));  // erase(prev) returns where `it` is now
-      it = insert(merged, it);
+      it = insert(merged, erase(erase(prev)));  // erase(prev) returns where `it` is now
     }
   }
   auto next = std::next(it);

@@ -118,6 +118,10 @@ struct Volume {
   }
 };
 
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
 struct Timing {
   double median_ns = 0;
   double p99_ns = 0;
@@ -149,8 +153,7 @@ std::map<std::string, Timing> measure_size(uint64_t extents, int repetitions) {
   const uint64_t heap_empty = heap_bytes();
   const auto start = std::chrono::steady_clock::now();
   volume.fill(inode, extents);
-  const double build_s =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double build_s = seconds_since(start);
   const uint64_t heap_full = heap_bytes();
   const uint64_t counted = ok(volume.fs.file_stats(inode), "file_stats").extents;
   fmt::print("{:>9} extents ({} counted): built in {:.2f} s, {:.0f} heap bytes per extent "
@@ -187,9 +190,6 @@ std::map<std::string, Timing> measure_size(uint64_t extents, int repetitions) {
                timings[name].p99_ns);
   }
   // The volume image a --data-dir unmount writes and the next mount reads.
-  auto seconds_since = [](auto start) {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  };
   auto phase = std::chrono::steady_clock::now();
   const std::vector<std::uint8_t> cbor = ImageJson::to_cbor(volume.engine.save_image());
   const double save_s = seconds_since(phase);
@@ -213,8 +213,7 @@ void measure_total(uint64_t total) {
     inodes.push_back(volume.create(FileSystem::kRootInode, fmt::format("file{}", f)));
     volume.fill(inodes.back(), total / kFiles);
   }
-  const double build_s =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double build_s = seconds_since(start);
   fmt::print("\n{} extents in {} files (built in {:.1f} s): process RSS {:.0f} MiB (was {:.0f}), "
              "heap {:.0f} MiB, {:.0f} bytes per extent\n",
              total, kFiles, build_s, static_cast<double>(rss_bytes()) / (1 << 20),
@@ -232,8 +231,7 @@ void measure_total(uint64_t total) {
     }
     ok(volume.fs.fsync(inode, false), "fsync");
   }
-  const double punch_s =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double punch_s = seconds_since(start);
   const uint64_t free_extents = volume.fs.snapshot().device.free_extents;
   fmt::print("every other extent punched (in {:.1f} s): {} free extents on the device, heap {:.0f} "
              "MiB, {:.0f} bytes per extent and free extent\n",
