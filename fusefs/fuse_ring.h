@@ -5,18 +5,29 @@
 // thread reads, with a read() to take a request and a writev() to answer it.
 // With FUSE_OVER_IO_URING the kernel keeps one queue per CPU, puts a request
 // in the queue of the CPU its caller runs on, and the daemon answers it and
-// takes the next in one system call. Measured on the 2-vCPU machines
-// (README, Performance): with several programs busy, as a database server
-// and its clients are, it is faster than /dev/fuse (pgbench 1.3x, two 1-byte
-// writers 1.1x); a lone program on an otherwise idle machine is slower (1-byte
-// writes 0.73x), so it is chosen, not the default (`mimicfs mount --io-uring
-// on`). Why slower: the caller's CPU's queue has one thread busy at a time,
-// which the scheduler wakes on the other, idle CPU where it last ran, so each
-// round trip wakes a halted vCPU twice (35-50 us each in `perf sched
-// timehist`, where the guest does not poll before halting); /dev/fuse wakes
-// its pool's threads in turn, and one has often last run on the caller's CPU.
-// With the guest polling 200 us before halting, the ring serves a lone
-// caller's 1-byte writes 1.17x as fast as /dev/fuse.
+// takes the next in one system call.
+//
+// Each queue's threads are pinned to its CPU and run at the SCHED_IDLE
+// policy (keep_to_cpu), as newer libfuse's own ring pins them
+// (lib/fuse_uring.c; its SCHED_IDLE is written but switched off). Pinned, a
+// request is served on the CPU of the caller that waits for it; SCHED_IDLE
+// makes the scheduler count that CPU as idle while only a ring thread runs
+// there, so the caller that the reply wakes is woken where it slept and
+// preempts the thread at once. Without
+// SCHED_IDLE a pinned thread made the caller move to the other CPU at every
+// reply (its own CPU looked busy), and then its next request went to that
+// CPU's queue: every round trip woke a halted vCPU (35-50 us each in `perf
+// sched timehist`, where the guest does not poll before halting). Unpinned,
+// the thread was woken on the other, idle CPU where it last ran, with the
+// same cost. Measured on the 2-vCPU machines (README, Performance; 5
+// interleaved rounds of bench.sh's io part, 7 of its pgbench, one run of each
+// setting): a lone program's random 4 KiB writes at 66k IOPS against 43k
+// unpinned and 28k pinned at the normal policy, 1-byte writes 93k/s against
+// 49k and 32k, create + unlink 10.2k/s against 4.6k and 4.7k (/dev/fuse in
+// the same run as the first: 44k, 48k, 5.2k); pgbench 65-70% of tmpfs (two
+// runs) against 63% and 69-74% (/dev/fuse 37%).
+// The ring stays a choice (`mimicfs mount --io-uring on`): the kernel
+// offers it only where root set fuse.enable_uring=Y.
 //
 // How, with libfuse 3.14, which knows nothing of it. FuseChannel offers the
 // feature in the INIT reply when the kernel does (module parameter
@@ -29,7 +40,7 @@
 // hands it to libfuse (fuse_session_process_buf), takes the reply libfuse
 // writes through the channel (take_reply) and sends it back with the fetch of
 // the next request (FUSE_IO_URING_CMD_COMMIT_AND_FETCH): one system call per
-// request. The threads are not pinned to their queue's CPU (see serve()).
+// request.
 //
 // Every entry registers at start: the kernel hands a request that arrives
 // while each entry of its CPU's queue is busy to the next of them that
@@ -110,6 +121,10 @@ class FuseRing {
   // A thread's life: set up (telling `ready`), wait for start(), register,
   // then serve until stop() or the unmount.
   void serve(uint16_t queue, std::promise<bool> ready);
+  // Pins the calling thread to the queue's CPU, at the SCHED_IDLE policy
+  // (why: the header); unpinned at the normal policy where the CPU is not
+  // the daemon's to use.
+  static void keep_to_cpu(uint16_t queue);
   // Blocks until start() or stop(); true for start.
   bool wait_for_start();
   // An io_uring failure the ring cannot recover from: logged, and the daemon

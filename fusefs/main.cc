@@ -178,8 +178,8 @@ int run(int argc, char** argv) {
   mount
       ->add_option("--io-uring", io_uring_mode,
                    "on: take requests over FUSE io_uring, a queue per CPU, when the kernel offers "
-                   "it (fuse.enable_uring=Y; faster for several busy programs, slower for a lone "
-                   "one); off (default): /dev/fuse")
+                   "it (fuse.enable_uring=Y; the faster transport: its threads serve each "
+                   "caller on its own CPU); off (default): /dev/fuse")
       ->check(CLI::IsMember({"on", "off"}))
       ->envname("MIMICFS_IO_URING");
   std::string data_dir;

@@ -146,6 +146,43 @@ TEST(FuseRing, EachCpuHasAQueueServedOnItsOwnThreads) {
   }
 }
 
+// Each queue's threads keep to its CPU at the SCHED_IDLE policy, so that the
+// caller a reply wakes stays on its CPU (fusefs/fuse_ring.h): where the CPU
+// is the daemon's to use, as every CPU of a test machine is.
+TEST(FuseRing, EachQueuesThreadsArePinnedToItsCpuAtTheIdlePolicy) {
+  MIMICFS_REQUIRE_MOUNTABLE();
+  MIMICFS_REQUIRE_IO_URING();
+  MountedVolume vol("ext4", {"--io-uring", "on"});
+  ASSERT_TRUE(vol.mounted()) << vol.error();
+  ASSERT_EQ(vol.stats()["fuse"]["transport"], "io_uring");
+  const pid_t daemon = daemon_of(vol.path());
+  ASSERT_GT(daemon, 0);
+  cpu_set_t ours;
+  ASSERT_EQ(sched_getaffinity(0, sizeof ours, &ours), 0);
+  const std::string tasks = "/proc/" + std::to_string(daemon) + "/task";
+  DIR* dir = opendir(tasks.c_str());
+  ASSERT_NE(dir, nullptr);
+  int ring_threads = 0;
+  while (dirent* task = readdir(dir)) {
+    if (task->d_name[0] == '.') continue;
+    std::ifstream comm(tasks + "/" + task->d_name + "/comm");
+    std::string name;
+    const std::string prefix = "mimicfs-ring-";
+    if (!std::getline(comm, name) || name.rfind(prefix, 0) != 0) continue;
+    const int queue = std::stoi(name.substr(prefix.size()));
+    if (!CPU_ISSET(queue, &ours)) continue;  // not this test's to check
+    ++ring_threads;
+    const pid_t tid = static_cast<pid_t>(std::stoi(task->d_name));
+    cpu_set_t set;
+    ASSERT_EQ(sched_getaffinity(tid, sizeof set, &set), 0) << name;
+    EXPECT_EQ(CPU_COUNT(&set), 1) << name;
+    EXPECT_TRUE(CPU_ISSET(queue, &set)) << name;
+    EXPECT_EQ(sched_getscheduler(tid), SCHED_IDLE) << name;
+  }
+  closedir(dir);
+  EXPECT_EQ(ring_threads, CPU_COUNT(&ours) * 10);  // FuseRing::kEntriesPerQueue
+}
+
 TEST(FuseRing, OffServesDevFuseAlone) {
   MIMICFS_REQUIRE_MOUNTABLE();
   MountedVolume vol("ext4", {"--io-uring", "off"});
