@@ -1,6 +1,7 @@
 #include "fusefs/fuse_adapter.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -624,29 +625,38 @@ void FuseAdapter::detach() {
   session_.store(nullptr);
 }
 
+void FuseAdapter::start() {
+  std::lock_guard lock(queue_mutex_);
+  start_worker_locked();
+}
+
+void FuseAdapter::start_worker_locked() {
+  if (stopping_ || worker_.joinable()) return;
+  worker_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "mimicfs-inval");
+    std::unique_lock lock(queue_mutex_);
+    while (true) {
+      queue_changed_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      if (stopping_) return;
+      CrashReport next = std::move(queue_.front());
+      queue_.pop_front();
+      invalidating_ = true;
+      lock.unlock();
+      invalidate(next);
+      lock.lock();
+      invalidating_ = false;
+      pending_.fetch_sub(1);
+      queue_changed_.notify_all();
+    }
+  });
+}
+
 void FuseAdapter::invalidate_later(CrashReport report) {
   std::lock_guard lock(queue_mutex_);
   if (stopping_) return;
   queue_.push_back(std::move(report));
   pending_.fetch_add(1);
-  if (!worker_.joinable()) {
-    worker_ = std::thread([this] {
-      std::unique_lock lock(queue_mutex_);
-      while (true) {
-        queue_changed_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
-        if (stopping_) return;
-        CrashReport next = std::move(queue_.front());
-        queue_.pop_front();
-        invalidating_ = true;
-        lock.unlock();
-        invalidate(next);
-        lock.lock();
-        invalidating_ = false;
-        pending_.fetch_sub(1);
-        queue_changed_.notify_all();
-      }
-    });
-  }
+  start_worker_locked();  // started by start() where the daemon serves
   queue_changed_.notify_one();
 }
 

@@ -44,6 +44,11 @@ class FuseAdapter {
 
   // The session serving this adapter, for cache invalidation after a crash.
   void set_session(fuse_session* session) { session_.store(session); }
+  // Starts the thread that tells the kernel what a crash inside an operation
+  // undid: call after fuse_daemonize (a thread does not survive its fork), on
+  // the serving thread, so that it does not start on a request's thread and
+  // inherit its CPU and policy (a ring thread's: fusefs/fuse_ring.h).
+  void start();
   // The session's loop ended: pending invalidations are dropped, and the
   // worker stops before the session goes.
   void detach();
@@ -73,6 +78,7 @@ class FuseAdapter {
   // hold locks the kernel's invalidation needs until its reply is sent, so a
   // worker does it after.
   void invalidate_later(CrashReport report);
+  void start_worker_locked();  // with queue_mutex_ held
   // Waits until the worker told the kernel everything queued, at most `limit`.
   void wait_for_invalidations(std::chrono::milliseconds limit);
 
@@ -87,7 +93,8 @@ class FuseAdapter {
   // Reports queued or being told to the kernel; read without the lock by opens.
   std::atomic<int> pending_{0};
   bool stopping_ = false;          // guarded by queue_mutex_
-  // Started at the first crash inside an operation: after fuse_daemonize's fork.
+  // Started by start(), after fuse_daemonize's fork (or at the first crash
+  // inside an operation, where nothing called start()).
   std::thread worker_;
 };
 

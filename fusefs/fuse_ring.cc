@@ -384,10 +384,12 @@ void FuseRing::keep_to_cpu(uint16_t queue) {
                   std::strerror(error));
     return;
   }
+  // A thread started from here would inherit the CPU and the policy (and the
+  // name): none is (FuseAdapter::start).
   const sched_param priority{};
-  if (const int error = pthread_setschedparam(pthread_self(), SCHED_IDLE, &priority); error != 0) {
+  if (sched_setscheduler(0, SCHED_IDLE, &priority) != 0) {
     spdlog::debug("FUSE over io_uring: queue {} kept at the normal policy: {}", queue,
-                  std::strerror(error));
+                  std::strerror(errno));
   }
 }
 

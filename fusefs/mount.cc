@@ -182,6 +182,7 @@ int mount_and_serve(MountOptions options) {
   fuse_daemonize(options.foreground ? 1 : 0);
   request_buffers::block_release_signal();  // for every thread but the workers
   HeapTrimmer heap_trimmer;  // a thread: after the fork
+  adapter.start();           // its invalidation thread, likewise
 
   fuse_loop_config* config = fuse_loop_cfg_create();
   fuse_loop_cfg_set_max_threads(config, 16);

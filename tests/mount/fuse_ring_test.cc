@@ -77,19 +77,26 @@ pid_t daemon_of(const std::string& mountpoint) {
   return found;
 }
 
-// How many of the daemon's threads bear each name.
-std::map<std::string, int> thread_names(pid_t daemon) {
-  std::map<std::string, int> names;
+// The daemon's threads: id and name.
+std::vector<std::pair<pid_t, std::string>> threads_of(pid_t daemon) {
+  std::vector<std::pair<pid_t, std::string>> threads;
   const std::string tasks = "/proc/" + std::to_string(daemon) + "/task";
   DIR* dir = opendir(tasks.c_str());
-  if (dir == nullptr) return names;
+  if (dir == nullptr) return threads;
   while (dirent* task = readdir(dir)) {
     if (task->d_name[0] == '.') continue;
     std::ifstream comm(tasks + "/" + task->d_name + "/comm");
     std::string name;
-    if (std::getline(comm, name)) ++names[name];
+    if (std::getline(comm, name)) threads.emplace_back(std::stoi(task->d_name), name);
   }
   closedir(dir);
+  return threads;
+}
+
+// How many of the daemon's threads bear each name.
+std::map<std::string, int> thread_names(pid_t daemon) {
+  std::map<std::string, int> names;
+  for (const auto& [tid, name] : threads_of(daemon)) ++names[name];
   return names;
 }
 
@@ -117,6 +124,14 @@ bool write_and_read_back_on_cpu(const std::string& path, int cpu) {
     ok = close(fd) == 0 && ok;
   }).join();
   return ok;
+}
+
+// Runs `work` on a thread of its own, on `cpu`.
+template <typename Work>
+void on_cpu(int cpu, Work&& work) {
+  std::thread([&] {
+    if (run_on_cpu(cpu)) work();
+  }).join();
 }
 
 TEST(FuseRing, EachCpuHasAQueueServedOnItsOwnThreads) {
@@ -159,28 +174,64 @@ TEST(FuseRing, EachQueuesThreadsArePinnedToItsCpuAtTheIdlePolicy) {
   ASSERT_GT(daemon, 0);
   cpu_set_t ours;
   ASSERT_EQ(sched_getaffinity(0, sizeof ours, &ours), 0);
-  const std::string tasks = "/proc/" + std::to_string(daemon) + "/task";
-  DIR* dir = opendir(tasks.c_str());
-  ASSERT_NE(dir, nullptr);
   int ring_threads = 0;
-  while (dirent* task = readdir(dir)) {
-    if (task->d_name[0] == '.') continue;
-    std::ifstream comm(tasks + "/" + task->d_name + "/comm");
-    std::string name;
-    const std::string prefix = "mimicfs-ring-";
-    if (!std::getline(comm, name) || name.rfind(prefix, 0) != 0) continue;
+  const std::string prefix = "mimicfs-ring-";
+  for (const auto& [tid, name] : threads_of(daemon)) {
+    if (name.rfind(prefix, 0) != 0) continue;
     const int queue = std::stoi(name.substr(prefix.size()));
     if (!CPU_ISSET(queue, &ours)) continue;  // not this test's to check
     ++ring_threads;
-    const pid_t tid = static_cast<pid_t>(std::stoi(task->d_name));
     cpu_set_t set;
     ASSERT_EQ(sched_getaffinity(tid, sizeof set, &set), 0) << name;
     EXPECT_EQ(CPU_COUNT(&set), 1) << name;
     EXPECT_TRUE(CPU_ISSET(queue, &set)) << name;
     EXPECT_EQ(sched_getscheduler(tid), SCHED_IDLE) << name;
   }
-  closedir(dir);
   EXPECT_EQ(ring_threads, CPU_COUNT(&ours) * 10);  // FuseRing::kEntriesPerQueue
+}
+
+// Only the ring's threads keep to one CPU at SCHED_IDLE: the thread that tells
+// the kernel what a crash inside an operation undid, started for a crash that
+// a ring thread served, keeps the daemon's CPUs and the normal policy.
+TEST(FuseRing, NoOtherThreadIsPinnedOrIdle) {
+  MIMICFS_REQUIRE_MOUNTABLE();
+  MIMICFS_REQUIRE_IO_URING();
+  MountedVolume vol("ext4", {"--io-uring", "on", "--fault", "op=fsync,crash=after"});
+  ASSERT_TRUE(vol.mounted()) << vol.error();
+  ASSERT_EQ(vol.stats()["fuse"]["transport"], "io_uring");
+  const std::string path = vol.file("f");
+  on_cpu(0, [&] {
+    const int fd = open(path.c_str(), O_CREAT | O_WRONLY, 0644);
+    if (fd < 0) return;
+    (void)pwrite(fd, "x", 1, 0);
+    (void)fsync(fd);  // the power goes once it is done
+    close(fd);
+  });
+  EXPECT_EQ(vol.stats()["power"]["crashes"], 1);
+  const pid_t daemon = daemon_of(vol.path());
+  ASSERT_GT(daemon, 0);
+  cpu_set_t ours;
+  ASSERT_EQ(sched_getaffinity(0, sizeof ours, &ours), 0);
+  int ring = 0;
+  int others = 0;
+  bool invalidator = false;
+  for (const auto& [tid, name] : threads_of(daemon)) {
+    // A thread a ring thread started would bear its name too.
+    if (name.rfind("mimicfs-ring-", 0) == 0) {
+      ++ring;
+      continue;
+    }
+    ++others;
+    invalidator |= name == "mimicfs-inval";
+    cpu_set_t set;
+    ASSERT_EQ(sched_getaffinity(tid, sizeof set, &set), 0) << tid;
+    EXPECT_TRUE(CPU_EQUAL(&set, &ours)) << "thread " << tid << " (" << name << ")";
+    EXPECT_EQ(sched_getscheduler(tid), SCHED_OTHER) << "thread " << tid << " (" << name << ")";
+  }
+  // FuseRing::kEntriesPerQueue per queue, no more.
+  EXPECT_EQ(ring, vol.stats()["fuse"]["ring_queues"].get<int>() * 10);
+  EXPECT_TRUE(invalidator);
+  EXPECT_GE(others, 4);  // the serving thread, a /dev/fuse worker, the heap trimmer, that one
 }
 
 TEST(FuseRing, OffServesDevFuseAlone) {
@@ -195,14 +246,6 @@ TEST(FuseRing, OffServesDevFuseAlone) {
   for (const auto& [name, count] : thread_names(daemon)) {
     EXPECT_EQ(name.find("mimicfs-ring"), std::string::npos) << name;
   }
-}
-
-// Runs `work` on a thread of its own, on `cpu`.
-template <typename Work>
-void on_cpu(int cpu, Work&& work) {
-  std::thread([&] {
-    if (run_on_cpu(cpu)) work();
-  }).join();
 }
 
 // The 8 operations a frozen volume holds waiting (docs/time.md), all sent from
