@@ -24,8 +24,10 @@
 // setting): a lone program's random 4 KiB writes at 66k IOPS against 43k
 // unpinned and 28k pinned at the normal policy, 1-byte writes 93k/s against
 // 49k and 32k, create + unlink 10.2k/s against 4.6k and 4.7k (/dev/fuse in
-// the same run as the first: 44k, 48k, 5.2k); pgbench 65-70% of tmpfs (two
-// runs) against 63% and 69-74% (/dev/fuse 37%).
+// the same run as the first: 44k, 48k, 5.2k); pgbench 65-81% of tmpfs (three
+// runs) against 63% and 69-74% (/dev/fuse 37%). Serving at the normal
+// policy and waiting at SCHED_IDLE (two sched_setscheduler calls a request)
+// gave pgbench 68.6%, in the run before one of 80.6%: not kept.
 // The ring stays a choice (`mimicfs mount --io-uring on`): the kernel
 // offers it only where root set fuse.enable_uring=Y.
 //
