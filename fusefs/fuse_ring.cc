@@ -23,6 +23,7 @@
 #include <string>
 
 #include "fusefs/fuse_channel.h"
+#include "fusefs/request_buffers.h"
 
 namespace mimicfs {
 namespace {
@@ -99,6 +100,7 @@ class FuseRing::Entry {
 
   Entry() = default;
   ~Entry() {
+    request_buffers::reply_in({});
     if (ring_ready_) io_uring_queue_exit(&ring_);  // cancels the entry's command
     if (memory_ != MAP_FAILED) munmap(memory_, memory_bytes_);
   }
@@ -129,6 +131,9 @@ class FuseRing::Entry {
     payload_ = static_cast<char*>(memory_) + 2 * page_bytes();
     iov_[0] = {header_, sizeof(RingRequestHeader)};
     iov_[1] = {payload_, payload_bytes_};
+    // Read replies are built where they are sent from (this is the thread's
+    // entry: set_up runs on it).
+    request_buffers::reply_in({reinterpret_cast<std::byte*>(payload_), payload_bytes_});
     io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
     if (sqe == nullptr) return false;
     io_uring_prep_poll_add(sqe, stop_fd, POLLIN);
@@ -236,12 +241,16 @@ class FuseRing::Entry {
     size_t total = 0;
     bool overlaps = false;
     for (int i = 0; i < count; ++i) {
-      total += arguments[i].iov_len;
       const auto* base = static_cast<const char*>(arguments[i].iov_base);
-      overlaps |= base < payload_ + payload_bytes_ && base + arguments[i].iov_len > payload_;
+      // Already where it goes: a read's data (reply_in, in set_up).
+      const bool in_place = base == payload_ + total;
+      overlaps |= !in_place && base < payload_ + payload_bytes_ &&
+                  base + arguments[i].iov_len > payload_;
+      total += arguments[i].iov_len;
     }
-    // A reply gathered from the request's own buffer could overwrite a part
-    // before copying it; no reply of mimicfs's or libfuse's points there.
+    // A reply gathered from elsewhere in the request's own buffer could
+    // overwrite a part before copying it; no reply of mimicfs's or libfuse's
+    // points there.
     if (total > payload_bytes_ || overlaps) {
       spdlog::error("FUSE over io_uring: a reply of {} bytes {}; EIO", total,
                     overlaps ? "points into its request" : "exceeds the entry");
@@ -250,7 +259,7 @@ class FuseRing::Entry {
     }
     char* to = payload_;
     for (int i = 0; i < count; ++i) {
-      std::memcpy(to, arguments[i].iov_base, arguments[i].iov_len);
+      if (arguments[i].iov_base != to) std::memcpy(to, arguments[i].iov_base, arguments[i].iov_len);
       to += arguments[i].iov_len;
     }
     set_reply(out, total);

@@ -114,7 +114,8 @@ class FuseRing {
 
   // libfuse's reply, as FuseChannel's writev sees it: true when it answers the
   // ring request the calling thread serves; it is then copied into the
-  // thread's entry, which the thread commits once libfuse returns.
+  // thread's entry (a read's data is already there: request_buffers::reply_in),
+  // which the thread commits once libfuse returns.
   static bool take_reply(const iovec* iov, int count) noexcept;
 
  private:

@@ -39,6 +39,8 @@ struct Worker;
 // The calling thread's worker, when it is one, and its reply buffer.
 thread_local Worker* this_worker = nullptr;
 thread_local std::vector<std::byte> reply;
+// The area given to reply_in, used for the replies that fit.
+thread_local std::span<std::byte> reply_area;
 
 // The registered workers; never destroyed (a worker may end after main).
 std::mutex& registry_mutex() {
@@ -216,6 +218,7 @@ ssize_t read_request(int fd, void* buffer, size_t length) {
 }
 
 std::span<std::byte> reply_buffer(size_t size) {
+  if (!reply_area.empty() && size <= reply_area.size()) return reply_area.first(size);
   if (reply.size() < size) reply.resize(size);
   if (size >= kLargeBytes && this_worker != nullptr) {
     this_worker->reply_reach = std::max(this_worker->reply_reach, size);
@@ -223,6 +226,8 @@ std::span<std::byte> reply_buffer(size_t size) {
   }
   return {reply.data(), size};
 }
+
+void reply_in(std::span<std::byte> area) { reply_area = area; }
 
 size_t release_signals_missed() { return signals_missed.load(); }
 

@@ -23,7 +23,10 @@
 // (block_release_signal); each worker unblocks it for itself.
 //
 // The FUSE over io_uring threads (fuse_ring.h) keep their buffers: their
-// entries are the kernel's while they wait.
+// entries are the kernel's while they wait. Each builds its read replies in
+// its entry's payload buffer (reply_in), where the reply goes anyway: the
+// data is copied once, from the store into the buffer the kernel copies to
+// the caller, not also from a buffer of its own into the entry.
 #pragma once
 
 #include <sys/types.h>
@@ -48,8 +51,14 @@ ssize_t read_request(int fd, void* buffer, size_t length);
 
 // `size` bytes of the calling thread's buffer for a read reply's data, valid
 // until its next call (reply_buffer on a worker thread, whose pages
-// release_idle() reclaims; any other thread's are kept).
+// release_idle() reclaims; the area given to reply_in; any other thread's
+// are kept).
 std::span<std::byte> reply_buffer(size_t size);
+
+// Makes `area` the calling thread's buffer for read replies' data from now
+// on, for those that fit (a FUSE over io_uring entry's payload buffer, whose
+// pages the entry keeps); an empty span goes back to the thread's own.
+void reply_in(std::span<std::byte> area);
 
 // Asks every worker waiting in read_request() with pages of a large request or
 // reply in its buffers to give them back; returns how many were asked. Any

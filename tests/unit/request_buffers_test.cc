@@ -189,6 +189,28 @@ TEST(RequestBuffers, TheReplyBufferGoesBackWithTheRequestBuffer) {
   }));
 }
 
+// A FUSE over io_uring thread builds its read replies in its entry's payload
+// buffer (fuse_ring.cc): every reply that fits is given the area itself, from
+// its start; a larger one, and every reply once the area is taken back, the
+// thread's own buffer.
+TEST(RequestBuffers, RepliesThatFitAreBuiltInTheAreaGiven) {
+  std::thread([] {
+    std::vector<std::byte> area(64 << 10);
+    request_buffers::reply_in(area);
+    for (const size_t size : {size_t{1}, size_t{4096}, area.size()}) {
+      const std::span<std::byte> reply = request_buffers::reply_buffer(size);
+      EXPECT_EQ(reply.data(), area.data()) << size;
+      EXPECT_EQ(reply.size(), size);
+    }
+    const std::span<std::byte> larger = request_buffers::reply_buffer(area.size() + 1);
+    EXPECT_EQ(larger.size(), area.size() + 1);
+    EXPECT_TRUE(larger.data() + larger.size() <= area.data() ||
+                larger.data() >= area.data() + area.size());
+    request_buffers::reply_in({});
+    EXPECT_NE(request_buffers::reply_buffer(16).data(), area.data());
+  }).join();
+}
+
 // Releases asked for as fast as they can be, while requests arrive back to
 // back: asked between a read's return and its request being served, or
 // while the kernel copies one in, the worker loses and damages nothing, and
