@@ -165,10 +165,26 @@ class FuseRing::Entry {
 
   // Submits what is queued and waits for the next completion. A system call
   // refused for now (EINTR, EAGAIN, EBUSY) is made again: what was queued
-  // stays queued. Any other refusal is the error.
+  // stays queued. Any other refusal is the error. An entry whose payload
+  // pages a large request or reply reached gives them back after
+  // kIdleBeforeRelease without a completion (release_pages).
   std::expected<Completion, int> next() {
     while (true) {
-      const int submitted = io_uring_submit_and_wait(&ring_, 1);
+      int submitted = 0;
+      if (reach_ == 0) {
+        submitted = io_uring_submit_and_wait(&ring_, 1);
+      } else {
+        using std::chrono::duration_cast, std::chrono::seconds, std::chrono::nanoseconds;
+        const auto whole = duration_cast<seconds>(kIdleBeforeRelease);
+        __kernel_timespec idle{.tv_sec = whole.count(),
+                               .tv_nsec = duration_cast<nanoseconds>(kIdleBeforeRelease - whole).count()};
+        io_uring_cqe* ready = nullptr;
+        submitted = io_uring_submit_and_wait_timeout(&ring_, &ready, 1, &idle, nullptr);
+        if (submitted == -ETIME) {
+          release_pages();
+          continue;
+        }
+      }
       if (submitted == -EAGAIN || submitted == -EBUSY) {
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
         continue;
@@ -180,6 +196,20 @@ class FuseRing::Entry {
       io_uring_cqe_seen(&ring_, cqe);
       return completion;
     }
+  }
+
+  // Gives back the pages of the payload buffer that large requests and
+  // replies reached (they read as zeros, and the kernel's next copy into
+  // them faults them in again). Only while no request is in the buffer: the
+  // kernel copies a request into it, and a reply out, only inside this
+  // thread's io_uring_enter (the copy runs as the thread's task work,
+  // IORING_SETUP_DEFER_TASKRUN, or in its commit), and posts the completion
+  // before that call returns.
+  void release_pages() noexcept {
+    if (io_uring_cq_ready(&ring_) != 0) return;  // a completion came after all
+    const size_t page = page_bytes();
+    madvise(payload_, (reach_ + page - 1) / page * page, MADV_DONTNEED);
+    reach_ = 0;
   }
 
   // Submits what is queued without waiting: a commit is done when this returns.
@@ -206,6 +236,7 @@ class FuseRing::Entry {
       reply_error(EIO);
       return;
     }
+    if (payload >= request_buffers::kLargeBytes) reach_ = std::max(reach_, payload);
     const size_t fixed = in.len - header_bytes - payload;
     char* request = payload_ - fixed - header_bytes;
     std::memcpy(request, &in, header_bytes);
@@ -257,6 +288,7 @@ class FuseRing::Entry {
       reply_error(EIO);
       return;
     }
+    if (total >= request_buffers::kLargeBytes) reach_ = std::max(reach_, total);
     char* to = payload_;
     for (int i = 0; i < count; ++i) {
       if (arguments[i].iov_base != to) std::memcpy(to, arguments[i].iov_base, arguments[i].iov_len);
@@ -294,6 +326,9 @@ class FuseRing::Entry {
   iovec iov_[2] = {};
   uint64_t unique_ = 0;  // the request in the buffers
   bool replied_ = false;
+  // How far into the payload buffer large requests and replies reached since
+  // its pages were last given back (0: only small ones, whose few pages stay).
+  size_t reach_ = 0;
 };
 
 thread_local FuseRing::Entry* FuseRing::Entry::current_ = nullptr;

@@ -44,6 +44,13 @@
 // the next request (FUSE_IO_URING_CMD_COMMIT_AND_FETCH): one system call per
 // request.
 //
+// An entry's payload pages that a large request or reply reached are given
+// back after kIdleBeforeRelease without a request, by the entry's thread
+// (Entry::release_pages): the kernel copies requests into an entry and
+// replies out of it only inside that thread's io_uring_enter, so the thread
+// may drop them between two such calls, as an idle /dev/fuse worker drops
+// its buffer's (request_buffers.h).
+//
 // Every entry registers at start: the kernel hands a request that arrives
 // while each entry of its CPU's queue is busy to the next of them that
 // commits, never to one registered later. So a queue has more entries than
@@ -63,6 +70,7 @@
 #include <sys/uio.h>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -83,6 +91,10 @@ class FuseRing {
   // Entries, each with its thread, per CPU queue: the 8 operations a frozen
   // volume holds, the restart, and one to spare.
   static constexpr int kEntriesPerQueue = 10;
+  // An entry whose payload pages a large request or reply reached gives them
+  // back after this long without a request (as idle /dev/fuse workers do,
+  // request_buffers.h).
+  static constexpr std::chrono::milliseconds kIdleBeforeRelease{1000};
   // Beyond this many possible CPUs the daemon keeps to /dev/fuse rather than
   // start kEntriesPerQueue threads for each.
   static constexpr size_t kMaxQueues = 64;

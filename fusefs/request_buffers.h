@@ -22,11 +22,13 @@
 // interrupted. The serving thread blocks the signal for the threads it starts
 // (block_release_signal); each worker unblocks it for itself.
 //
-// The FUSE over io_uring threads (fuse_ring.h) keep their buffers: their
-// entries are the kernel's while they wait. Each builds its read replies in
-// its entry's payload buffer (reply_in), where the reply goes anyway: the
-// data is copied once, from the store into the buffer the kernel copies to
-// the caller, not also from a buffer of its own into the entry.
+// The FUSE over io_uring threads (fuse_ring.h) are not signalled: each gives
+// back its entry's payload pages itself after a second without a request
+// (the kernel copies into an entry only inside its thread's io_uring_enter).
+// Each builds its read replies in its entry's payload buffer (reply_in),
+// where the reply goes anyway: the data is copied once, from the store into
+// the buffer the kernel copies to the caller, not also from a buffer of its
+// own into the entry.
 #pragma once
 
 #include <sys/types.h>

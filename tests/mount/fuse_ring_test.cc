@@ -14,6 +14,7 @@
 #include <atomic>
 #include <csignal>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <string>
@@ -232,6 +233,65 @@ TEST(FuseRing, NoOtherThreadIsPinnedOrIdle) {
   EXPECT_EQ(ring, vol.stats()["fuse"]["ring_queues"].get<int>() * 10);
   EXPECT_TRUE(invalidator);
   EXPECT_GE(others, 4);  // the serving thread, a /dev/fuse worker, the heap trimmer, that one
+}
+
+// The daemon's anonymous resident memory (RssAnon), in KiB; -1 if unread.
+long anonymous_kib(pid_t daemon) {
+  std::ifstream status("/proc/" + std::to_string(daemon) + "/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("RssAnon:", 0) == 0) return std::stol(line.substr(8));
+  }
+  return -1;
+}
+
+// A ring thread that served a 1 MiB write and read keeps the pages the
+// kernel copied them into only while requests keep coming: after a second
+// without one it gives them back (FuseRing::kIdleBeforeRelease). Zeros are
+// written, which the volume does not store, so that the pages measured are
+// the entries' alone.
+TEST(FuseRing, AnIdleEntryGivesBackItsPayloadPages) {
+  MIMICFS_REQUIRE_MOUNTABLE();
+  MIMICFS_REQUIRE_IO_URING();
+  MountedVolume vol("ideal", {"--io-uring", "on"});
+  ASSERT_TRUE(vol.mounted()) << vol.error();
+  ASSERT_EQ(vol.stats()["fuse"]["transport"], "io_uring");
+  const pid_t daemon = daemon_of(vol.path());
+  ASSERT_GT(daemon, 0);
+  for (int cpu = 0; cpu < cpus(); ++cpu) {  // each queue has served small requests
+    ASSERT_TRUE(write_and_read_back_on_cpu(vol.file("small" + std::to_string(cpu)), cpu));
+  }
+  const long before = anonymous_kib(daemon);
+  ASSERT_GT(before, 0);
+  constexpr size_t kBytes = 1 << 20;
+  void* buffer = nullptr;
+  ASSERT_EQ(posix_memalign(&buffer, 4096, kBytes), 0);
+  std::memset(buffer, 0, kBytes);
+  int served = 0;
+  for (int cpu = 0; cpu < cpus(); ++cpu) {
+    on_cpu(cpu, [&] {
+      const int fd = open(vol.file("zeros" + std::to_string(cpu)).c_str(),
+                          O_CREAT | O_RDWR | O_DIRECT, 0644);
+      if (fd < 0) return;
+      if (pwrite(fd, buffer, kBytes, 0) == static_cast<ssize_t>(kBytes) &&
+          pread(fd, buffer, kBytes, 0) == static_cast<ssize_t>(kBytes)) {
+        ++served;
+      }
+      close(fd);
+    });
+  }
+  free(buffer);
+  ASSERT_EQ(served, cpus());
+  // Held at first (measured within the second): at least half of a 1 MiB
+  // payload per CPU.
+  const long held = anonymous_kib(daemon);
+  EXPECT_GE(held - before, 512L * cpus()) << "before " << before << " KiB";
+  long now = held;
+  for (int i = 0; i < 50 && now - before > 256; ++i) {
+    usleep(100'000);
+    now = anonymous_kib(daemon);
+  }
+  EXPECT_LE(now - before, 256) << "before " << before << " KiB, after the I/O " << held << " KiB";
 }
 
 TEST(FuseRing, OffServesDevFuseAlone) {
