@@ -23,8 +23,9 @@ std::atomic<uint64_t> init_unique{0};
 std::atomic<bool> kernel_offers_killpriv_v2{false};
 std::atomic<bool> kernel_offers_io_uring{false};
 
-// The io_uring transport to offer, if any (attach).
+// The io_uring transport to offer, if any, and whether it was asked for (attach).
 FuseRing* ring = nullptr;
+bool ring_asked_for = false;
 
 // The request the current thread read last, which it is now serving.
 thread_local bool current_kills_suidgid = false;
@@ -156,9 +157,9 @@ ssize_t channel_writev(int fd, iovec* iov, int count, void*) {
       std::memcpy(reply + offsetof(fuse_init_out, flags2), &flags2, sizeof flags2);
     }
   } else if (ring != nullptr && !kernel_offers_io_uring) {
-    spdlog::warn(
-        "--io-uring on, but the kernel offers no FUSE over io_uring (fuse.enable_uring is off): "
-        "serving /dev/fuse");
+    spdlog::log(ring_asked_for ? spdlog::level::warn : spdlog::level::info,
+                "the kernel offers no FUSE over io_uring (fuse.enable_uring is off, or a kernel "
+                "before 6.14): serving /dev/fuse");
   }
   iovec patched[2] = {iov[0], {reply, reply_length}};
   const ssize_t n = ::writev(fd, patched, 2);
@@ -194,8 +195,9 @@ void prepare_request(char* request, size_t length) {
   }
 }
 
-bool attach(fuse_session* session, FuseRing* io_uring) {
+bool attach(fuse_session* session, FuseRing* io_uring, bool warn_unless_offered) {
   ring = io_uring;
+  ring_asked_for = warn_unless_offered;
   fuse_custom_io io{};
   io.read = channel_read;
   io.writev = channel_writev;

@@ -35,9 +35,11 @@ namespace mimicfs::fuse_channel {
 
 // Routes `session`'s reads and writes of /dev/fuse through the channel; call
 // after fuse_session_mount, before the loop. With `ring`, the INIT reply
-// offers FUSE over io_uring when the kernel does and the ring could prepare.
-// False (logged) when libfuse refused.
-bool attach(fuse_session* session, FuseRing* ring);
+// offers FUSE over io_uring when the kernel does and the ring could prepare;
+// `warn_unless_offered` logs a warning where the kernel does not (the ring
+// was asked for), where otherwise that is logged as information. False
+// (logged) when libfuse refused.
+bool attach(fuse_session* session, FuseRing* ring, bool warn_unless_offered);
 
 // What the channel does to each request before libfuse sees it, whichever
 // transport brought it (`request` holds all of its `length` bytes, laid out as

@@ -28,8 +28,8 @@
 // runs) against 63% and 69-74% (/dev/fuse 37%). Serving at the normal
 // policy and waiting at SCHED_IDLE (two sched_setscheduler calls a request)
 // gave pgbench 68.6%, in the run before one of 80.6%: not kept.
-// The ring stays a choice (`mimicfs mount --io-uring on`): the kernel
-// offers it only where root set fuse.enable_uring=Y.
+// A mount takes the ring by default where the kernel offers it (root set
+// fuse.enable_uring=Y); `--io-uring off` keeps to /dev/fuse.
 //
 // How, with libfuse 3.14, which knows nothing of it. FuseChannel offers the
 // feature in the INIT reply when the kernel does (module parameter

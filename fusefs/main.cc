@@ -174,13 +174,15 @@ int run(int argc, char** argv) {
                    "current: changes behind the kernel's back are invalidated; 0 sends every "
                    "stat to the daemon)")
       ->check(CLI::NonNegativeNumber);
-  std::string io_uring_mode = "off";
+  std::string io_uring_mode = "auto";
   mount
       ->add_option("--io-uring", io_uring_mode,
-                   "on: take requests over FUSE io_uring, a queue per CPU, when the kernel offers "
-                   "it (fuse.enable_uring=Y; the faster transport: its threads serve each "
-                   "caller on its own CPU); off (default): /dev/fuse")
-      ->check(CLI::IsMember({"on", "off"}))
+                   "auto (default): take requests over FUSE io_uring, a queue per CPU, where the "
+                   "kernel offers it (Linux 6.14 and later with fuse.enable_uring=Y; the faster "
+                   "transport: its threads serve each caller on its own CPU), else /dev/fuse; "
+                   "on: the same, with a warning where the kernel does not offer it; "
+                   "off: /dev/fuse")
+      ->check(CLI::IsMember({"auto", "on", "off"}))
       ->envname("MIMICFS_IO_URING");
   std::string data_dir;
   constexpr const char* kDataDirHelp =
@@ -332,7 +334,9 @@ int run(int argc, char** argv) {
     if (auto why = check_fuse_device(); !why.empty()) return usage_error(why);
     MountOptions options{mountpoint, std::move(*profile), foreground, adapter,
                          *latency,   fault_rules,         nullptr};
-    options.io_uring = io_uring_mode == "on";
+    options.io_uring = io_uring_mode == "on"    ? MountOptions::IoUring::kOn
+                       : io_uring_mode == "off" ? MountOptions::IoUring::kOff
+                                                : MountOptions::IoUring::kAuto;
     if (mount->count("--data-dir") > 0) {
       if (auto why = check_data_dir_apart(data_dir, mountpoint); !why.empty()) {
         return usage_error(why);

@@ -168,7 +168,9 @@ int mount_and_serve(MountOptions options) {
                           {"ring_queues", ring.queues()},
                           {"ring_requests", ring.requests()}};
   });
-  if (!fuse_channel::attach(session, options.io_uring ? &ring : nullptr)) {
+  using IoUring = MountOptions::IoUring;
+  if (!fuse_channel::attach(session, options.io_uring == IoUring::kOff ? nullptr : &ring,
+                            options.io_uring == IoUring::kOn)) {
     fuse_session_unmount(session);
     fuse_remove_signal_handlers(session);
     fuse_session_destroy(session);

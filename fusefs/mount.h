@@ -26,8 +26,11 @@ struct MountOptions {
   // and the volume it saved last time, checked against the profile (none: new).
   HostDataStore* data_dir = nullptr;
   std::optional<ImageJson> image;
-  // --io-uring on: FUSE over io_uring when the kernel offers it (fuse_ring.h).
-  bool io_uring = false;
+  // --io-uring: FUSE over io_uring (fuse_ring.h) where the kernel offers it,
+  // quietly (auto, the default) or with a warning where it does not (on); or
+  // /dev/fuse alone (off).
+  enum class IoUring { kAuto, kOn, kOff };
+  IoUring io_uring = IoUring::kAuto;
 };
 
 // One-line reason the directory cannot be a mountpoint (missing, not a directory,

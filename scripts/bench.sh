@@ -15,8 +15,10 @@
 # FUSE over io_uring (fusefs/fuse_ring.h): with --io-uring on (the default where
 # the kernel has it) the script sets the module parameter fuse.enable_uring=Y
 # for the run (and puts it back after) and adds mimicfs-ideal-ring, ideal
-# mounted --io-uring on, beside mimicfs ideal and nfs, which serve /dev/fuse as
-# a mount does by default. passthrough_ll (libfuse 3.14) has no ring.
+# mounted --io-uring on (what a mount takes by default where the kernel offers
+# the ring), beside mimicfs ideal and nfs, mounted --io-uring off to serve
+# /dev/fuse (as a mount does where the kernel has no ring). passthrough_ll
+# (libfuse 3.14) has no ring.
 #
 # Every request is a round trip between the caller's thread and a daemon
 # thread, and in a virtual machine a round trip that crosses CPUs wakes the

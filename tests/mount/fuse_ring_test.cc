@@ -294,6 +294,27 @@ TEST(FuseRing, AnIdleEntryGivesBackItsPayloadPages) {
   EXPECT_LE(now - before, 256) << "before " << before << " KiB, after the I/O " << held << " KiB";
 }
 
+// Without --io-uring (and without MIMICFS_IO_URING, which CI sets for its
+// runs) a mount takes the ring where the kernel offers it and serves
+// /dev/fuse where it does not.
+TEST(FuseRing, TheDefaultIsTheRingWhereTheKernelOffersIt) {
+  MIMICFS_REQUIRE_MOUNTABLE();
+  const char* set = std::getenv("MIMICFS_IO_URING");
+  const std::string saved = set != nullptr ? set : "";
+  unsetenv("MIMICFS_IO_URING");
+  MountedVolume vol("ideal");
+  if (set != nullptr) setenv("MIMICFS_IO_URING", saved.c_str(), 1);
+  ASSERT_TRUE(vol.mounted()) << vol.error();
+  EXPECT_TRUE(write_and_read_back_on_cpu(vol.file("f"), 0));
+  const nlohmann::json fuse = vol.stats()["fuse"];
+  if (kernel_offers_io_uring()) {
+    EXPECT_EQ(fuse["transport"], "io_uring");
+    EXPECT_GE(fuse["ring_requests"].get<int>(), 4);
+  } else {
+    EXPECT_EQ(fuse["transport"], "dev_fuse");
+  }
+}
+
 TEST(FuseRing, OffServesDevFuseAlone) {
   MIMICFS_REQUIRE_MOUNTABLE();
   MountedVolume vol("ext4", {"--io-uring", "off"});
