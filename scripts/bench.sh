@@ -316,7 +316,7 @@ if wants io; then
   bench_args=(--repetitions "$rounds")
   ((json)) && bench_args+=(--json)
   label="io workloads"
-  with_rss "$work/ideal $work/nfs" \
+  with_rss "$work/ideal $work/nfs${ring:+ $work/ideal-ring}" \
     "$bench" "${bench_args[@]}" \
     --ratio mimicfs-ideal/passthrough_ll-xattr --ratio mimicfs-nfs/passthrough_ll-xattr \
     --ratio mimicfs-ideal/passthrough_ll --ratio mimicfs-nfs/passthrough_ll \
