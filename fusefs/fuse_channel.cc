@@ -149,7 +149,7 @@ ssize_t channel_writev(int fd, iovec* iov, int count, void*) {
   bool io_uring = false;
   if (ring != nullptr && kernel_offers_io_uring && (flags & FUSE_INIT_EXT) != 0 &&
       reply_length >= offsetof(fuse_init_out, flags2) + sizeof(uint32_t)) {
-    io_uring = ring->prepare(ring_payload_bytes(reply, reply_length, flags));
+    io_uring = ring->prepare(ring_payload_bytes(reply, reply_length, flags), ring_asked_for);
     if (io_uring) {
       uint32_t flags2;
       std::memcpy(&flags2, reply + offsetof(fuse_init_out, flags2), sizeof flags2);

@@ -109,13 +109,14 @@ class FuseRing::Entry {
 
   // The io_uring (128-byte SQEs for the command, used by this thread alone,
   // its kernel work run when it waits), the buffers, and the poll of
-  // `stop_fd` queued. False, logged, when any is refused.
-  bool set_up(size_t payload_bytes, int stop_fd) {
+  // `stop_fd` queued. False, logged (a missing io_uring at `refusal`), when
+  // any is refused.
+  bool set_up(size_t payload_bytes, int stop_fd, spdlog::level::level_enum refusal) {
     io_uring_params params{};
     params.flags = IORING_SETUP_SQE128 | IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN;
     if (const int error = io_uring_queue_init_params(4, &ring_, &params); error < 0) {
-      spdlog::info("FUSE over io_uring: no io_uring ({}); serving /dev/fuse",
-                   std::strerror(-error));
+      spdlog::log(refusal, "FUSE over io_uring: no io_uring ({}); serving /dev/fuse",
+                  std::strerror(-error));
       return false;
     }
     ring_ready_ = true;
@@ -127,6 +128,9 @@ class FuseRing::Entry {
       spdlog::warn("FUSE over io_uring: cannot map a ring entry: {}", std::strerror(errno));
       return false;
     }
+    // Small pages only: the pages given back (release_pages) must not come
+    // back resident when khugepaged collapses the range into a huge page.
+    madvise(memory_, memory_bytes_, MADV_NOHUGEPAGE);
     header_ = static_cast<RingRequestHeader*>(memory_);
     payload_ = static_cast<char*>(memory_) + 2 * page_bytes();
     iov_[0] = {header_, sizeof(RingRequestHeader)};
@@ -180,7 +184,10 @@ class FuseRing::Entry {
                                .tv_nsec = duration_cast<nanoseconds>(kIdleBeforeRelease - whole).count()};
         io_uring_cqe* ready = nullptr;
         submitted = io_uring_submit_and_wait_timeout(&ring_, &ready, 1, &idle, nullptr);
-        if (submitted == -ETIME) {
+        // The wait ended without a completion: timed out, as -ETIME, or as
+        // the count submitted when the call also submitted (the kernel then
+        // drops the -ETIME, and liburing 2.3 passes the count on).
+        if (submitted == -ETIME || (submitted >= 0 && ready == nullptr)) {
           release_pages();
           continue;
         }
@@ -202,9 +209,15 @@ class FuseRing::Entry {
   // replies reached (they read as zeros, and the kernel's next copy into
   // them faults them in again). Only while no request is in the buffer: the
   // kernel copies a request into it, and a reply out, only inside this
-  // thread's io_uring_enter (the copy runs as the thread's task work,
-  // IORING_SETUP_DEFER_TASKRUN, or in its commit), and posts the completion
-  // before that call returns.
+  // thread's io_uring_enter, and posts the completion before that call
+  // returns. That rests on how fs/fuse/dev_uring.c is written (6.14 to 6.18),
+  // not on its ABI: a request queued while the entry waits is copied in by
+  // fuse_uring_send_in_task, task work that IORING_SETUP_DEFER_TASKRUN runs
+  // only in this thread's waiting io_uring_enter; one already queued, by
+  // fuse_uring_commit_fetch -> fuse_uring_next_fuse_req within the commit's
+  // submission; the reply is copied out by fuse_uring_commit, also within it.
+  // A kernel that copied from another context, or pinned the buffer, would
+  // need this dropped.
   void release_pages() noexcept {
     if (io_uring_cq_ready(&ring_) != 0) return;  // a completion came after all
     const size_t page = page_bytes();
@@ -237,6 +250,15 @@ class FuseRing::Entry {
       return;
     }
     if (payload >= request_buffers::kLargeBytes) reach_ = std::max(reach_, payload);
+    if (in.opcode == FUSE_READ) {
+      // Built in the payload (reply_in) however the read ends: a failed one
+      // may have filled part of it.
+      fuse_read_in read;
+      std::memcpy(&read, header_->op_in, sizeof read);
+      if (read.size >= request_buffers::kLargeBytes) {
+        reach_ = std::max(reach_, std::min<size_t>(read.size, payload_bytes_));
+      }
+    }
     const size_t fixed = in.len - header_bytes - payload;
     char* request = payload_ - fixed - header_bytes;
     std::memcpy(request, &in, header_bytes);
@@ -337,15 +359,17 @@ FuseRing::FuseRing(fuse_session* session) : session_(session) {}
 
 FuseRing::~FuseRing() { stop(); }
 
-bool FuseRing::prepare(size_t payload_bytes) {
+bool FuseRing::prepare(size_t payload_bytes, bool asked_for) {
+  refusal_ = asked_for ? spdlog::level::warn : spdlog::level::info;
   const auto cpus = possible_cpus();
   if (!cpus) {
-    spdlog::info("FUSE over io_uring: the possible CPUs are numbered with gaps; serving /dev/fuse");
+    spdlog::log(refusal_,
+                "FUSE over io_uring: the possible CPUs are numbered with gaps; serving /dev/fuse");
     return false;
   }
   if (*cpus > kMaxQueues) {
-    spdlog::info("FUSE over io_uring: {} possible CPUs, more than {}; serving /dev/fuse", *cpus,
-                 kMaxQueues);
+    spdlog::log(refusal_, "FUSE over io_uring: {} possible CPUs, more than {}; serving /dev/fuse",
+                *cpus, kMaxQueues);
     return false;
   }
   stop_fd_ = eventfd(0, EFD_CLOEXEC);
@@ -449,7 +473,7 @@ void FuseRing::serve(uint16_t queue, std::promise<bool> ready) {
   pthread_setname_np(pthread_self(), name.c_str());
   keep_to_cpu(queue);
   Entry entry;
-  const bool set_up = entry.set_up(payload_bytes_, stop_fd_);
+  const bool set_up = entry.set_up(payload_bytes_, stop_fd_, refusal_);
   ready.set_value(set_up);
   if (!set_up || !wait_for_start()) return;
   const int fuse_fd = fuse_session_fd(session_);

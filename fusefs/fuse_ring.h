@@ -67,6 +67,7 @@
 
 #define FUSE_USE_VERSION 314
 #include <fuse_lowlevel.h>
+#include <spdlog/common.h>
 #include <sys/uio.h>
 
 #include <atomic>
@@ -108,8 +109,10 @@ class FuseRing {
   // queue per possible CPU, as the kernel numbers them), each of which sets up
   // its io_uring and its buffers of `payload_bytes`. True when all did: the
   // reply may then offer FUSE_OVER_IO_URING. False, logged, with nothing left
-  // running, otherwise (io_uring refused, CPUs numbered with gaps, too many).
-  bool prepare(size_t payload_bytes);
+  // running, otherwise (io_uring refused, CPUs numbered with gaps, too many):
+  // as a warning when the ring was `asked_for` (--io-uring on), else as
+  // information.
+  bool prepare(size_t payload_bytes, bool asked_for);
   // Once the INIT reply reached the kernel: the threads register their
   // entries, and the kernel serves requests through the ring once every queue
   // has one.
@@ -148,6 +151,7 @@ class FuseRing {
 
   fuse_session* const session_;
   size_t payload_bytes_ = 0;  // set by prepare, before any thread starts
+  spdlog::level::level_enum refusal_ = spdlog::level::info;  // likewise
   size_t queue_count_ = 0;
   int stop_fd_ = -1;  // an eventfd every thread polls: written once, by stop()
   std::atomic<bool> serving_{false};

@@ -59,7 +59,8 @@ std::span<std::byte> reply_buffer(size_t size);
 
 // Makes `area` the calling thread's buffer for read replies' data from now
 // on, for those that fit (a FUSE over io_uring entry's payload buffer, whose
-// pages the entry keeps); an empty span goes back to the thread's own.
+// pages its thread gives back itself when idle); an empty span goes back to
+// the thread's own.
 void reply_in(std::span<std::byte> area);
 
 // Asks every worker waiting in read_request() with pages of a large request or

@@ -235,12 +235,14 @@ TEST(FuseRing, NoOtherThreadIsPinnedOrIdle) {
   EXPECT_GE(others, 4);  // the serving thread, a /dev/fuse worker, the heap trimmer, that one
 }
 
-// The daemon's anonymous resident memory (RssAnon), in KiB; -1 if unread.
+// The daemon's anonymous resident memory, in KiB, counted page by page
+// (smaps_rollup walks the page tables; status's RssAnon is a per-CPU
+// counter's approximation); -1 if unread.
 long anonymous_kib(pid_t daemon) {
-  std::ifstream status("/proc/" + std::to_string(daemon) + "/status");
+  std::ifstream rollup("/proc/" + std::to_string(daemon) + "/smaps_rollup");
   std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind("RssAnon:", 0) == 0) return std::stol(line.substr(8));
+  while (std::getline(rollup, line)) {
+    if (line.rfind("Anonymous:", 0) == 0) return std::stol(line.substr(10));
   }
   return -1;
 }
@@ -282,16 +284,19 @@ TEST(FuseRing, AnIdleEntryGivesBackItsPayloadPages) {
   }
   free(buffer);
   ASSERT_EQ(served, cpus());
-  // Held at first (measured within the second): at least half of a 1 MiB
+  // Held at first (measured within the second): at least 3/4 of a 1 MiB
   // payload per CPU.
   const long held = anonymous_kib(daemon);
-  EXPECT_GE(held - before, 512L * cpus()) << "before " << before << " KiB";
+  EXPECT_GE(held - before, 768L * cpus()) << "before " << before << " KiB";
+  // Given back: within half a payload per CPU of where it was (what serving
+  // the requests allocated stays, more of it under AddressSanitizer, whose
+  // quarantine keeps freed memory).
   long now = held;
-  for (int i = 0; i < 50 && now - before > 256; ++i) {
+  for (int i = 0; i < 50 && now - before > 512; ++i) {
     usleep(100'000);
     now = anonymous_kib(daemon);
   }
-  EXPECT_LE(now - before, 256) << "before " << before << " KiB, after the I/O " << held << " KiB";
+  EXPECT_LE(now - before, 512) << "before " << before << " KiB, after the I/O " << held << " KiB";
 }
 
 // Without --io-uring (and without MIMICFS_IO_URING, which CI sets for its
@@ -299,6 +304,7 @@ TEST(FuseRing, AnIdleEntryGivesBackItsPayloadPages) {
 // /dev/fuse where it does not.
 TEST(FuseRing, TheDefaultIsTheRingWhereTheKernelOffersIt) {
   MIMICFS_REQUIRE_MOUNTABLE();
+  // The environment is changed while only this thread runs.
   const char* set = std::getenv("MIMICFS_IO_URING");
   const std::string saved = set != nullptr ? set : "";
   unsetenv("MIMICFS_IO_URING");
