@@ -180,8 +180,8 @@ class FuseRing::Entry {
       } else {
         using std::chrono::duration_cast, std::chrono::seconds, std::chrono::nanoseconds;
         const auto whole = duration_cast<seconds>(kIdleBeforeRelease);
-        __kernel_timespec idle{.tv_sec = whole.count(),
-                               .tv_nsec = duration_cast<nanoseconds>(kIdleBeforeRelease - whole).count()};
+        const auto part = duration_cast<nanoseconds>(kIdleBeforeRelease - whole);
+        __kernel_timespec idle{.tv_sec = whole.count(), .tv_nsec = part.count()};
         io_uring_cqe* ready = nullptr;
         submitted = io_uring_submit_and_wait_timeout(&ring_, &ready, 1, &idle, nullptr);
         // The wait ended without a completion: timed out, as -ETIME, or as
