@@ -8,8 +8,10 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <bit>
 #include <cerrno>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <iterator>
 #include <new>
@@ -84,24 +86,32 @@ uint64_t SegmentSlots::copy_into(std::byte* target, const std::byte* source, uin
 
 std::byte* SegmentSlots::take() {
   std::lock_guard lock(mutex_);
-  if (free_.empty()) add_region();
-  std::byte* slot = *free_.begin();
-  free_.erase(free_.begin());
-  ++used_[region_of(slot)];
-  return slot;
+  auto region = regions_.begin();
+  while (region != regions_.end() && region->second.count == kSlotsPerRegion) ++region;
+  if (region == regions_.end()) region = add_region();
+  Region& slots = region->second;
+  for (uint64_t word = 0; word < slots.taken.size(); ++word) {
+    const int bit = std::countr_one(slots.taken[word]);
+    if (bit == 64) continue;
+    slots.taken[word] |= uint64_t{1} << bit;
+    ++slots.count;
+    return region->first + (word * 64 + static_cast<uint64_t>(bit)) * kSlot;
+  }
+  std::abort();  // count said a slot was free
 }
 
 void SegmentSlots::give_back(std::byte* slot) {
   // Cannot fail on a private anonymous mapping of ours, with whole pages.
   madvise(slot, kSlot, MADV_DONTNEED);
   std::lock_guard lock(mutex_);
-  std::byte* region = region_of(slot);
-  free_.insert(slot);
-  if (--used_[region] > 0 || used_.size() == 1) return;
+  const auto region = std::prev(regions_.upper_bound(slot));
+  const auto index = static_cast<uint64_t>(slot - region->first) / kSlot;
+  Region& slots = region->second;
+  slots.taken[index / 64] &= ~(uint64_t{1} << (index % 64));
+  if (--slots.count > 0 || regions_.size() == 1) return;
   // A region with no segment left goes, unless it is the last one.
-  for (uint64_t i = 0; i < kSlotsPerRegion; ++i) free_.erase(region + i * kSlot);
-  used_.erase(region);
-  munmap(region, kRegion);
+  munmap(region->first, kRegion);
+  regions_.erase(region);
 }
 
 SegmentSlots::SegmentSlots(PageFill fill) : fill_(fill) {
@@ -121,12 +131,7 @@ void SegmentSlots::forget_page_filler() {
   close(uffd);
 }
 
-std::byte* SegmentSlots::region_of(std::byte* slot) const {
-  auto it = used_.upper_bound(slot);
-  return std::prev(it)->first;
-}
-
-void SegmentSlots::add_region() {
+std::map<std::byte*, SegmentSlots::Region>::iterator SegmentSlots::add_region() {
   // Aligned to a slot: map a slot more than needed and cut the ends off.
   void* mapped = mmap(nullptr, kRegion + kSlot, PROT_READ | PROT_WRITE,
                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -147,8 +152,7 @@ void SegmentSlots::add_region() {
     munmap(region, kRegion);
     throw std::bad_alloc();
   }
-  used_.emplace(region, 0);
-  for (uint64_t i = 0; i < kSlotsPerRegion; ++i) free_.insert(region + i * kSlot);
+  return regions_.emplace(region, Region{}).first;
 }
 
 PageFill best_page_fill() {
