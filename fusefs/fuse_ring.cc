@@ -167,6 +167,28 @@ class FuseRing::Entry {
     return true;
   }
 
+  // Registers the entry with queue `queue` (submitting what else is queued)
+  // and tells whether the kernel took it: 0, or the errno it refused it with.
+  // The kernel decides during the submission and posts a refusal before
+  // io_uring_enter returns; a taken entry's completion comes with its first
+  // request, in next(). An answer io_uring finds only later (a command its
+  // workers retried after EAGAIN) comes in next() too.
+  int register_with(uint16_t queue, int fuse_fd) {
+    if (!queue_command(kCmdRegister, queue, fuse_fd)) return EBUSY;
+    int submitted;
+    while ((submitted = io_uring_submit(&ring_)) < 0) {
+      if (submitted == -EINTR) continue;
+      if (submitted != -EAGAIN && submitted != -EBUSY) return -submitted;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    io_uring_cqe* cqe = nullptr;
+    if (io_uring_peek_cqe(&ring_, &cqe) != 0 || cqe == nullptr) return 0;
+    if (io_uring_cqe_get_data64(cqe) != kEntryTag || cqe->res >= 0) return 0;
+    const int error = -cqe->res;
+    io_uring_cqe_seen(&ring_, cqe);
+    return error;
+  }
+
   // Submits what is queued and waits for the next completion. A system call
   // refused for now (EINTR, EAGAIN, EBUSY) is made again: what was queued
   // stays queued. Any other refusal is the error. An entry whose payload
@@ -407,9 +429,9 @@ bool FuseRing::prepare(size_t payload_bytes, bool asked_for) {
 void FuseRing::start() {
   {
     std::lock_guard lock(mutex_);
+    serving_ = true;  // before any thread registers: one refused may turn it false
     started_ = true;
   }
-  serving_ = true;
   started_or_stopping_.notify_all();
   spdlog::info("FUSE over io_uring: {} queues, one per CPU, of {} entries", queue_count_,
                kEntriesPerQueue);
@@ -468,6 +490,34 @@ void FuseRing::fail(uint16_t queue, const char* what, int error) {
   kill(getpid(), SIGTERM);
 }
 
+void FuseRing::refused(uint16_t queue, int error) {
+  if (stop_requested_) return;
+  int left;
+  {
+    std::lock_guard lock(mutex_);
+    left = kEntriesPerQueue - ++refused_[queue];
+  }
+  if (left > 0) {
+    // Fewer entries than a frozen volume holds operations, and a restart
+    // sent from this CPU waits behind them (kEntriesPerQueue).
+    spdlog::warn("FUSE over io_uring: queue {}: the kernel refused an entry: {}; the queue serves "
+                 "with the {} others{}",
+                 queue, std::strerror(error), left,
+                 left < kEntriesPerQueue - 1
+                     ? " (a restart from its CPU may wait behind 8 operations on a frozen volume)"
+                     : "");
+    return;
+  }
+  // Without an entry in every queue the kernel never turns to the ring, and
+  // once it refused one it no longer waits for it: /dev/fuse serves, and the
+  // other queues' threads end.
+  spdlog::warn("FUSE over io_uring: queue {}: the kernel refused every entry (the last: {}); "
+               "serving /dev/fuse",
+               queue, std::strerror(error));
+  serving_ = false;
+  (void)eventfd_write(stop_fd_, 1);
+}
+
 void FuseRing::serve(uint16_t queue, std::promise<bool> ready) {
   const std::string name = fmt::format("mimicfs-ring-{}", queue);
   pthread_setname_np(pthread_self(), name.c_str());
@@ -477,23 +527,38 @@ void FuseRing::serve(uint16_t queue, std::promise<bool> ready) {
   ready.set_value(set_up);
   if (!set_up || !wait_for_start()) return;
   const int fuse_fd = fuse_session_fd(session_);
-  if (!entry.queue_command(kCmdRegister, queue, fuse_fd)) return fail(queue, "register", EBUSY);
+  // ENOTCONN or ECONNABORTED: unmounted already. Otherwise (ENOMEM; EINVAL
+  // would be a bug of ours) the thread ends, and the kernel serves without
+  // this entry.
+  const auto unmounted = [](int error) { return error == ENOTCONN || error == ECONNABORTED; };
+  if (const int error = entry.register_with(queue, fuse_fd); error != 0) {
+    if (!unmounted(error)) refused(queue, error);
+    return;
+  }
+  bool served = false;
   while (true) {
     const auto completion = entry.next();
     if (!completion) return fail(queue, "io_uring_enter", completion.error());
     if (completion->tag == kStopTag) return;
     const int result = completion->result;
-    if (result == -EAGAIN) {
-      // The kernel has not taken the INIT reply in yet: register again.
+    if (result < 0 && !served && !unmounted(-result)) {
+      // The registration's own answer, come late (a command io_uring retried
+      // from its workers): EAGAIN before the kernel took INIT's reply in,
+      // which it did before the reply's write returned; any other error
+      // before a first request is the registration's too (6.14 to 6.18).
+      if (result != -EAGAIN) return refused(queue, -result);
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      if (!entry.queue_command(kCmdRegister, queue, fuse_fd)) return fail(queue, "register", EBUSY);
+      if (const int error = entry.register_with(queue, fuse_fd); error != 0) {
+        if (!unmounted(error)) refused(queue, error);
+        return;
+      }
       continue;
     }
     if (result < 0) {
-      // ENOTCONN or ECONNABORTED: the unmount tore the ring down.
-      if (result != -ENOTCONN && result != -ECONNABORTED) fail(queue, "a ring command", -result);
+      if (!unmounted(-result)) fail(queue, "a ring command", -result);
       return;
     }
+    served = true;
     requests_.fetch_add(1, std::memory_order_relaxed);
     entry.serve(session_);
     if (!entry.queue_command(kCmdCommitAndFetch, queue, fuse_fd)) {

@@ -59,10 +59,20 @@
 //
 // Not through the ring, as the kernel sends them: INIT, FORGET and INTERRUPT
 // (read from /dev/fuse by libfuse's loop, which keeps running) and the
-// daemon's notifications (written to /dev/fuse). A ring that fails after it
-// serves (an io_uring error other than the unmount's) cannot fall back to
-// /dev/fuse: the daemon logs it and stops, as on SIGTERM, rather than leave
-// its callers waiting.
+// daemon's notifications (written to /dev/fuse).
+//
+// An entry the kernel refuses to register (out of memory; EINVAL would be a
+// bug of ours) is logged and its thread ends: the queue serves with the
+// others (with fewer than 9, a restart sent from its CPU may wait behind the
+// 8 operations a frozen volume holds: logged). Once the kernel refused one it
+// no longer holds requests back for the ring (fs/fuse/dev_uring.c sets
+// fc->io_uring to 0), and while some queue has no entry it never turns to the
+// ring: a queue whose entries were all refused leaves the mount on /dev/fuse,
+// which libfuse's loop serves anyway, the other queues' threads end, and
+// stats.json's transport says so. A ring that fails after it serves (an
+// io_uring error other than the unmount's) cannot fall back to /dev/fuse:
+// the daemon logs it and stops, as on SIGTERM, rather than leave its callers
+// waiting.
 #pragma once
 
 #define FUSE_USE_VERSION 314
@@ -76,6 +86,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <future>
+#include <map>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -121,7 +132,8 @@ class FuseRing {
   // kernel still queues wait for the unmount, which fails them. Idempotent.
   void stop();
 
-  // True once start() ran: requests come through the ring.
+  // True once start() ran, until the kernel refused every entry of a queue:
+  // requests come through the ring (once every queue has an entry).
   bool serving() const { return serving_.load(); }
   size_t queues() const { return serving() ? queue_count_ : 0; }
   // Requests served through the ring since the mount.
@@ -148,6 +160,9 @@ class FuseRing {
   // An io_uring failure the ring cannot recover from: logged, and the daemon
   // told to stop (SIGTERM to itself, as libfuse's handler takes it).
   void fail(uint16_t queue, const char* what, int error);
+  // The kernel refused to register one of `queue`'s entries (`error`): logged;
+  // once it refused them all, /dev/fuse serves (serving() turns false).
+  void refused(uint16_t queue, int error);
 
   fuse_session* const session_;
   size_t payload_bytes_ = 0;  // set by prepare, before any thread starts
@@ -163,6 +178,7 @@ class FuseRing {
   bool started_ GUARDED_BY(mutex_) = false;
   bool stopping_ GUARDED_BY(mutex_) = false;
   std::vector<std::thread> threads_ GUARDED_BY(mutex_);
+  std::map<uint16_t, int> refused_ GUARDED_BY(mutex_);  // entries refused, by queue
 };
 
 }  // namespace mimicfs

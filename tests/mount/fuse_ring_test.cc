@@ -16,7 +16,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <map>
+#include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -319,6 +322,132 @@ TEST(FuseRing, TheDefaultIsTheRingWhereTheKernelOffersIt) {
   } else {
     EXPECT_EQ(fuse["transport"], "dev_fuse");
   }
+}
+
+// The kernel refuses to register a ring entry only when it runs out of
+// memory; a library preloaded into the daemons started while this lives
+// makes it refuse the first `count` of queue 0's
+// (tests/support/ring_refusal_preload.cc). The environment is changed while
+// only this thread runs, and put back as it was.
+class RefusedEntries {
+ public:
+  explicit RefusedEntries(int count) {
+    const std::string preload = saved("LD_PRELOAD").value_or("");
+    setenv("LD_PRELOAD",
+           (std::string(MIMICFS_RING_REFUSAL_PRELOAD) + (preload.empty() ? "" : ":" + preload))
+               .c_str(),
+           1);
+    setenv("MIMICFS_TEST_REFUSE_RING", ("0:" + std::to_string(count)).c_str(), 1);
+    // Under AddressSanitizer: its runtime is not the first library loaded.
+    setenv("ASAN_OPTIONS", (saved("ASAN_OPTIONS").value_or("") + ":verify_asan_link_order=0").c_str(),
+           1);
+  }
+  ~RefusedEntries() {
+    unsetenv("MIMICFS_TEST_REFUSE_RING");
+    for (const auto& [name, value] : saved_) {
+      if (value) {
+        setenv(name.c_str(), value->c_str(), 1);
+      } else {
+        unsetenv(name.c_str());
+      }
+    }
+  }
+  RefusedEntries(const RefusedEntries&) = delete;
+  RefusedEntries& operator=(const RefusedEntries&) = delete;
+
+ private:
+  const std::optional<std::string>& saved(const std::string& name) {
+    const char* value = std::getenv(name.c_str());
+    return saved_[name] = value != nullptr ? std::optional<std::string>(value) : std::nullopt;
+  }
+  std::map<std::string, std::optional<std::string>> saved_;
+};
+
+// An ideal mount over the ring whose daemon had the kernel refuse `count` of
+// queue 0's entries.
+std::unique_ptr<MountedVolume> mount_refusing(int count) {
+  const RefusedEntries refused(count);
+  return std::make_unique<MountedVolume>("ideal", std::vector<std::string>{"--io-uring", "on"});
+}
+
+std::string contents_of(const std::string& path) {
+  std::ifstream file(path);
+  return std::string(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
+}
+
+// Polls `done` for up to 5 s.
+template <typename Done>
+bool within_5s(Done&& done) {
+  for (int i = 0; i < 50; ++i) {
+    if (done()) return true;
+    usleep(100'000);
+  }
+  return done();
+}
+
+// How many threads the daemon has named `name`.
+int threads_named(pid_t daemon, const std::string& name) {
+  const auto names = thread_names(daemon);
+  return names.count(name) != 0 ? names.at(name) : 0;
+}
+
+// An entry the kernel refuses ends its thread; the queue serves with the
+// others, and the mount over the ring.
+TEST(FuseRing, AQueueServesWithTheEntriesTheKernelTook) {
+  MIMICFS_REQUIRE_MOUNTABLE();
+  MIMICFS_REQUIRE_IO_URING();
+  const auto mounted = mount_refusing(3);
+  MountedVolume& vol = *mounted;
+  ASSERT_TRUE(vol.mounted()) << vol.error();
+  const pid_t daemon = daemon_of(vol.path());
+  ASSERT_GT(daemon, 0);
+  // Until every queue has an entry the kernel serves /dev/fuse (it stopped
+  // holding requests for the ring at the first refusal).
+  EXPECT_TRUE(within_5s([&] { return threads_named(daemon, "mimicfs-ring-0") == 10 - 3; }))
+      << threads_named(daemon, "mimicfs-ring-0") << " threads on queue 0";
+  EXPECT_TRUE(within_5s([&] {
+    const int before = vol.stats()["fuse"]["ring_requests"].get<int>();
+    return write_and_read_back_on_cpu(vol.file("probe"), 0) &&
+           vol.stats()["fuse"]["ring_requests"].get<int>() > before;
+  }));
+  const int before = vol.stats()["fuse"]["ring_requests"].get<int>();
+  for (int cpu = 0; cpu < cpus(); ++cpu) {
+    EXPECT_TRUE(write_and_read_back_on_cpu(vol.file("f" + std::to_string(cpu)), cpu)) << cpu;
+  }
+  const nlohmann::json fuse = vol.stats()["fuse"];
+  EXPECT_EQ(fuse["transport"], "io_uring");
+  EXPECT_GE(fuse["ring_requests"].get<int>() - before, 4 * cpus());
+  for (int cpu = 1; cpu < cpus(); ++cpu) {
+    EXPECT_EQ(threads_named(daemon, "mimicfs-ring-" + std::to_string(cpu)), 10) << cpu;
+  }
+  EXPECT_NE(contents_of(vol.log()).find("queue 0: the kernel refused an entry"), std::string::npos);
+}
+
+// With every entry of one queue refused the kernel never turns to the ring:
+// the mount goes on over /dev/fuse, stats.json says so, and no ring thread
+// stays.
+TEST(FuseRing, AQueueWithNoEntryLeavesTheMountOnDevFuse) {
+  MIMICFS_REQUIRE_MOUNTABLE();
+  MIMICFS_REQUIRE_IO_URING();
+  const auto mounted = mount_refusing(10);  // FuseRing::kEntriesPerQueue
+  MountedVolume& vol = *mounted;
+  ASSERT_TRUE(vol.mounted()) << vol.error();
+  for (int cpu = 0; cpu < cpus(); ++cpu) {
+    EXPECT_TRUE(write_and_read_back_on_cpu(vol.file("f" + std::to_string(cpu)), cpu)) << cpu;
+  }
+  // The refusals come as the threads register, right after INIT.
+  EXPECT_TRUE(within_5s([&] { return vol.stats()["fuse"]["transport"] == "dev_fuse"; }));
+  EXPECT_EQ(vol.stats()["fuse"]["ring_requests"], 0);
+  const pid_t daemon = daemon_of(vol.path());
+  ASSERT_GT(daemon, 0);
+  EXPECT_TRUE(within_5s([&] {
+    for (const auto& [name, count] : thread_names(daemon)) {
+      if (name.rfind("mimicfs-ring-", 0) == 0) return false;
+    }
+    return true;
+  }));
+  EXPECT_NE(contents_of(vol.log()).find("queue 0: the kernel refused every entry"),
+            std::string::npos);
 }
 
 TEST(FuseRing, OffServesDevFuseAlone) {

@@ -62,6 +62,8 @@ class MountedVolume {
   const std::string& error() const { return error_; }
   const std::string& path() const { return path_; }
   std::string file(const std::string& name) const { return path_ + "/" + name; }
+  // The daemon's log (--log-level info), removed with the volume.
+  const std::string& log() const { return log_; }
 
   // .mimicfs/stats.json, parsed.
   nlohmann::json stats() const { return mount_->stats(); }
