@@ -531,10 +531,12 @@ void FuseRing::serve(uint16_t queue, std::promise<bool> ready) {
   // would be a bug of ours) the thread ends, and the kernel serves without
   // this entry.
   const auto unmounted = [](int error) { return error == ENOTCONN || error == ECONNABORTED; };
-  if (const int error = entry.register_with(queue, fuse_fd); error != 0) {
-    if (!unmounted(error)) refused(queue, error);
-    return;
-  }
+  const auto registered = [&] {
+    const int error = entry.register_with(queue, fuse_fd);
+    if (error != 0 && !unmounted(error)) refused(queue, error);
+    return error == 0;
+  };
+  if (!registered()) return;
   bool served = false;
   while (true) {
     const auto completion = entry.next();
@@ -548,10 +550,7 @@ void FuseRing::serve(uint16_t queue, std::promise<bool> ready) {
       // before a first request is the registration's too (6.14 to 6.18).
       if (result != -EAGAIN) return refused(queue, -result);
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      if (const int error = entry.register_with(queue, fuse_fd); error != 0) {
-        if (!unmounted(error)) refused(queue, error);
-        return;
-      }
+      if (!registered()) return;
       continue;
     }
     if (result < 0) {
