@@ -29,18 +29,21 @@
 # for the run and puts it back after (only where the guest has haltpoll).
 #
 # PARTS, comma-separated (default all): io, pgbench, stats, extents.
-#   io       five workloads (tests/bench/mimicfs_bench.cc) on every target, N
+#   io       the workloads (tests/bench/mimicfs_bench.cc) on every target, N
 #            rounds (default 5), with % of tmpfs and the ratios of mimicfs to both
 #            passthrough_ll runs; then each mimicfs daemon's RSS before the
-#            workloads, at their peak, and after they deleted their files and
-#            `ctl sync` committed the deletions.
+#            workloads (at mount), warm (after one round of them on the mimicfs
+#            mounts alone, run first, its files deleted), at the peak of the N
+#            rounds, and after they deleted their files; each time once `ctl
+#            sync` committed the deletions.
 #   pgbench  PostgreSQL (Debian's, installed if missing): pgbench -i -s 10 on
 #            tmpfs, mimicfs ideal and mimicfs nfs, then T transactions (default
 #            4000, 2 clients) per target per round, rounds interleaved; median TPS.
 #   stats    MOUNT/.mimicfs/stats.json read back to back on an nfs volume holding
 #            N extents (default 1000000) while a writer runs
-#            (tests/bench/stats_read_bench.cc); the daemon's RSS before, at the
-#            peak and after the files are deleted.
+#            (tests/bench/stats_read_bench.cc), run twice; the daemon's RSS
+#            before, warm (after the first run deleted its files), at the
+#            peak of the second and after it.
 #   extents  the engine alone (tests/bench/extent_scaling_bench.cc): heap bytes
 #            per extent and per inode, operations on a file of 10k, 100k and 1M
 #            extents with the growth of each, and 10M extents in one volume.
@@ -249,32 +252,57 @@ mib1() { awk -v kib="$1" 'BEGIN { printf "%.1f MiB", kib / 1024 }'; }
 # RSS before, at the peak and 3 s after a command and `ctl sync`, for the daemons of
 # the given mountpoints: `with_rss "DIR..." COMMAND...`. The peak is VmHWM after a
 # reset (clear_refs 5); where the reset is refused, the daemon's peak since it started.
+# With the array warm_up set to a command (one round of the same workloads), it runs
+# first, and the RSS once it has deleted its files (`ctl sync`, 3 s) is printed as
+# `warm`: the level a daemon comes back to once its code has run and its threads
+# have started, which `after` is then measured against.
 rss_lines=()
+warm_up=()
 with_rss() {
-  local dirs=($1) pids=() before=() before_anon=() pid i status=0
+  local dirs=($1) pids=() before=() before_anon=() warm=() warm_kib=() pid i after status=0
   shift
   for i in "${!dirs[@]}"; do
     pid="$(daemon_pid "${dirs[$i]}")"
     pids+=("$pid")
-    echo 5 2>/dev/null >"/proc/$pid/clear_refs" || true
     before+=("$(status_kib "$pid" VmRSS)")
     before_anon+=("$(status_kib "$pid" RssAnon)")
   done
+  if ((${#warm_up[@]})); then
+    "${warm_up[@]}" >/dev/null || status=$?
+    settle_daemons "${dirs[@]}" || status=1
+    for pid in "${pids[@]}"; do
+      warm_kib+=("$(status_kib "$pid" VmRSS)")
+      warm+=("$(printf '   warm %8s (anon %s)' "$(mib1 "${warm_kib[-1]}")" \
+        "$(mib1 "$(status_kib "$pid" RssAnon)")")")
+    done
+  fi
+  for pid in "${pids[@]}"; do echo 5 2>/dev/null >"/proc/$pid/clear_refs" || true; done
   "$@" || status=$?
+  settle_daemons "${dirs[@]}" || status=1
+  for i in "${!dirs[@]}"; do
+    pid="${pids[$i]}"
+    after="$(status_kib "$pid" VmRSS)"
+    rss_lines+=("$(printf '%-22s before %8s (anon %s)%s   peak %8s   after %8s (anon %s%s)   (%s)' \
+      "$(basename "${dirs[$i]}")" "$(mib1 "${before[$i]}")" "$(mib1 "${before_anon[$i]}")" \
+      "${warm[$i]:-}" "$(mib "$(status_kib "$pid" VmHWM)")" \
+      "$(mib1 "$after")" "$(mib1 "$(status_kib "$pid" RssAnon)")" \
+      "${warm_kib[$i]:+$(awk -v a="$after" -v w="${warm_kib[$i]}" 'BEGIN { printf ", %.2fx warm", a / w }')}" \
+      "$label")")
+  done
+  return "$status"
+}
+
+# After a workload deleted its files: commits the deletions and lets the daemons
+# give memory back.
+settle_daemons() {
+  local dir status=0
   # An unlink frees the file for good when it commits, as on a real filesystem
   # (ideal commits only on a sync, and a crash before it brings the file back).
   # `ctl sync`: sync(1) inside a FUSE mount reaches no daemon (docs/stats.md).
-  for i in "${!dirs[@]}"; do "$mimicfs" ctl "${dirs[$i]}" sync || status=1; done
+  for dir in "$@"; do "$mimicfs" ctl "$dir" sync || status=1; done
   # The daemon gives malloc's free memory back within 2 s once it is quiet
   # (fusefs/heap_trimmer.h).
   sleep 3
-  for i in "${!dirs[@]}"; do
-    pid="${pids[$i]}"
-    rss_lines+=("$(printf '%-22s before %8s (anon %s)   peak %8s   after %8s (anon %s)   (%s)' \
-      "$(basename "${dirs[$i]}")" "$(mib "${before[$i]}")" "$(mib1 "${before_anon[$i]}")" \
-      "$(mib "$(status_kib "$pid" VmHWM)")" "$(mib "$(status_kib "$pid" VmRSS)")" \
-      "$(mib1 "$(status_kib "$pid" RssAnon)")" "$label")")
-  done
   return "$status"
 }
 
@@ -316,6 +344,8 @@ if wants io; then
   bench_args=(--repetitions "$rounds")
   ((json)) && bench_args+=(--json)
   label="io workloads"
+  # One round of every workload on the mimicfs mounts first: the `warm` RSS.
+  warm_up=("$bench" --repetitions 1 mimicfs-ideal="$work/ideal" mimicfs-nfs="$work/nfs" "${ring[@]}")
   with_rss "$work/ideal $work/nfs${ring:+ $work/ideal-ring}" \
     "$bench" "${bench_args[@]}" \
     --ratio mimicfs-ideal/passthrough_ll-xattr --ratio mimicfs-nfs/passthrough_ll-xattr \
@@ -324,6 +354,7 @@ if wants io; then
     tmpfs="$work/tmpfs/ref" passthrough_ll="$work/passthrough_ll" \
     passthrough_ll-xattr="$work/passthrough_ll-xattr" \
     mimicfs-ideal="$work/ideal" mimicfs-nfs="$work/nfs" "${ring[@]}" || status=$?
+  warm_up=()
   ((status <= 1)) || exit "$status"
 fi
 
@@ -388,7 +419,9 @@ fi
 if wants stats; then
   echo
   label="stats read, $extents extents"
+  warm_up=("$stats_bench" --extents "$extents" "$work/nfs")  # the same part once before
   with_rss "$work/nfs" "$stats_bench" --extents "$extents" "$work/nfs" || status=1
+  warm_up=()
 fi
 
 # --- extents ---------------------------------------------------------------------------
@@ -464,7 +497,8 @@ fi
 
 if ((${#rss_lines[@]})); then
   echo
-  echo "daemon RSS (VmRSS before, and 3 s after the part and 'ctl sync'; VmHWM since the reset before the part;"
+  echo "daemon RSS (VmRSS at mount; warm: after one round of the part run first; VmHWM during the part;"
+  echo "after: 3 s after the part and 'ctl sync', against warm: what the part kept;"
   echo "anon: RssAnon, the daemon's own memory; the rest is its code and libraries as far as they were run):"
   printf '  %s\n' "${rss_lines[@]}"
 fi
