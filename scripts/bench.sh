@@ -241,7 +241,7 @@ daemon_pid() {
   echo "${found[0]}"
 }
 
-# A /proc/PID/status field in KiB (VmRSS, VmHWM).
+# A /proc/PID/status field's number (VmRSS and VmHWM in KiB, Threads).
 status_kib() {
   awk -v key="$2:" '$1 == key { print $2; found = 1 } END { exit !found }' "/proc/$1/status"
 }
@@ -259,21 +259,19 @@ mib1() { awk -v kib="$1" 'BEGIN { printf "%.1f MiB", kib / 1024 }'; }
 rss_lines=()
 warm_up=()
 with_rss() {
-  local dirs=($1) pids=() before=() before_anon=() warm=() warm_kib=() pid i after status=0
+  local dirs=($1) pids=() before=() warm=() warm_kib=() pid i status=0
   shift
   for i in "${!dirs[@]}"; do
     pid="$(daemon_pid "${dirs[$i]}")"
     pids+=("$pid")
-    before+=("$(status_kib "$pid" VmRSS)")
-    before_anon+=("$(status_kib "$pid" RssAnon)")
+    before+=("$(memory_of "$pid")")
   done
   if ((${#warm_up[@]})); then
     "${warm_up[@]}" >/dev/null || status=$?
     settle_daemons "${dirs[@]}" || status=1
     for pid in "${pids[@]}"; do
       warm_kib+=("$(status_kib "$pid" VmRSS)")
-      warm+=("$(printf '   warm %8s (anon %s)' "$(mib1 "${warm_kib[-1]}")" \
-        "$(mib1 "$(status_kib "$pid" RssAnon)")")")
+      warm+=("   warm $(memory_of "$pid")")
     done
   fi
   for pid in "${pids[@]}"; do echo 5 2>/dev/null >"/proc/$pid/clear_refs" || true; done
@@ -281,15 +279,19 @@ with_rss() {
   settle_daemons "${dirs[@]}" || status=1
   for i in "${!dirs[@]}"; do
     pid="${pids[$i]}"
-    after="$(status_kib "$pid" VmRSS)"
-    rss_lines+=("$(printf '%-22s before %8s (anon %s)%s   peak %8s   after %8s (anon %s%s)   (%s)' \
-      "$(basename "${dirs[$i]}")" "$(mib1 "${before[$i]}")" "$(mib1 "${before_anon[$i]}")" \
-      "${warm[$i]:-}" "$(mib "$(status_kib "$pid" VmHWM)")" \
-      "$(mib1 "$after")" "$(mib1 "$(status_kib "$pid" RssAnon)")" \
-      "${warm_kib[$i]:+$(awk -v a="$after" -v w="${warm_kib[$i]}" 'BEGIN { printf ", %.2fx warm", a / w }')}" \
-      "$label")")
+    rss_lines+=("$(printf '%-12s before %s%s   peak %s   after %s%s   (%s)' \
+      "$(basename "${dirs[$i]}")" "${before[$i]}" "${warm[$i]:-}" \
+      "$(mib "$(status_kib "$pid" VmHWM)")" "$(memory_of "$pid")" \
+      "${warm_kib[$i]:+$(awk -v a="$(status_kib "$pid" VmRSS)" -v w="${warm_kib[$i]}" \
+        'BEGIN { printf ", %.2fx warm", a / w }')}" "$label")")
   done
   return "$status"
+}
+
+# A daemon's memory now: VmRSS (RssAnon, threads).
+memory_of() {
+  printf '%s (anon %s, %s threads)' "$(mib1 "$(status_kib "$1" VmRSS)")" \
+    "$(mib1 "$(status_kib "$1" RssAnon)")" "$(status_kib "$1" Threads)"
 }
 
 # After a workload deleted its files: commits the deletions and lets the daemons
@@ -499,7 +501,8 @@ if ((${#rss_lines[@]})); then
   echo
   echo "daemon RSS (VmRSS at mount; warm: after one round of the part run first; VmHWM during the part;"
   echo "after: 3 s after the part and 'ctl sync', against warm: what the part kept;"
-  echo "anon: RssAnon, the daemon's own memory; the rest is its code and libraries as far as they were run):"
+  echo "anon: RssAnon, the daemon's own memory; the rest is its code and libraries as far as they were run;"
+  echo "threads: its threads then, each with its buffers and malloc caches):"
   printf '  %s\n' "${rss_lines[@]}"
 fi
 exit "$status"
