@@ -328,6 +328,13 @@ int run(int argc, char** argv) {
     auto profile = chosen_profile(profile_name, profile_file, overrides);
     if (!profile) return usage_error(profile.error());
     if (auto why = check_mountpoint(mountpoint); !why.empty()) return usage_error(why);
+    // libfuse unmounts by this path after a stop signal, from / (the daemon's
+    // working directory once it is in the background).
+    std::error_code canonical_error;
+    mountpoint = std::filesystem::canonical(mountpoint, canonical_error).string();
+    if (canonical_error) {
+      return usage_error(fmt::format("mountpoint: {}", canonical_error.message()));
+    }
     auto latency = LatencyMode::parse(latency_text);
     if (!latency) return usage_error(latency.error());
     if (auto why = check_fault_rules(fault_rules); !why.empty()) return usage_error(why);

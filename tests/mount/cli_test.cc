@@ -205,14 +205,18 @@ TEST_F(CommandLine, StatsAndCtlOnAPlainDirectoryFail) {
   ExpectUsageError(Mimicfs({"ctl", dir_, "reset"}), "is not a mimicfs mount");
 }
 
-TEST(MountLifecycle, SigtermUnmountsAForegroundMount) {
-  MIMICFS_REQUIRE_MOUNTABLE();
+// `relative`: the mountpoint is given relative to the working directory,
+// which the daemon leaves for / (it used to stay mounted, its daemon gone).
+void ExpectSigtermUnmounts(bool relative) {
   const std::string dir = make_temp_dir();
+  const std::filesystem::path path(dir);
   const pid_t pid = fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
+    if (relative && chdir(path.parent_path().c_str()) != 0) _exit(126);
+    const std::string given = relative ? path.filename().string() : dir;
     execl(mimicfs_binary().c_str(), "mimicfs", "mount", "--foreground", "--log-level", "off",
-          dir.c_str(), nullptr);
+          given.c_str(), nullptr);
     _exit(127);
   }
   for (int i = 0; i < 100 && !is_mounted(dir); ++i) {
@@ -226,6 +230,16 @@ TEST(MountLifecycle, SigtermUnmountsAForegroundMount) {
   EXPECT_FALSE(is_mounted(dir));
   if (is_mounted(dir)) run_command({"fusermount3", "-u", "-z", dir});
   std::filesystem::remove(dir);
+}
+
+TEST(MountLifecycle, SigtermUnmountsAForegroundMount) {
+  MIMICFS_REQUIRE_MOUNTABLE();
+  ExpectSigtermUnmounts(false);
+}
+
+TEST(MountLifecycle, SigtermUnmountsAMountGivenByARelativePath) {
+  MIMICFS_REQUIRE_MOUNTABLE();
+  ExpectSigtermUnmounts(true);
 }
 
 // `mimicfs stats` on many files: sorted, the first N with the rest summed, a
