@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <ctime>
+#include <utility>
 
 #include "backends/page_run_memory.h"
 #include "backends/timelines.h"  // Timelines::steady_ns, the engine's real clock
@@ -31,7 +32,8 @@ uint64_t work_cpu_ns() {
 
 }  // namespace
 
-HeapTrimmer::HeapTrimmer() {
+HeapTrimmer::HeapTrimmer(std::function<size_t()> end_idle_workers)
+    : end_idle_workers_(std::move(end_idle_workers)) {
   // glibc raises the trim threshold each time it frees a large chunk (a
   // thread's request buffer), up to 64 MiB, and never gives back the top of a
   // thread's heap below it: set, it stays at glibc's default, 128 KiB.
@@ -53,8 +55,9 @@ HeapTrimmer::HeapTrimmer() {
     while (!stop_requested_.wait_for(lock, std::chrono::seconds(1), [this] { return stopping_; })) {
       lock.unlock();
       if (schedule.due(work_cpu_ns(), Timelines::steady_ns())) {
-        give_back();
+        const bool ended_workers = give_back();
         schedule.checked(work_cpu_ns(), Timelines::steady_ns());
+        if (ended_workers) schedule.check_again();
       }
       lock.lock();
     }
@@ -70,14 +73,17 @@ HeapTrimmer::~HeapTrimmer() {
   thread_.join();
 }
 
-void HeapTrimmer::give_back() {
+bool HeapTrimmer::give_back() {
+  // Those that end give their caches back as they end, for the next check.
+  const size_t ended = end_idle_workers_ ? end_idle_workers_() : 0;
   const size_t asked = request_buffers::release_idle();
   malloc_trim(0);
   const uint64_t runs = PageRunMemory::instance().kept_bytes();
   PageRunMemory::instance().trim();
   spdlog::debug("gave back malloc's free pages and {} bytes of saved-page runs, asked {} idle "
-                "workers for their buffers'",
-                runs, asked);
+                "workers to end and {} for their buffers'",
+                runs, ended, asked);
+  return ended > 0;
 }
 
 }  // namespace mimicfs

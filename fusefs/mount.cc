@@ -16,6 +16,7 @@
 #include "fusefs/exit_status.h"
 #include "fusefs/fuse_channel.h"
 #include "fusefs/fuse_ring.h"
+#include "fusefs/fuse_workers.h"
 #include "fusefs/heap_trimmer.h"
 #include "fusefs/request_buffers.h"
 
@@ -163,10 +164,14 @@ int mount_and_serve(MountOptions options) {
   fuse_channel::serve_tmpfile();
   // FUSE over io_uring when the kernel offers it: set up at INIT, after the fork.
   FuseRing ring(session);
-  adapter.control().describe_fuse([&ring] {
+  // The threads that serve /dev/fuse (all of it, or what the ring leaves it).
+  FuseWorkers workers(session, 16);
+  adapter.control().describe_fuse([&ring, &workers] {
     return nlohmann::json{{"transport", ring.serving() ? "io_uring" : "dev_fuse"},
                           {"ring_queues", ring.queues()},
-                          {"ring_requests", ring.requests()}};
+                          {"ring_requests", ring.requests()},
+                          {"workers", workers.workers()},
+                          {"workers_started", workers.started()}};
   });
   using IoUring = MountOptions::IoUring;
   if (!fuse_channel::attach(session, options.io_uring == IoUring::kOff ? nullptr : &ring,
@@ -183,13 +188,11 @@ int mount_and_serve(MountOptions options) {
   // The mount exists now; the parent returns from here and the child serves it.
   fuse_daemonize(options.foreground ? 1 : 0);
   request_buffers::block_release_signal();  // for every thread but the workers
-  HeapTrimmer heap_trimmer;  // a thread: after the fork
-  adapter.start();           // its invalidation thread, likewise
+  // A thread, after the fork; at each check it also ends the idle workers.
+  HeapTrimmer heap_trimmer([&workers] { return workers.end_idle(); });
+  adapter.start();  // its invalidation thread, likewise
 
-  fuse_loop_config* config = fuse_loop_cfg_create();
-  fuse_loop_cfg_set_max_threads(config, 16);
-  const int loop_status = fuse_session_loop_mt(session, config);
-  fuse_loop_cfg_destroy(config);
+  const int loop_status = workers.run();
   ring.stop();  // its threads serve through the adapter
   adapter.detach();
 

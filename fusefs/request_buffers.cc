@@ -75,6 +75,8 @@ struct Worker {
   // The releaser's (under the registry's lock): the worker was kTaken when
   // release_idle last looked.
   bool taken_at_last_call = false;
+  // end_wait asked the worker's read_request to return EINTR instead of waiting on.
+  std::atomic<bool> end_wait{false};
 };
 
 void sigset_of_release(sigset_t* set) {
@@ -191,6 +193,10 @@ ssize_t read_request(int fd, void* buffer, size_t length) {
   thread_local Worker worker;
   this_worker = &worker;
   for (;;) {
+    if (worker.end_wait.exchange(false)) {
+      errno = EINTR;
+      return -1;
+    }
     if (worker.drop_pending) {
       // Cleared first: once the pages are gone, the worker holds none.
       worker.holds_pages.store(false);
@@ -206,6 +212,8 @@ ssize_t read_request(int fd, void* buffer, size_t length) {
     const int error = errno;
     if (leave_waiting(worker)) {
       worker.drop_pending = true;
+      // Asked to end the wait: the loop top returns. A request read meanwhile
+      // is returned first.
       if (n < 0 && error == EINTR) continue;
     }
     if (n >= static_cast<ssize_t>(kLargeBytes)) {
@@ -231,31 +239,55 @@ void reply_in(std::span<std::byte> area) { reply_area = area; }
 
 size_t release_signals_missed() { return signals_missed.load(); }
 
+namespace {
+
+// Signals `worker` (registered: the registry's lock is held) out of its wait
+// in read(2). `again`: also when its state says the handler already ran
+// (kTaken): it may have run before the read began, which then waits on.
+bool signal_waiting(Worker& worker, bool again) {
+  int state = kWaiting;
+  if (!worker.state.compare_exchange_strong(state, kSignalled)) {
+    if (state != kTaken || !again) return false;
+    if (!worker.state.compare_exchange_strong(state, kSignalled)) return false;
+  }
+  worker.taken_at_last_call = false;
+  // The worker is alive: it unregisters under the lock.
+  if (const int error = pthread_kill(worker.thread, kReleaseSignal); error != 0) {
+    spdlog::debug("request buffers: pthread_kill: {}", std::strerror(error));
+    int signalled = kSignalled;
+    worker.state.compare_exchange_strong(signalled, kWaiting);
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 size_t release_idle() {
   size_t asked = 0;
   std::lock_guard lock(registry_mutex());
   for (Worker* worker : registry()) {
     if (!worker->holds_pages.load()) continue;
-    int state = kWaiting;
-    if (!worker->state.compare_exchange_strong(state, kSignalled)) {
-      // kTaken, and at the call before too: a signal reached the worker
-      // before its read began, and it waits on; sent again. (Once, it may be
-      // a worker about to leave its read.)
-      const bool taken_before = std::exchange(worker->taken_at_last_call, state == kTaken);
-      if (state != kTaken || !taken_before) continue;
-      if (!worker->state.compare_exchange_strong(state, kSignalled)) continue;
-    }
-    worker->taken_at_last_call = false;
-    // The worker is alive: it unregisters under the lock.
-    if (const int error = pthread_kill(worker->thread, kReleaseSignal); error != 0) {
-      spdlog::debug("request buffers: pthread_kill: {}", std::strerror(error));
-      int signalled = kSignalled;
-      worker->state.compare_exchange_strong(signalled, kWaiting);
-      continue;
-    }
-    ++asked;
+    // kTaken, and at the call before too: a signal reached the worker before
+    // its read began, and it waits on; sent again. (Once, it may be a worker
+    // about to leave its read.)
+    const bool taken_before =
+        std::exchange(worker->taken_at_last_call, worker->state.load() == kTaken);
+    if (signal_waiting(*worker, taken_before)) ++asked;
   }
   return asked;
+}
+
+void end_wait(pthread_t thread) {
+  std::lock_guard lock(registry_mutex());
+  for (Worker* worker : registry()) {
+    if (!pthread_equal(worker->thread, thread)) continue;
+    worker->end_wait.store(true);
+    // A worker between reads sees end_wait at its next; one in kTaken may
+    // wait in read(2) after its handler ran: signalled again.
+    (void)signal_waiting(*worker, true);
+    return;
+  }
 }
 
 }  // namespace mimicfs::request_buffers

@@ -1,12 +1,12 @@
 // RequestBuffers: the pages of the buffers that idle worker threads keep.
 //
-// libfuse 3.14's loop gives each worker thread a request buffer of max_write
-// plus a page (1 MiB and 4 KiB here) and keeps it for the thread's life: its
-// idle threads never end (max_idle_threads is -1 by default, and ending them
-// costs a thread start at every burst). Each thread also keeps a buffer for
-// the data of its read replies, to allocate none per read. Buffers that once
-// held a 1 MiB write and a 1 MiB read keep 512 pages resident, 2 MiB of RSS
-// per worker after the load has gone.
+// libfuse gives each worker thread (fuse_workers.h) a request buffer of
+// max_write plus a page (1 MiB and 4 KiB here) and keeps it for the thread's
+// life, and the workers stay until the daemon is quiet (FuseWorkers::end_idle
+// ends all that wait but one). Each thread also keeps a buffer for the data of
+// its read replies, to allocate none per read. Buffers that once held a 1 MiB
+// write and a 1 MiB read keep 512 pages resident, 2 MiB of RSS per worker
+// after the load has gone.
 //
 // So a worker reads its requests through read_request() and builds read
 // replies in reply_buffer(), and release_idle() (the heap trimmer calls it
@@ -31,6 +31,7 @@
 // own into the entry.
 #pragma once
 
+#include <pthread.h>
 #include <sys/types.h>
 
 #include <cstddef>
@@ -67,6 +68,13 @@ void reply_in(std::span<std::byte> area);
 // reply in its buffers to give them back; returns how many were asked. Any
 // thread.
 size_t release_idle();
+
+// Makes worker `thread`'s read_request() return -1 with errno EINTR: now if
+// it waits in read(2) (the same signal), else at its next call. A signal
+// that reached the worker just before its read began leaves it waiting: call
+// again until it has returned. Any thread; a thread that is no worker is
+// left alone.
+void end_wait(pthread_t thread);
 
 // How many times a worker gave up waiting for a release signal on its way (a
 // second each): 0 unless a send failed.

@@ -464,6 +464,42 @@ TEST(FuseRing, OffServesDevFuseAlone) {
   }
 }
 
+// /dev/fuse's workers (fusefs/fuse_workers.h): callers at once make the daemon
+// start more, and once it is quiet the heap trimmer's check ends every worker
+// waiting for a request but one; the next callers start them again.
+TEST(FuseWorkers, IdleWorkersEndOnceTheDaemonIsQuiet) {
+  MIMICFS_REQUIRE_MOUNTABLE();
+  // Each fsync waits its emulated commit (1.2 ms on nfs): six callers overlap.
+  MountedVolume vol("nfs", {"--io-uring", "off", "--latency", "real"});
+  ASSERT_TRUE(vol.mounted()) << vol.error();
+  const pid_t daemon = daemon_of(vol.path());
+  ASSERT_GT(daemon, 0);
+  auto burst = [&] {
+    std::atomic<bool> stop{false};
+    std::vector<std::thread> callers;
+    for (int i = 0; i < 6; ++i) {
+      callers.emplace_back([&, i] {
+        const int fd = open(vol.file("f" + std::to_string(i)).c_str(), O_CREAT | O_WRONLY, 0644);
+        while (fd >= 0 && !stop) {
+          if (pwrite(fd, "x", 1, 0) != 1 || fsync(fd) != 0) break;
+        }
+        if (fd >= 0) close(fd);
+      });
+    }
+    const bool grew = within_5s([&] { return threads_named(daemon, "mimicfs-worker") >= 4; });
+    stop = true;
+    for (auto& caller : callers) caller.join();
+    return grew;
+  };
+  ASSERT_TRUE(burst()) << threads_named(daemon, "mimicfs-worker") << " workers";
+  EXPECT_TRUE(within_5s([&] { return threads_named(daemon, "mimicfs-worker") == 1; }))
+      << threads_named(daemon, "mimicfs-worker") << " workers 5 s after the callers";
+  const nlohmann::json fuse = vol.stats()["fuse"];
+  EXPECT_GE(fuse["workers_started"].get<int>(), 4) << fuse;
+  EXPECT_LE(fuse["workers"].get<int>(), 2) << fuse;  // one reads stats.json, one waits
+  EXPECT_TRUE(burst()) << "no worker started again";
+}
+
 // The 8 operations a frozen volume holds waiting (docs/time.md), all sent from
 // one CPU, must each reach the daemon and must not hold up the restart sent
 // next from the same CPU: that CPU's queue has entries to spare for them all

@@ -107,6 +107,9 @@ class Worker {
   uint32_t served() const { return served_.load(); }
   uint32_t damaged() const { return damaged_.load(); }
   uint32_t interrupted() const { return interrupted_.load(); }
+  // Reads that returned EINTR (request_buffers::end_wait).
+  uint32_t ended_waits() const { return ended_waits_.load(); }
+  pthread_t thread() { return thread_.native_handle(); }
   const char* buffer() const { return buffer_; }
   std::span<std::byte> reply() const {
     std::lock_guard lock(reply_mutex_);
@@ -117,7 +120,10 @@ class Worker {
   void serve() {
     for (;;) {
       const ssize_t n = request_buffers::read_request(receiver_, buffer_, kBufferBytes);
-      if (n < 0 && errno == EINTR) continue;  // as libfuse's loop does
+      if (n < 0 && errno == EINTR) {  // as the workers' loop does (fuse_workers.cc)
+        ++ended_waits_;
+        continue;
+      }
       if (n <= 0) return;
       const uint32_t number = served_.load();
       const std::vector<char> expected = message(static_cast<size_t>(n), number);
@@ -141,6 +147,7 @@ class Worker {
   std::atomic<uint32_t> served_{0};
   std::atomic<uint32_t> damaged_{0};
   std::atomic<uint32_t> interrupted_{0};
+  std::atomic<uint32_t> ended_waits_{0};
   mutable std::mutex reply_mutex_;
   std::span<std::byte> reply_;
   std::thread thread_;
@@ -211,16 +218,14 @@ TEST(RequestBuffers, RepliesThatFitAreBuiltInTheAreaGiven) {
   }).join();
 }
 
-// Releases asked for as fast as they can be, while requests arrive back to
-// back: asked between a read's return and its request being served, or
-// while the kernel copies one in, the worker loses and damages nothing, and
-// no system call of its serving is interrupted.
-TEST(RequestBuffers, ReleasesRacingRequestsLoseNothing) {
-  Worker worker;
+// Sends 1000 messages of varied sizes back to back while `race` runs again and
+// again on another thread: the worker serves them all, and none is damaged or
+// has a system call of its serving interrupted.
+template <typename Race>
+void ExpectRacingRequestsLoseNothing(Worker& worker, Race&& race) {
   std::atomic<bool> done{false};
-  std::atomic<uint64_t> asked{0};
-  std::thread releaser([&] {
-    while (!done.load()) asked += request_buffers::release_idle();
+  std::thread racer([&] {
+    while (!done.load()) race();
   });
   constexpr uint32_t kMessages = 1000;
   for (uint32_t i = 0; i < kMessages; ++i) {
@@ -229,11 +234,48 @@ TEST(RequestBuffers, ReleasesRacingRequestsLoseNothing) {
   }
   EXPECT_TRUE(eventually([&] { return worker.served() == kMessages; }));
   done = true;
-  releaser.join();
+  racer.join();
   EXPECT_EQ(worker.damaged(), 0u);
   EXPECT_EQ(worker.interrupted(), 0u);
   EXPECT_EQ(request_buffers::release_signals_missed(), 0u) << "a worker waited for a signal never sent";
+}
+
+// Releases asked for as fast as they can be, while requests arrive back to
+// back: asked between a read's return and its request being served, or
+// while the kernel copies one in, the worker loses and damages nothing, and
+// no system call of its serving is interrupted.
+TEST(RequestBuffers, ReleasesRacingRequestsLoseNothing) {
+  Worker worker;
+  std::atomic<uint64_t> asked{0};
+  ExpectRacingRequestsLoseNothing(worker, [&] { asked += request_buffers::release_idle(); });
   EXPECT_GT(asked.load(), 0u) << "the race was never run";
+}
+
+// end_wait (FuseWorkers ending a worker): the worker's wait in read(2) ends
+// with EINTR, and it serves what comes next as before.
+TEST(RequestBuffers, EndWaitEndsAWorkersWaitInRead) {
+  Worker worker;
+  worker.send(message(4096, 0));
+  ASSERT_TRUE(eventually([&] { return worker.served() == 1; }));
+  // Asked again until it lands: a signal that came just before the read began
+  // leaves it waiting (as release_idle's, above).
+  EXPECT_TRUE(eventually([&] {
+    request_buffers::end_wait(worker.thread());
+    return worker.ended_waits() >= 1;
+  }));
+  worker.send(message(4096, 1));
+  EXPECT_TRUE(eventually([&] { return worker.served() == 2; }));
+  EXPECT_EQ(worker.damaged(), 0u);
+  request_buffers::end_wait(pthread_self());  // no worker: nothing happens
+}
+
+// Ends of waits asked for as fast as they can be, while requests arrive back
+// to back: no request is lost or damaged, no system call of its serving is
+// interrupted, and the waits asked to end do.
+TEST(RequestBuffers, EndWaitsRacingRequestsLoseNothing) {
+  Worker worker;
+  ExpectRacingRequestsLoseNothing(worker, [&] { request_buffers::end_wait(worker.thread()); });
+  EXPECT_GT(worker.ended_waits(), 0u) << "the race was never run";
 }
 
 }  // namespace
