@@ -1,5 +1,6 @@
 #include "fusefs/fuse_workers.h"
 
+#include <linux/fuse.h>
 #include <poll.h>
 #include <spdlog/spdlog.h>
 #include <sys/eventfd.h>
@@ -11,6 +12,8 @@
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
+#include <utility>
 #include <system_error>
 
 #include "fusefs/request_buffers.h"
@@ -27,9 +30,22 @@ constexpr std::array<int, 3> kStopSignals = {SIGINT, SIGTERM, SIGHUP};
 
 // As libfuse's: the session exits; and run() wakes. Both async-signal-safe.
 void on_stop_signal(int signal) {
+  const int saved_errno = errno;
   stop_signal = signal;
   if (fuse_session* session = stopping_session.load()) fuse_session_exit(session);
   if (const int fd = stopping_wake_fd.load(); fd >= 0) (void)eventfd_write(fd, 1);
+  errno = saved_errno;
+}
+
+// Whether a request, as read, is one a worker serves without a reply in a
+// moment (a FORGET): libfuse's loop starts no worker for it either.
+bool is_forget(const fuse_buf& buffer, int length) {
+  if ((buffer.flags & FUSE_BUF_IS_FD) != 0 || length < static_cast<int>(sizeof(fuse_in_header))) {
+    return false;
+  }
+  fuse_in_header header;
+  std::memcpy(&header, buffer.mem, sizeof header);
+  return header.opcode == FUSE_FORGET || header.opcode == FUSE_BATCH_FORGET;
 }
 
 }  // namespace
@@ -52,29 +68,51 @@ size_t FuseWorkers::ready() const {
   return count;
 }
 
+size_t FuseWorkers::staying() const {
+  size_t count = 0;
+  for (const Worker& worker : workers_) count += !worker.leaving && !worker.done;
+  return count;
+}
+
 bool FuseWorkers::start_worker() {
+  if (staying() >= max_workers_) return false;
+  // As libfuse's workers: the stop signals go to the other threads (and to
+  // the ring's, which a worker starts at INIT, as before).
+  sigset_t stop_signals, before;
+  sigemptyset(&stop_signals);
+  for (int signal : kStopSignals) sigaddset(&stop_signals, signal);
+  sigaddset(&stop_signals, SIGQUIT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, &before);
   Worker& worker = workers_.emplace_back();
+  worker.waiting = true;  // on its way to its first read: it counts as ready
+  bool started = true;
   try {
     worker.thread = std::thread([this, &worker] { serve(&worker); });
+    worker.handle = worker.thread.native_handle();
+    ++started_;
   } catch (const std::system_error& e) {
     spdlog::warn("cannot start a worker thread: {}", e.what());
     workers_.pop_back();
-    return false;
+    started = false;
   }
-  worker.handle = worker.thread.native_handle();
-  ++started_;
-  return true;
+  pthread_sigmask(SIG_SETMASK, &before, nullptr);
+  return started;
 }
 
-void FuseWorkers::join_done() {
+std::list<FuseWorkers::Worker> FuseWorkers::take_done() {
+  std::list<Worker> done;
   for (auto it = workers_.begin(); it != workers_.end();) {
-    if (!it->done) {
-      ++it;
-      continue;
-    }
-    it->thread.join();  // it only returns now: it holds nothing
-    it = workers_.erase(it);
+    auto next = std::next(it);
+    if (it->done) done.splice(done.end(), workers_, it);
+    it = next;
   }
+  return done;
+}
+
+void FuseWorkers::join(std::list<Worker> done) {
+  // Outside the lock: a thread's end gives its malloc cache back, under the
+  // arenas' locks, which a trim may hold for milliseconds.
+  for (Worker& worker : done) worker.thread.join();
 }
 
 void FuseWorkers::serve(Worker* self) {
@@ -100,8 +138,9 @@ void FuseWorkers::serve(Worker* self) {
         fuse_session_exit(session_);
         break;
       }
-      // As libfuse's loop: the next request finds a worker waiting for it.
-      if (ready() == 0 && workers_.size() < max_workers_) (void)start_worker();
+      // As libfuse's loop: the next request finds a worker waiting for it
+      // (a FORGET is served at once, with no reply).
+      if (ready() == 0 && !is_forget(buffer, received)) (void)start_worker();
     }
     fuse_session_process_buf(session_, &buffer);
   }
@@ -133,11 +172,18 @@ int FuseWorkers::run() {
     if (!start_worker()) error_ = -EAGAIN;
   }
   for (;;) {
+    std::list<Worker> done;
+    bool stop = false;
     {
       std::lock_guard lock(mutex_);
-      join_done();
-      if (error_ != 0 || fuse_session_exited(session_) || workers_.empty()) break;
+      done = take_done();
+      stop = error_ != 0 || fuse_session_exited(session_) || workers_.empty();
+      // Workers that ended may have left none waiting (a worker starts one
+      // only when it takes a request): one waits for the next.
+      if (!stop && ready() == 0) (void)start_worker();
     }
+    join(std::move(done));
+    if (stop) break;
     eventfd_t events = 0;
     (void)eventfd_read(wake_fd_, &events);  // a worker ended, or a stop signal (EINTR)
   }
@@ -149,14 +195,18 @@ int FuseWorkers::run() {
     for (Worker& worker : workers_) worker.leaving = true;
   }
   for (;;) {
+    std::list<Worker> done;
+    bool all_done = false;
     {
       std::lock_guard lock(mutex_);
-      join_done();
-      if (workers_.empty()) break;
+      done = take_done();
+      all_done = workers_.empty();
       for (const Worker& worker : workers_) {
         if (!worker.done) request_buffers::end_wait(worker.handle);
       }
     }
+    join(std::move(done));  // never destroyed joinable
+    if (all_done) break;
     pollfd woken{wake_fd_, POLLIN, 0};
     if (poll(&woken, 1, 100) > 0) {
       eventfd_t events = 0;
@@ -172,6 +222,8 @@ int FuseWorkers::run() {
   for (size_t i = 0; i < kStopSignals.size(); ++i) sigaction(kStopSignals[i], &before[i], nullptr);
   stopping_wake_fd.store(-1);
   stopping_session.store(nullptr);
+  // The session stays exited (no fuse_session_reset, unlike libfuse's loop):
+  // the ring's threads waiting on a frozen volume see it while they stop.
   if (error != 0) return error;
   return stop_signal;
 }

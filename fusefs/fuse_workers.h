@@ -9,14 +9,18 @@
 // whose chunks keep heap pages resident. After a burst of 19 threads the
 // daemon kept 9 MiB.
 //
-// As libfuse's loop: a worker that takes a request when no other waits for
-// one starts another first (up to max_workers), so a request never waits for
-// a worker while one is busy; each serves its request through libfuse
-// (fuse_session_process_buf). Unlike it: end_idle() (the heap trimmer's
-// check, once a quiet second after work) ends the workers waiting for a
+// As libfuse's loop: a worker that takes a request (but a FORGET) when no
+// other waits for one starts another first, up to max_workers (16), so below
+// that a request does not wait for a worker while others are busy; each
+// serves its request through libfuse (fuse_session_process_buf); the stop
+// signals are blocked in the workers. Unlike it: end_idle() (the heap
+// trimmer's check: after a quiet second that followed work, and every tenth
+// second under a load that never ends) ends the workers waiting for a
 // request, all but one; their caches go back to malloc as they end, and the
-// trimmer's next check gives the pages back. The next burst starts threads
-// again, at most once per check.
+// trimmer checks once more to give the pages back. A worker that ended is
+// started again by the next request that finds none waiting: under a
+// steady load, the spare workers end and start again about once in ten
+// seconds.
 //
 // The serving thread (run) waits on an eventfd that a worker that ends and a
 // stop signal (SIGINT, SIGTERM, SIGHUP, whose handlers run() installs for its
@@ -48,9 +52,10 @@ class FuseWorkers {
   FuseWorkers& operator=(const FuseWorkers&) = delete;
 
   // Serves until the session exits (an unmount, a stop signal, a failed
-  // read); every worker has ended when it returns. 0 after an unmount, the
-  // signal's number after a stop signal, a negative errno when a read failed
-  // (fuse_session_loop_mt's results).
+  // read); every worker has ended when it returns. A negative errno when a
+  // read failed, else the number of the stop signal it caught, else 0 (an
+  // unmount, or a signal libfuse's handler caught before run() began): the
+  // results fuse_session_loop_mt gives, but for that signal's number.
   int run() EXCLUDES(mutex_);
   // Asks the workers waiting for a request to end, all but one; returns how
   // many. Any thread.
@@ -63,18 +68,22 @@ class FuseWorkers {
   struct Worker {
     std::thread thread;
     pthread_t handle{};
-    bool waiting = false;  // in fuse_session_receive_buf
+    bool waiting = false;  // in fuse_session_receive_buf, or on its way to its first
     bool leaving = false;  // asked to end: it ends before its next read
     bool done = false;     // ended: to be joined
   };
 
   void serve(Worker* self) EXCLUDES(mutex_);
-  // Starts a worker; false (logged) when the thread cannot be made.
+  // Starts a worker, unless max_workers stay; false when none was started
+  // (logged when the thread cannot be made).
   bool start_worker() REQUIRES(mutex_);
   // Workers waiting for a request and not leaving.
   size_t ready() const REQUIRES(mutex_);
-  // Joins the workers that ended.
-  void join_done() REQUIRES(mutex_);
+  // Workers neither leaving nor ended: what max_workers counts.
+  size_t staying() const REQUIRES(mutex_);
+  // The workers that ended, out of the list, to be joined without the lock.
+  std::list<Worker> take_done() REQUIRES(mutex_);
+  static void join(std::list<Worker> done);
   // Wakes run().
   void wake() const;
 

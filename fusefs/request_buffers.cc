@@ -58,6 +58,8 @@ struct Worker {
     std::lock_guard lock(registry_mutex());
     auto& workers = registry();
     workers.erase(std::remove(workers.begin(), workers.end(), this), workers.end());
+    // A signal later (one given up on, take_release_signal) finds no worker.
+    if (this_worker == this) this_worker = nullptr;
   }
   Worker(const Worker&) = delete;
   Worker& operator=(const Worker&) = delete;
@@ -208,6 +210,13 @@ ssize_t read_request(int fd, void* buffer, size_t length) {
       trim_own_heap();
     }
     worker.state.store(kWaiting);
+    // end_wait between the loop's top and here found the worker serving and
+    // sent nothing: its flag is seen now (both sides' order is sequentially
+    // consistent: it set the flag before it looked at the state).
+    if (worker.end_wait.load()) {
+      (void)leave_waiting(worker);
+      continue;
+    }
     const ssize_t n = ::read(fd, buffer, length);
     const int error = errno;
     if (leave_waiting(worker)) {

@@ -20,7 +20,8 @@
 // change atomically, and a worker that a signal is on its way to takes it
 // before serving anything: no system call of a request's serving is
 // interrupted. The serving thread blocks the signal for the threads it starts
-// (block_release_signal); each worker unblocks it for itself.
+// (block_release_signal); each worker unblocks it for itself (and the workers
+// it starts inherit it unblocked, which changes nothing).
 //
 // The FUSE over io_uring threads (fuse_ring.h) are not signalled: each gives
 // back its entry's payload pages itself after a second without a request
@@ -70,10 +71,11 @@ void reply_in(std::span<std::byte> area);
 size_t release_idle();
 
 // Makes worker `thread`'s read_request() return -1 with errno EINTR: now if
-// it waits in read(2) (the same signal), else at its next call. A signal
-// that reached the worker just before its read began leaves it waiting: call
-// again until it has returned. Any thread; a thread that is no worker is
-// left alone.
+// it waits in read(2) (the same signal), else before its next read. A signal
+// that reached the worker just before its read began leaves it waiting, and
+// a thread not registered yet (before its first read_request) is not found:
+// call again until it has returned. Any thread; a thread that is no worker
+// is left alone.
 void end_wait(pthread_t thread);
 
 // How many times a worker gave up waiting for a release signal on its way (a
