@@ -15,8 +15,9 @@
 //     (FUSE_WRITE_KILL_SUIDGID), SETATTR (FATTR_KILL_SUIDGID: a truncate by a
 //     caller without CAP_FSETID, any chown) and OPEN with O_TRUNC
 //     (FUSE_OPEN_KILL_SUIDGID), which libfuse 3.14 drops. They are kept for
-//     the thread that serves the request: libfuse's loops read a request and
-//     process it on one thread.
+//     the thread that serves the request: the /dev/fuse workers
+//     (fuse_workers.h) and the ring's threads read a request and process it
+//     on one thread.
 //   - FUSE over io_uring (FuseRing, fuse_ring.h), offered in the INIT reply
 //     when the kernel offers it; the replies to the requests the ring's
 //     threads serve go back through the ring, everything else through

@@ -58,7 +58,7 @@
 // and a restart sent from that CPU still finds one.
 //
 // Not through the ring, as the kernel sends them: INIT, FORGET and INTERRUPT
-// (read from /dev/fuse by libfuse's loop, which keeps running) and the
+// (read from /dev/fuse by its workers, fuse_workers.h, which keep running) and the
 // daemon's notifications (written to /dev/fuse).
 //
 // An entry the kernel refuses to register (out of memory; EINVAL would be a
@@ -68,7 +68,7 @@
 // no longer holds requests back for the ring (fs/fuse/dev_uring.c sets
 // fc->io_uring to 0), and while some queue has no entry it never turns to the
 // ring: a queue whose entries were all refused leaves the mount on /dev/fuse,
-// which libfuse's loop serves anyway, the other queues' threads end, and
+// which its workers serve anyway, the other queues' threads end, and
 // stats.json's transport says so. A ring that fails after it serves (an
 // io_uring error other than the unmount's) cannot fall back to /dev/fuse:
 // the daemon logs it and stops, as on SIGTERM, rather than leave its callers
