@@ -1,6 +1,7 @@
 // Caller: the program an operation runs for, as the emulated clock tells
 // programs apart (timelines.h): operations of one caller follow each other,
-// those of two callers may overlap.
+// those of two callers may overlap. And who that program is, as far as the
+// set-ID rules ask (Credentials).
 //
 // The FUSE adapter sets it for the thread that serves a request (the calling
 // thread's id the kernel passes, FUSE's pid); every Work made on that thread
@@ -13,19 +14,44 @@
 
 namespace mimicfs {
 
+// What Linux's in_group_or_capable() asks of a caller: whether it may keep a
+// file's S_ISGID bit (fs/inode.c).
+class Credentials {
+ public:
+  virtual ~Credentials() = default;
+  // `gid` is the caller's filesystem gid or one of its supplementary groups.
+  [[nodiscard]] virtual bool in_group(uint32_t gid) const = 0;
+  // The caller holds CAP_FSETID.
+  [[nodiscard]] virtual bool has_fsetid() const = 0;
+};
+
 class CallerScope {
  public:
-  // Operations on this thread run for `caller` until the scope ends.
-  explicit CallerScope(uint32_t caller) : saved_(current_) { current_ = caller; }
-  ~CallerScope() { current_ = saved_; }
+  // Operations on this thread run for `caller`, with `credentials` (not
+  // owned; may be null: no caller, or one the kernel vouches for), until the
+  // scope ends.
+  explicit CallerScope(uint32_t caller, const Credentials* credentials = nullptr)
+      : saved_(current_), saved_credentials_(credentials_) {
+    current_ = caller;
+    credentials_ = credentials;
+  }
+  ~CallerScope() {
+    current_ = saved_;
+    credentials_ = saved_credentials_;
+  }
   CallerScope(const CallerScope&) = delete;
   CallerScope& operator=(const CallerScope&) = delete;
 
   static uint32_t current() { return current_; }
+  // Null outside a request: the engine treats it as a caller in the file's
+  // group with CAP_FSETID (it keeps what it can).
+  static const Credentials* credentials() { return credentials_; }
 
  private:
   static inline thread_local uint32_t current_ = 0;
+  static inline thread_local const Credentials* credentials_ = nullptr;
   const uint32_t saved_;
+  const Credentials* const saved_credentials_;
 };
 
 }  // namespace mimicfs

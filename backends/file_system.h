@@ -43,12 +43,31 @@ struct Attributes {
   timespec atime{}, mtime{}, ctime{};
 };
 
+// Why a file may lose its S_ISUID and S_ISGID bits, as Linux's VFS decides
+// (the kernel says which with FUSE_HANDLE_KILLPRIV_V2's flags). S_ISUID goes;
+// S_ISGID goes with group execute, or when the caller (CallerScope's
+// Credentials) is neither in the file's group nor holds CAP_FSETID
+// (setattr_should_drop_sgid, Linux 6.2+); security.capability goes too.
+enum class SetIdClearing : uint8_t {
+  kNone,
+  // A write, truncate or open with O_TRUNC by a caller without CAP_FSETID:
+  // regular files only (setattr_should_drop_suidgid, file_remove_privs).
+  kModification,
+  // chown or chgrp, by anyone: every type but a directory (chown_common).
+  kOwnerChange,
+  // A SETATTR that sets nothing: the kernel's own __remove_privs before a
+  // write, fallocate or copy_file_range, or a chown(-1, -1). From a caller
+  // with CAP_FSETID only security.capability goes (the kernel kills nothing
+  // else for it); from others, as kOwnerChange.
+  kPrivilegeRemoval,
+};
+
+// Not an open(2) flag (Linux's end at bit 22): with open's O_TRUNC or a
+// write, SetIdClearing::kModification.
+inline constexpr int kKillSuidgid = 1 << 30;
+
 // setattr's changes; an absent field is left alone. A timestamp whose tv_nsec is
 // UTIME_NOW is set to the volume's current time.
-// Not an open(2) flag (Linux's end at bit 22): with open's O_TRUNC or a
-// write, the caller lacks CAP_FSETID, so a regular file loses S_ISUID, and
-// S_ISGID when group execute is set, as Linux's VFS clears them.
-inline constexpr int kKillSuidgid = 1 << 30;
 
 struct AttributeChanges {
   std::optional<uint32_t> mode;  // permission bits only
@@ -57,9 +76,12 @@ struct AttributeChanges {
   std::optional<uint64_t> size;
   std::optional<timespec> atime;
   std::optional<timespec> mtime;
-  // A regular file loses S_ISUID, and S_ISGID with group execute (a chown, or a
-  // truncate by a caller without CAP_FSETID), as with kKillSuidgid.
-  bool kill_suidgid = false;
+  // Set-ID bits cleared first (a refused truncate has cleared them too).
+  SetIdClearing kill_suidgid = SetIdClearing::kNone;
+  // The size comes through a descriptor (ftruncate): the times change even
+  // when the size does not. The VFS asks for that with ATTR_MTIME, which the
+  // FUSE kernel leaves out for an ftruncate (update_mtime in fs/fuse/dir.c).
+  bool by_descriptor = false;
 };
 
 struct Owner {

@@ -60,19 +60,22 @@ struct Inode {
   // under the inode's mutex alone).
   std::atomic<uint32_t> pending_removals{0};
 
-  // What stat(2) says: st_blocks counts delayed blocks, as on ext4 and xfs
-  // (they are promised to the file); `unit` is the allocation unit in bytes.
-  Attributes attributes(uint64_t unit, uint64_t block_size) const REQUIRES(mutex) {
+  // What stat(2) says on `profile`: st_blocks counts delayed blocks, as on
+  // ext4 and xfs (they are promised to the file).
+  Attributes attributes(const Profile& profile) const REQUIRES(mutex) {
+    const uint64_t unit = profile.allocation_unit;
     Attributes a;
     a.inode = number;
     a.mode = mode | permissions;
-    a.nlink = nlink.load(std::memory_order_relaxed);
+    a.nlink = is_directory() && !profile.directory_link_count
+                  ? 1
+                  : nlink.load(std::memory_order_relaxed);
     a.uid = uid;
     a.gid = gid;
     a.rdev = rdev;
     a.size = S_ISLNK(mode) ? symlink_target.size() : file ? file->size() : 0;
     a.blocks = file ? file->space().blocks() * unit / 512 : 0;
-    a.block_size = static_cast<uint32_t>(block_size);
+    a.block_size = static_cast<uint32_t>(profile.statfs_block_size);
     a.atime = atime;
     a.mtime = mtime;
     a.ctime = ctime;

@@ -93,7 +93,7 @@ Result<Attributes> Namespace::add_entry_locked(Inode& parent, const std::string&
     parent.mtime = parent.ctime = clock_.now();
   }
   std::lock_guard lock(child->mutex);
-  return child->attributes(profile_.allocation_unit, profile_.statfs_block_size);
+  return child->attributes(profile_);
 }
 
 void Namespace::drop_link_locked(const std::shared_ptr<Inode>& child, Work& work) {
@@ -153,7 +153,7 @@ Result<Attributes> Namespace::add_unnamed(uint64_t parent, uint32_t mode, Owner 
   ++work.metadata_updates;
   std::lock_guard child_lock(child->mutex);
   child->open_handles = 1;
-  return child->attributes(profile_.allocation_unit, profile_.statfs_block_size);
+  return child->attributes(profile_);
 }
 
 uint64_t Namespace::inode_count() {
@@ -300,7 +300,7 @@ Result<Attributes> Namespace::lookup(uint64_t parent, const std::string& name) {
   if (!child) return fail(ENOENT);
   ++child->references;
   std::lock_guard inode_lock(child->mutex);
-  return child->attributes(profile_.allocation_unit, profile_.statfs_block_size);
+  return child->attributes(profile_);
 }
 
 void Namespace::forget(uint64_t inode, uint64_t references, Work& work) {
@@ -341,7 +341,7 @@ Result<Attributes> Namespace::link(uint64_t inode, uint64_t new_parent, const st
   }
   std::lock_guard node_lock(node->mutex);
   node->ctime = now;
-  return node->attributes(profile_.allocation_unit, profile_.statfs_block_size);
+  return node->attributes(profile_);
 }
 
 Result<void> Namespace::unlink(uint64_t parent, const std::string& name, Work& work) {
@@ -437,6 +437,12 @@ Result<void> Namespace::rename(uint64_t parent, const std::string& name, uint64_
     (*to_dir)->entries[new_name] = source;
     move_directory(source, **from_dir, **to_dir);
     move_directory(target, **to_dir, **from_dir);
+    // xfs_cross_rename rewrites the ".." of a directory that changes parent,
+    // and that stamps it; a plain rename's does not.
+    if (profile_.exchange_touches_moved_directory && *from_dir != *to_dir) {
+      if (source->is_directory()) touch(*source);
+      if (target->is_directory()) touch(*target);
+    }
     source->parent = (*to_dir)->number;
     target->parent = (*from_dir)->number;
     std::swap(source->name, target->name);
@@ -449,7 +455,9 @@ Result<void> Namespace::rename(uint64_t parent, const std::string& name, uint64_
     if (target == source) return {};  // two links to one inode: POSIX says do nothing
     if (source->is_directory() && !target->is_directory()) return fail(ENOTDIR);
     if (!source->is_directory() && target->is_directory()) return fail(EISDIR);
-    if (target->is_directory() && !target->entries.empty()) return fail(ENOTEMPTY);
+    if (target->is_directory() && !target->entries.empty()) {
+      return fail(profile_.rename_onto_nonempty == "EEXIST" ? EEXIST : ENOTEMPTY);
+    }
     (*to_dir)->entries.erase(target_it);
     if (target->is_directory()) (*to_dir)->nlink.fetch_sub(1);
     ++work.unlinks;

@@ -110,6 +110,11 @@ struct Profile {
 
   // [namespace]
   bool tmpfile = true;  // open(O_TMPFILE) works (else EOPNOTSUPP: the NFS client)
+  bool directory_link_count = true;  // st_nlink 2 + subdirectories (else 1: btrfs)
+  bool truncate_same_size_updates_times = false;  // ext4
+  bool truncate_empty_shortcut = false;           // xfs
+  bool exchange_touches_moved_directory = false;  // xfs
+  std::string rename_onto_nonempty = "ENOTEMPTY";  // or "EEXIST" (xfs)
 
   bool supports(FallocateMode mode) const {
     return (fallocate_modes & static_cast<uint8_t>(mode)) != 0;

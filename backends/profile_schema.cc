@@ -18,6 +18,7 @@ constexpr std::string_view kPlacements[] = {"goal", "shared_cursor"};
 constexpr std::string_view kGeometries[] = {"groups", "mkfs.xfs", "mkfs.ext4", "mkfs.btrfs"};
 constexpr std::string_view kMetadataDurabilities[] = {"journal", "log_tree", "synchronous"};
 constexpr std::string_view kTruncateWritebacks[] = {"never", "to_zero", "down"};
+constexpr std::string_view kNonEmptyTargetErrors[] = {"ENOTEMPTY", "EEXIST"};
 constexpr FallocateModeName kModeNames[] = {
     {FallocateMode::kAllocate, "allocate"},
     {FallocateMode::kKeepSize, "keep_size"},
@@ -126,6 +127,24 @@ const std::vector<ProfileKey>& profile_keys() {
       flag("namespace.tmpfile", &Profile::tmpfile,
            "open(2) with O_TMPFILE makes a file with no name that linkat can name (ext4, xfs, "
            "btrfs); false: EOPNOTSUPP, as from the Linux NFS client, which has no ->tmpfile"),
+      flag("namespace.directory_link_count", &Profile::directory_link_count,
+           "a directory's `st_nlink` is 2 plus its subdirectories (ext4, xfs, tmpfs); false: "
+           "always 1, as btrfs reports it"),
+      flag("namespace.truncate_same_size_updates_times", &Profile::truncate_same_size_updates_times,
+           "a truncate(2) to the file's own size updates its mtime (ext4_setattr); false: only "
+           "a change of size does (xfs, btrfs, tmpfs, an NFS client, which sends none)"),
+      flag("namespace.truncate_empty_shortcut", &Profile::truncate_empty_shortcut,
+           "a truncate(2) to 0 of an empty file that holds no blocks changes nothing, not even "
+           "its set-ID bits (xfs_setattr_size)"),
+      flag("namespace.exchange_touches_moved_directory",
+           &Profile::exchange_touches_moved_directory,
+           "a RENAME_EXCHANGE that moves a directory to another parent updates that "
+           "directory's mtime, as xfs_cross_rename's rewrite of its `..` does; false: "
+           "untouched (ext4, btrfs, tmpfs)"),
+      {"namespace.rename_onto_nonempty", &Profile::rename_onto_nonempty, "",
+       "the error of a rename onto a directory that is not empty (POSIX allows either): "
+       "`ENOTEMPTY` (ext4, btrfs, tmpfs) or `EEXIST` (xfs_rename)",
+       false, 0, 0, false, kNonEmptyTargetErrors, "error"},
       {"fallocate.modes", FallocateModesField{}, "list",
        "which fallocate calls exist: `allocate` (mode 0), `keep_size`, `punch_hole` "
        "(PUNCH_HOLE\\|KEEP_SIZE), `zero_range` (with or without KEEP_SIZE); the rest get "

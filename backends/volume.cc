@@ -122,7 +122,7 @@ Result<Attributes> Volume::getattr(uint64_t inode, Work&) {
   auto node = namespace_.find(inode);
   if (!node) return fail(ENOENT);
   std::lock_guard lock(node->mutex);
-  return node->attributes(unit_, profile_.statfs_block_size);
+  return node->attributes(profile_);
 }
 
 Result<Attributes> Volume::setattr(uint64_t inode, const AttributeChanges& changes, Work& work) {
@@ -179,14 +179,28 @@ void Volume::commit_journal_files() {
   }
 }
 
-bool Volume::kill_suidgid_locked(Inode& node) {
-  if (!node.is_regular()) return false;
-  uint32_t kept = node.permissions & ~S_ISUID;
-  if (node.permissions & S_IXGRP) kept &= ~S_ISGID;
-  if (kept == node.permissions) return false;
-  node.permissions = kept;
-  node.ctime = clock_.now();
-  return true;
+bool Volume::kill_suidgid_locked(Inode& node, SetIdClearing why) {
+  if (why == SetIdClearing::kNone || node.is_directory()) return false;
+  if (why == SetIdClearing::kModification && !node.is_regular()) return false;
+  const Credentials* caller = CallerScope::credentials();
+  const bool capable = caller == nullptr || caller->has_fsetid();
+  // security.capability goes with any of them, even for a capable caller
+  // (ATTR_KILL_PRIV: security_inode_killpriv).
+  bool changed = node.xattrs.erase("security.capability") > 0;
+  if (why != SetIdClearing::kPrivilegeRemoval || !capable) {
+    uint32_t kept = node.permissions & ~S_ISUID;
+    // setattr_should_drop_sgid: a modification's caller lacks CAP_FSETID by
+    // the kernel's word; a chown's may have it.
+    const bool may_keep_sgid =
+        !(node.permissions & S_IXGRP) &&
+        (caller == nullptr || caller->in_group(node.gid) ||
+         (why != SetIdClearing::kModification && caller->has_fsetid()));
+    if (!may_keep_sgid) kept &= ~S_ISGID;
+    changed |= kept != node.permissions;
+    node.permissions = kept;
+  }
+  if (changed) node.ctime = clock_.now();
+  return changed;
 }
 
 Result<Attributes> Volume::do_setattr(Inode& node, const AttributeChanges& changes) {
@@ -195,11 +209,24 @@ Result<Attributes> Volume::do_setattr(Inode& node, const AttributeChanges& chang
     if (node.is_directory()) return fail(EISDIR);
     if (!node.is_regular()) return fail(EINVAL);
     if (*changes.size > kMaxFileSize) return fail(EFBIG);
+    // xfs_setattr_size: truncate(2) (no time asked for) to 0 of an empty file
+    // with no blocks returns before anything, set-ID bits included.
+    const bool only_size = !changes.mode && !changes.uid && !changes.gid && !changes.atime &&
+                           !changes.mtime && !changes.by_descriptor;
+    if (profile_.truncate_empty_shortcut && only_size && *changes.size == 0 &&
+        node.file->size() == 0 && node.file->space().blocks() == 0) {
+      return node.attributes(profile_);
+    }
   }
-  if (changes.kill_suidgid) kill_suidgid_locked(node);  // a refused truncate keeps them
+  kill_suidgid_locked(node, changes.kill_suidgid);
   if (changes.size) {
+    // A size change touches the mtime, and so does any ftruncate; truncate(2)
+    // to the same size only on ext4.
+    if (*changes.size != node.file->size() || changes.by_descriptor ||
+        profile_.truncate_same_size_updates_times) {
+      node.mtime = now;
+    }
     node.file->truncate(*changes.size);
-    node.mtime = now;
   }
   if (changes.mode) node.permissions = *changes.mode & 07777;
   if (changes.uid) node.uid = *changes.uid;
@@ -208,7 +235,7 @@ Result<Attributes> Volume::do_setattr(Inode& node, const AttributeChanges& chang
   if (changes.atime && changes.atime->tv_nsec != UTIME_OMIT) node.atime = resolve(*changes.atime);
   if (changes.mtime && changes.mtime->tv_nsec != UTIME_OMIT) node.mtime = resolve(*changes.mtime);
   node.ctime = now;
-  return node.attributes(unit_, profile_.statfs_block_size);
+  return node.attributes(profile_);
 }
 
 Result<Attributes> Volume::lookup(uint64_t parent, const std::string& name, Work&) {
@@ -319,7 +346,7 @@ Result<void> Volume::open(uint64_t inode, int flags, Work& work) {
   // O_TRUNC is the filesystem's job: the FUSE kernel (atomic_o_trunc, which
   // libfuse enables) passes it to open and sends no truncating setattr.
   if (flags & O_TRUNC) {
-    if ((flags & kKillSuidgid) && kill_suidgid_locked(*node)) {
+    if ((flags & kKillSuidgid) && kill_suidgid_locked(*node, SetIdClearing::kModification)) {
       work.changed_attributes.push_back(node->number);  // the kernel drops size, not mode
     }
     before_attribute_change(*node, work);
@@ -415,7 +442,7 @@ Result<size_t> Volume::do_write(uint64_t inode, uint64_t offset, std::span<const
   {
     std::lock_guard lock(node.mutex);
     // Before the data, as file_remove_privs: a failed write has cleared them too.
-    if ((flags & kKillSuidgid) && kill_suidgid_locked(node)) {
+    if ((flags & kKillSuidgid) && kill_suidgid_locked(node, SetIdClearing::kModification)) {
       work.changed_attributes.push_back(node.number);  // the kernel drops size, not mode
     }
     auto written = node.file->write(offset, data, flags, work);

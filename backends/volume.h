@@ -158,9 +158,9 @@ class Volume final : public FileSystem {
                                              int flags);
   Result<Attributes> do_setattr(Inode& inode, const AttributeChanges& changes)
       REQUIRES(inode.mutex);
-  // Clears a regular file's S_ISUID, and S_ISGID when group execute is set
-  // (kKillSuidgid); true when a bit went.
-  bool kill_suidgid_locked(Inode& inode) REQUIRES(inode.mutex);
+  // Clears set-ID bits (and security.capability) as SetIdClearing says, for
+  // CallerScope's caller; true when something went.
+  bool kill_suidgid_locked(Inode& inode, SetIdClearing why) REQUIRES(inode.mutex);
   Result<void> do_fallocate(Inode& inode, int mode, uint64_t offset, uint64_t length, Work& work)
       REQUIRES(inode.mutex);
   Result<size_t> do_write(uint64_t inode, uint64_t offset, std::span<const std::byte> data,

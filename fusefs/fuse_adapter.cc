@@ -17,6 +17,7 @@
 #include "backends/caller.h"
 #include "fusefs/fuse_channel.h"
 #include "fusefs/fuse_reply.h"
+#include "fusefs/request_credentials.h"
 #include "fusefs/request_buffers.h"
 
 namespace mimicfs {
@@ -54,7 +55,9 @@ enum class OnFailure {
 template <typename Body>
 void serve(fuse_req_t req, const char* op, uint64_t inode, Body&& body,
            OnFailure on_failure = OnFailure::kError) {
-  const CallerScope caller(static_cast<uint32_t>(fuse_req_ctx(req)->pid));
+  const fuse_ctx* ctx = fuse_req_ctx(req);
+  const RequestCredentials credentials(ctx->uid, ctx->gid, ctx->pid);
+  const CallerScope caller(static_cast<uint32_t>(ctx->pid), &credentials);
   int error = 0;
   Reply reply;
   try {
@@ -210,6 +213,23 @@ void on_getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
   });
 }
 
+// What a SETATTR asks of the set-ID bits (fuse_do_setattr): the kernel's
+// FATTR_KILL_SUIDGID comes with any chown of a non-directory and with a
+// truncate by a caller without CAP_FSETID; a SETATTR that sets nothing is
+// what is left of the kernel's own __remove_privs (file_remove_privs before a
+// write, fallocate or copy_file_range; a chown(-1, -1)) once fuse_setattr has
+// taken the kill flags and the mode out of it.
+SetIdClearing set_id_clearing(int to_set) {
+  constexpr int kAnyField = FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID |
+                            FUSE_SET_ATTR_SIZE | FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME |
+                            FUSE_SET_ATTR_ATIME_NOW | FUSE_SET_ATTR_MTIME_NOW |
+                            FUSE_SET_ATTR_CTIME;
+  if ((to_set & kAnyField) == 0) return SetIdClearing::kPrivilegeRemoval;
+  if (!fuse_channel::request_kills_suidgid()) return SetIdClearing::kNone;
+  return (to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) ? SetIdClearing::kOwnerChange
+                                                            : SetIdClearing::kModification;
+}
+
 void on_setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attributes, int to_set,
                 fuse_file_info* fi) {
   serve(req, "setattr", ino, [&]() -> Reply {
@@ -219,7 +239,10 @@ void on_setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attributes, int to_
     if (to_set & FUSE_SET_ATTR_MODE) changes.mode = attributes->st_mode;
     if (to_set & FUSE_SET_ATTR_UID) changes.uid = attributes->st_uid;
     if (to_set & FUSE_SET_ATTR_GID) changes.gid = attributes->st_gid;
-    if (to_set & FUSE_SET_ATTR_SIZE) changes.size = static_cast<uint64_t>(attributes->st_size);
+    if (to_set & FUSE_SET_ATTR_SIZE) {
+      changes.size = static_cast<uint64_t>(attributes->st_size);
+      changes.by_descriptor = fi != nullptr;  // ftruncate: FATTR_FH
+    }
     if (to_set & FUSE_SET_ATTR_ATIME_NOW) {
       changes.atime = timespec{0, UTIME_NOW};
     } else if (to_set & FUSE_SET_ATTR_ATIME) {
@@ -230,7 +253,7 @@ void on_setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attributes, int to_
     } else if (to_set & FUSE_SET_ATTR_MTIME) {
       changes.mtime = attributes->st_mtim;
     }
-    changes.kill_suidgid = fuse_channel::request_kills_suidgid();
+    changes.kill_suidgid = set_id_clearing(to_set);
     return attr(req, adapter(req).fs().setattr(ino, changes));
   });
 }

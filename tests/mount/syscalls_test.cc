@@ -12,6 +12,7 @@
 #include <sys/statfs.h>
 #include <grp.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <sys/xattr.h>
 #include <unistd.h>
@@ -342,12 +343,13 @@ TEST(AttributeCache, RepeatedStatsOfAnUnchangedFileAreServedByTheKernel) {
 
 // --- set-user-ID and set-group-ID bits --------------------------------------------
 
-// Runs `action` in a child as the unprivileged user 65534 (no CAP_FSETID);
-// returns its exit status (0: every call in it succeeded).
-int as_nobody(const std::function<bool()>& action) {
+// Runs `action` in a child as the unprivileged user 65534 (no CAP_FSETID)
+// with gid `gid` and supplementary `groups`; its exit status (0: every call
+// in it succeeded).
+int as_user(gid_t gid, std::vector<gid_t> groups, const std::function<bool()>& action) {
   const pid_t child = fork();
   if (child == 0) {
-    if (setgroups(0, nullptr) != 0 || setresgid(65534, 65534, 65534) != 0 ||
+    if (setgroups(groups.size(), groups.data()) != 0 || setresgid(gid, gid, gid) != 0 ||
         setresuid(65534, 65534, 65534) != 0) {
       _exit(2);
     }
@@ -357,6 +359,9 @@ int as_nobody(const std::function<bool()>& action) {
   waitpid(child, &status, 0);
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
+
+// As user 65534 in group 65534 alone.
+int as_nobody(const std::function<bool()>& action) { return as_user(65534, {}, action); }
 
 // The mode alone (statx STATX_MODE): the kernel answers from its cache unless
 // the mode itself was invalidated, where stat(2) would refresh after any write.
@@ -418,6 +423,105 @@ TEST(SetIdBits, ClearedAsLinuxClearsThem) {
 
   ASSERT_EQ(chown(path.c_str(), 65534, 0), 0) << errno_text();
   EXPECT_EQ(mode_of(path), 0775u) << "a chown, by root too";
+}
+
+// A chown or chgrp clears S_ISUID, and S_ISGID with group execute, on every
+// type but a directory, whoever makes it (chown_common): a fifo, a socket and
+// the device nodes as a regular file. The kernel sends FATTR_KILL_SUIDGID
+// with any chown of a non-directory; the daemon once cleared regular files
+// only.
+TEST(SetIdBits, ChownByTheOwnerClearsThemOnEveryFileType) {
+  MIMICFS_REQUIRE_MOUNTABLE();
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to make devices and act as another user";
+  MountedVolume vol("ext4");
+  ASSERT_TRUE(vol.mounted()) << vol.error();
+  const std::vector<std::pair<const char*, mode_t>> types = {
+      {"regular", S_IFREG}, {"fifo", S_IFIFO}, {"socket", S_IFSOCK},
+      {"char", S_IFCHR},    {"block", S_IFBLK}, {"dir", S_IFDIR}};
+  for (const auto& [name, type] : types) {
+    const std::string path = vol.file(name);
+    ASSERT_EQ(type == S_IFDIR ? mkdir(path.c_str(), 0755)
+                              : mknod(path.c_str(), type | 0644, makedev(1, 3)),
+              0)
+        << name << ": " << errno_text();
+    ASSERT_EQ(chown(path.c_str(), 65534, 65533), 0) << errno_text();
+    ASSERT_EQ(chmod(path.c_str(), 06555), 0) << errno_text();
+    ASSERT_EQ(as_user(65533, {65533, 65532}, [&] { return chown(path.c_str(), -1, 65532) == 0; }),
+              0)
+        << name;
+    EXPECT_EQ(mode_of(path), type == S_IFDIR ? 06555u : 0555u) << name;
+  }
+}
+
+// Linux 6.2+ (setattr_should_drop_sgid): S_ISGID without group execute goes
+// too when the caller is not in the file's group and lacks CAP_FSETID; the
+// daemon reads the caller's groups from /proc.
+TEST(SetIdBits, SgidWithoutGroupExecuteGoesWhenTheCallerIsNotInTheGroup) {
+  MIMICFS_REQUIRE_MOUNTABLE();
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to act as another user";
+  MountedVolume vol("ext4");
+  ASSERT_TRUE(vol.mounted()) << vol.error();
+  const std::string path = vol.file("f");
+  { Fd fd(open(path.c_str(), O_CREAT | O_WRONLY, 0644)); }
+  ASSERT_EQ(chown(path.c_str(), 65534, 65533), 0) << errno_text();
+  auto append = [&] {
+    const int fd = open(path.c_str(), O_WRONLY | O_APPEND);
+    const bool ok = fd >= 0 && write(fd, "x", 1) == 1;
+    if (fd >= 0) close(fd);
+    return ok;
+  };
+  ASSERT_EQ(chmod(path.c_str(), 02767), 0) << errno_text();
+  ASSERT_EQ(as_user(65533, {65533}, append), 0);
+  EXPECT_EQ(mode_of(path), 02767u) << "a member of the group keeps it";
+  ASSERT_EQ(as_user(65531, {65531}, append), 0);
+  EXPECT_EQ(mode_of(path), 0767u) << "a writer outside the group does not";
+  ASSERT_EQ(chmod(path.c_str(), 02767), 0) << errno_text();
+  ASSERT_EQ(as_user(65531, {65531, 65532},
+                    [&] { return chown(path.c_str(), -1, 65532) == 0; }),
+            0);
+  EXPECT_EQ(mode_of(path), 0767u) << "a chgrp by the owner outside the old group";
+}
+
+// fallocate and copy_file_range clear them as a write does (file_modified):
+// the kernel asks the daemon with a SETATTR that sets nothing, what is left of
+// its own __remove_privs.
+TEST(SetIdBits, FallocateAndCopyFileRangeClearThem) {
+  MIMICFS_REQUIRE_MOUNTABLE();
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to act as another user";
+  MountedVolume vol("ext4");
+  ASSERT_TRUE(vol.mounted()) << vol.error();
+  const std::string path = vol.file("f"), source = vol.file("source");
+  {
+    Fd fd(open(source.c_str(), O_CREAT | O_WRONLY, 0644));
+    write_at(fd.get(), "0123456789", 0);
+    Fd target(open(path.c_str(), O_CREAT | O_WRONLY, 0644));
+  }
+  ASSERT_EQ(chown(path.c_str(), 65534, 65533), 0) << errno_text();
+  ASSERT_EQ(chmod(path.c_str(), 06775), 0) << errno_text();
+  ASSERT_EQ(as_user(65533, {65533}, [&] {
+              const int fd = open(path.c_str(), O_WRONLY);
+              const bool ok = fd >= 0 && fallocate(fd, 0, 0, 4096) == 0;
+              if (fd >= 0) close(fd);
+              return ok;
+            }),
+            0);
+  EXPECT_EQ(mode_of(path), 0775u) << "fallocate";
+  ASSERT_EQ(chmod(path.c_str(), 06775), 0) << errno_text();
+  ASSERT_EQ(as_user(65533, {65533}, [&] {
+              const int in = open(source.c_str(), O_RDONLY);
+              const int out = open(path.c_str(), O_WRONLY);
+              const bool ok = in >= 0 && out >= 0 &&
+                              copy_file_range(in, nullptr, out, nullptr, 10, 0) == 10;
+              close(in);
+              close(out);
+              return ok;
+            }),
+            0);
+  EXPECT_EQ(mode_of(path), 0775u) << "copy_file_range";
+  ASSERT_EQ(chmod(path.c_str(), 06775), 0) << errno_text();
+  Fd fd(open(path.c_str(), O_WRONLY));
+  ASSERT_EQ(fallocate(fd.get(), 0, 0, 8192), 0) << errno_text();
+  EXPECT_EQ(mode_of(path), 06775u) << "root's fallocate keeps them (CAP_FSETID)";
 }
 
 // The kernel asks for security.capability before a write only while it has not

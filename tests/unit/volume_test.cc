@@ -1302,7 +1302,7 @@ TEST(Volume, KillSuidgidClearsSetIdBitsAsLinuxDoes) {
   chmod(06775);
   AttributeChanges truncate;
   truncate.size = 0;
-  truncate.kill_suidgid = true;
+  truncate.kill_suidgid = SetIdClearing::kModification;
   auto attributes = fs.volume.setattr(file, truncate);
   ASSERT_TRUE(attributes.has_value());
   EXPECT_EQ(attributes->mode & 07777, 0775u) << "the reply carries the new mode";

@@ -1,0 +1,45 @@
+#include "fusefs/request_credentials.h"
+
+#include <linux/capability.h>
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <fmt/format.h>
+
+namespace mimicfs {
+
+bool RequestCredentials::in_group(uint32_t gid) const {
+  if (gid == gid_) return true;
+  const std::vector<gid_t>& groups = status().groups;
+  return std::find(groups.begin(), groups.end(), gid) != groups.end();
+}
+
+bool RequestCredentials::has_fsetid() const { return status().fsetid; }
+
+const RequestCredentials::Status& RequestCredentials::status() const {
+  if (status_) return *status_;
+  status_.emplace();
+  status_->fsetid = uid_ == 0;
+  if (tid_ <= 0) return *status_;
+  std::ifstream in(fmt::format("/proc/{}/task/{}/status", tid_, tid_));
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    std::string key;
+    fields >> key;
+    if (key == "Groups:") {
+      gid_t gid;
+      while (fields >> gid) status_->groups.push_back(gid);
+    } else if (key == "CapEff:") {
+      unsigned long long mask = 0;
+      fields >> std::hex >> mask;
+      status_->fsetid = (mask >> CAP_FSETID) & 1;
+    }
+  }
+  return *status_;
+}
+
+}  // namespace mimicfs

@@ -1,0 +1,39 @@
+// RequestCredentials: the Credentials (backends/caller.h) of the program a
+// FUSE request comes from. The kernel passes its filesystem uid and gid and
+// its thread id; its supplementary groups and capabilities are read from
+// /proc/TID/task/TID/status (as libfuse's fuse_req_getgroups reads the
+// groups), once, and only when a set-ID rule asks.
+#pragma once
+
+#include <sys/types.h>
+
+#include <optional>
+#include <vector>
+
+#include "backends/caller.h"
+
+namespace mimicfs {
+
+class RequestCredentials : public Credentials {
+ public:
+  RequestCredentials(uid_t uid, gid_t gid, pid_t tid) : uid_(uid), gid_(gid), tid_(tid) {}
+
+  bool in_group(uint32_t gid) const override;
+  bool has_fsetid() const override;
+
+ private:
+  struct Status {
+    std::vector<gid_t> groups;
+    bool fsetid = false;
+  };
+  // The caller's status; when it is gone (or no caller: tid 0), its groups
+  // are its gid alone and root alone holds CAP_FSETID.
+  const Status& status() const;
+
+  const uid_t uid_;
+  const gid_t gid_;
+  const pid_t tid_;
+  mutable std::optional<Status> status_;
+};
+
+}  // namespace mimicfs
