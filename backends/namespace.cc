@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <unordered_set>
 
 namespace mimicfs {
 
@@ -162,37 +163,60 @@ uint64_t Namespace::inode_count() {
 }
 
 bool Namespace::commit(uint64_t inode, bool only_its_creation, Work& work) {
-  std::lock_guard lock(mutex_);
-  if (only_its_creation && !journal_.creates(inode)) return false;
-  NamespaceJournal::SyncScope scope{inode, false, {}};
-  auto node = find_locked(inode);
-  if (node) scope.directory = node->is_directory();
-  // The ancestors of its first link's directory, up to the root.
-  for (uint64_t depth = 0;
-       node && node->number != kRootInode && node->parent != 0 && depth <= inodes_.size();
-       ++depth) {
-    scope.ancestors.push_back(node->parent);
-    node = find_locked(node->parent);
+  std::vector<NamespaceJournal::Change> committed;
+  Settled settled;
+  {
+    std::lock_guard lock(mutex_);
+    if (only_its_creation && !journal_.creates(inode)) return false;
+    NamespaceJournal::SyncScope scope{inode, false, {}};
+    auto node = find_locked(inode);
+    if (node) scope.directory = node->is_directory();
+    // The ancestors of its first link's directory, up to the root.
+    for (uint64_t depth = 0;
+         node && node->number != kRootInode && node->parent != 0 && depth <= inodes_.size();
+         ++depth) {
+      scope.ancestors.push_back(node->parent);
+      node = find_locked(node->parent);
+    }
+    committed = journal_.commit(scope);
+    settled = settle_committed_locked(committed);
   }
-  return settle_committed_locked(journal_.commit(scope), work);
+  release_settled(settled, work);
+  return !committed.empty();
 }
 
 bool Namespace::commit_all(Work& work) {
-  std::lock_guard lock(mutex_);
-  return commit_all_locked(work);
-}
-
-bool Namespace::commit_all_locked(Work& work) {
-  return settle_committed_locked(journal_.commit_all(), work);
-}
-
-bool Namespace::settle_committed_locked(const std::vector<NamespaceJournal::Change>& committed,
-                                        Work& work) {
-  for (const NamespaceJournal::Change& change : committed) {
-    if (change.kind == NamespaceJournal::Change::Kind::kRemoved)
-      settle_removal_locked(change.inode, work);
+  Settled settled;
+  bool committed;
+  {
+    std::lock_guard lock(mutex_);
+    committed = commit_all_locked(settled);
   }
+  release_settled(settled, work);
+  return committed;
+}
+
+bool Namespace::commit_all_locked(Settled& settled) {
+  const std::vector<NamespaceJournal::Change> committed = journal_.commit_all();
+  settled = settle_committed_locked(committed);
   return !committed.empty();
+}
+
+Namespace::Settled Namespace::settle_committed_locked(
+    const std::vector<NamespaceJournal::Change>& committed) {
+  Settled settled;
+  for (const NamespaceJournal::Change& change : committed) {
+    if (change.kind != NamespaceJournal::Change::Kind::kRemoved) continue;
+    if (auto node = settle_removal_locked(change.inode)) settled.push_back(std::move(node));
+  }
+  return settled;
+}
+
+void Namespace::release_settled(const Settled& settled, Work& work) {
+  for (const std::shared_ptr<Inode>& node : settled) {
+    std::lock_guard lock(node->mutex);
+    hooks_.removal_settled(node, work);
+  }
 }
 
 void Namespace::note_removal_locked(const std::shared_ptr<Inode>& child, uint64_t parent,
@@ -202,17 +226,14 @@ void Namespace::note_removal_locked(const std::shared_ptr<Inode>& child, uint64_
   removed_.emplace(child->number, child);
 }
 
-void Namespace::settle_removal_locked(uint64_t inode, Work& work) {
+std::shared_ptr<Inode> Namespace::settle_removal_locked(uint64_t inode) {
   auto it = removed_.find(inode);
-  if (it == removed_.end()) return;
-  const std::shared_ptr<Inode> node = it->second;
-  if (node->pending_removals.fetch_sub(1) != 1) return;
+  if (it == removed_.end()) return nullptr;
+  std::shared_ptr<Inode> node = it->second;
+  if (node->pending_removals.fetch_sub(1) != 1) return nullptr;
   removed_.erase(it);
   // Its last entry's removal is durable now: what it held may go.
-  if (node->nlink == 0) {
-    std::lock_guard lock(node->mutex);
-    hooks_.removal_settled(node, work);
-  }
+  return node->nlink == 0 ? node : nullptr;
 }
 
 std::vector<std::pair<uint64_t, std::string>> Namespace::undo_uncommitted(Work& work) {
@@ -221,7 +242,7 @@ std::vector<std::pair<uint64_t, std::string>> Namespace::undo_uncommitted(Work& 
   for (const NamespaceJournal::Change& change : lost) {
     if (change.kind == NamespaceJournal::Change::Kind::kRemoved) {
       if (restore_entry_locked(change)) removed.emplace_back(change.parent, change.name);
-      settle_removal_locked(change.inode, work);
+      if (auto settled = settle_removal_locked(change.inode)) release_settled({settled}, work);
       continue;
     }
     auto dir = find_locked(change.parent);
@@ -511,24 +532,30 @@ std::string Namespace::path_locked(uint64_t inode) {
 
 void Namespace::for_each_file(const std::function<void(const std::string&, const Inode&)>& visit) {
   // Paths of regular files, depth first; a file with several links is visited
-  // once, under the first path found.
-  std::lock_guard lock(mutex_);
-  std::vector<uint64_t> seen;
-  std::function<void(const Inode&, const std::string&)> walk = [&](const Inode& dir,
-                                                                   const std::string& prefix) {
-    for (const auto& [name, child] : dir.entries) {
-      const std::string path = prefix + "/" + name;
-      if (child->is_directory()) {
-        walk(*child, path);
-      } else if (child->is_regular() &&
-                 std::find(seen.begin(), seen.end(), child->number) == seen.end()) {
-        if (child->nlink > 1) seen.push_back(child->number);
-        std::lock_guard child_lock(child->mutex);
-        visit(path, *child);
+  // once, under the first path found. Only the walk holds the table's lock:
+  // each visit (a file's stats may count a million extents) holds the file's
+  // alone, so other operations wait for the walk, not for the visits.
+  std::vector<std::pair<std::string, std::shared_ptr<Inode>>> files;
+  {
+    std::lock_guard lock(mutex_);
+    std::unordered_set<uint64_t> seen;
+    std::function<void(const Inode&, const std::string&)> walk = [&](const Inode& dir,
+                                                                     const std::string& prefix) {
+      for (const auto& [name, child] : dir.entries) {
+        std::string path = prefix + "/" + name;
+        if (child->is_directory()) {
+          walk(*child, path);
+        } else if (child->is_regular() && (child->nlink <= 1 || seen.insert(child->number).second)) {
+          files.emplace_back(std::move(path), child);
+        }
       }
-    }
-  };
-  walk(*inodes_.at(kRootInode), "");
+    };
+    walk(*inodes_.at(kRootInode), "");
+  }
+  for (const auto& [path, file] : files) {
+    std::lock_guard file_lock(file->mutex);
+    visit(path, *file);
+  }
 }
 
 namespace {

@@ -81,7 +81,14 @@ class Namespace {
   bool commit(uint64_t inode, bool only_its_creation, Work& work) EXCLUDES(mutex_);
   // Every pending change is durable now (sync(1)); true when one was pending.
   bool commit_all(Work& work) EXCLUDES(mutex_);
-  bool commit_all_locked(Work& work) REQUIRES(mutex_);
+  // The inodes whose last removal a commit made durable. What they held goes
+  // in release_settled(), called without the table's lock: freeing 100,000
+  // files' storage is the bulk of such a commit, and it need not keep every
+  // other operation waiting.
+  using Settled = std::vector<std::shared_ptr<Inode>>;
+  bool commit_all_locked(Settled& settled) REQUIRES(mutex_);
+  // Hooks::removal_settled for each (its mutex held).
+  void release_settled(const Settled& settled, Work& work);
   // A crash: the changes since the last commit are undone, newest first.
   // Returns the entries it changed (removed, moved, put back), (directory, name).
   std::vector<std::pair<uint64_t, std::string>> undo_uncommitted(Work& work) REQUIRES(mutex_);
@@ -122,9 +129,10 @@ class Namespace {
   void note_removal_locked(const std::shared_ptr<Inode>& child, uint64_t parent,
                            const std::string& name) REQUIRES(mutex_);
   // One of `inode`'s pending removals is settled (committed, or undone by a
-  // crash); at the last, Hooks::removal_settled when it has no link left.
-  void settle_removal_locked(uint64_t inode, Work& work) REQUIRES(mutex_);
-  bool settle_committed_locked(const std::vector<NamespaceJournal::Change>& committed, Work& work)
+  // crash); at the last, the inode when it has no link left, for
+  // release_settled().
+  std::shared_ptr<Inode> settle_removal_locked(uint64_t inode) REQUIRES(mutex_);
+  Settled settle_committed_locked(const std::vector<NamespaceJournal::Change>& committed)
       REQUIRES(mutex_);
   // ImageError unless the loaded inodes form the tree the entries say, from
   // the root, with the link counts they make.

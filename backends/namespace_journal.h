@@ -13,10 +13,18 @@
 //   synchronous  NFS: the server commits each namespace operation before it
 //                replies; nothing is ever pending.
 // Not thread-safe: the Namespace's mutex guards it.
+//
+// The changes are indexed by inode, by directory and by the place of each
+// removal, so a commit costs what it commits (about O(k) for k changes), not
+// what is pending: an fsync stays cheap with 100,000 removals uncommitted.
 #pragma once
 
 #include <cstdint>
+#include <deque>
+#include <optional>
 #include <string>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "backends/profile.h"
@@ -65,10 +73,41 @@ class NamespaceJournal {
   std::vector<Change> commit_all();
   // A power cut: the changes not durable, newest first; the journal is empty after.
   std::vector<Change> lose();
+  // How many changes are not durable yet.
+  size_t pending() const { return pending_; }
 
  private:
+  using Sequence = uint64_t;  // the order changes came in
+  struct Place {              // an entry: (directory, name)
+    uint64_t directory;
+    std::string name;
+    bool operator==(const Place&) const = default;
+  };
+  struct PlaceHash {
+    size_t operator()(const Place& p) const {
+      return std::hash<std::string>()(p.name) ^ (std::hash<uint64_t>()(p.directory) * 31);
+    }
+  };
+  // The index's sequences, less those taken since (an index entry is dropped
+  // when its list is next read, so each costs O(1) over its life).
+  std::vector<Sequence>& live(std::vector<Sequence>& sequences);
+  void add(Change change);
+  const Change& at(Sequence sequence) const { return *changes_[sequence - first_]; }
+  // Takes one change out of the journal (its index entries go lazily).
+  Change take(Sequence sequence);
+
   const Durability durability_;
-  std::vector<Change> uncommitted_;  // oldest first
+  // changes_[i] is sequence first_ + i; a taken one is empty until the ones
+  // before it go too.
+  Sequence first_ = 0;
+  std::deque<std::optional<Change>> changes_;
+  size_t pending_ = 0;
+  // By inode (never holds a taken change: a commit takes an inode's all), by
+  // the directory an entry is in now and the one a rename took it from, and
+  // by the place of each removal.
+  std::unordered_map<uint64_t, std::vector<Sequence>> by_inode_;
+  std::unordered_map<uint64_t, std::vector<Sequence>> by_directory_;
+  std::unordered_map<Place, std::vector<Sequence>, PlaceHash> removals_at_;
 };
 
 }  // namespace mimicfs

@@ -728,26 +728,31 @@ BackgroundReport Volume::background(uint64_t now_ns, bool flush, bool commit, Wo
   dirty_pages_.set_flusher_ns(now_ns);
   if (!flush && !commit) return report;
   const uint64_t bytes_before = work.device_writes.bytes;
-  // One point in time, as a journal commit is: no operation changes the
-  // namespace or a file between the files' commit and the namespace's (the
-  // crash's lock order: the namespace, then each file).
-  std::lock_guard namespace_lock(namespace_.mutex());
-  for (const auto& [number, node] : namespace_.inodes()) {
-    if (!node->is_regular()) continue;
-    std::lock_guard lock(node->mutex);
-    // A removed file a crash may still bring back keeps its last sync (the
-    // commit below settles its removal).
-    if (node->nlink == 0 && node->pending_removals > 0) continue;
-    const uint64_t blocks = node->file->space().blocks();
-    if (flush && node->file->write_back_if_expired(now_ns, profile_.dirty_expire_ns, work)) {
-      ++report.files_written_back;
-      note_uncommitted_locked(*node);
+  Namespace::Settled settled;
+  bool namespace_committed = false;
+  {
+    // One point in time, as a journal commit is: no operation changes the
+    // namespace or a file between the files' commit and the namespace's (the
+    // crash's lock order: the namespace, then each file).
+    std::lock_guard namespace_lock(namespace_.mutex());
+    for (const auto& [number, node] : namespace_.inodes()) {
+      if (!node->is_regular()) continue;
+      std::lock_guard lock(node->mutex);
+      // A removed file a crash may still bring back keeps its last sync (the
+      // commit below settles its removal).
+      if (node->nlink == 0 && node->pending_removals > 0) continue;
+      const uint64_t blocks = node->file->space().blocks();
+      if (flush && node->file->write_back_if_expired(now_ns, profile_.dirty_expire_ns, work)) {
+        ++report.files_written_back;
+        note_uncommitted_locked(*node);
+      }
+      if (commit && node->file->commit()) ++report.files_committed;
+      note_blocks_change(*node, blocks, work);
     }
-    if (commit && node->file->commit()) ++report.files_committed;
-    note_blocks_change(*node, blocks, work);
+    report.bytes_written_back = work.device_writes.bytes - bytes_before;
+    namespace_committed = commit && namespace_.commit_all_locked(settled);
   }
-  report.bytes_written_back = work.device_writes.bytes - bytes_before;
-  const bool namespace_committed = commit && namespace_.commit_all_locked(work);
+  namespace_.release_settled(settled, work);
   report.committed = report.files_committed > 0 || namespace_committed;
   return report;
 }

@@ -28,7 +28,7 @@
 # --halt-poll-ns NS sets /sys/module/haltpoll/parameters/guest_halt_poll_ns
 # for the run and puts it back after (only where the guest has haltpoll).
 #
-# PARTS, comma-separated (default all): io, pgbench, stats, extents.
+# PARTS, comma-separated (default all): io, pgbench, stats, extents, commit.
 #   io       the workloads (tests/bench/mimicfs_bench.cc) on every target, N
 #            rounds (default 5), with % of tmpfs and the ratios of mimicfs to both
 #            passthrough_ll runs; then each mimicfs daemon's RSS before the
@@ -47,6 +47,12 @@
 #   extents  the engine alone (tests/bench/extent_scaling_bench.cc): heap bytes
 #            per extent and per inode, operations on a file of 10k, 100k and 1M
 #            extents with the growth of each, and 10M extents in one volume.
+#   commit   a small-file writer (create, 4 KiB, fsync, close) alone, then while
+#            100000 removals are pending and a directory fsync commits them
+#            (tests/bench/commit_stall_bench.cc): its median and worst
+#            operation, and the committing fsync's time, on tmpfs and mimicfs
+#            btrfs, ext4 and xfs (mounted with durability.commit_interval_ns=0,
+#            so the periodic commit does not take the removals first).
 # --memory   afterwards streams MEMORY_GIB (default 64) GiB of zeros into the
 #            ideal mount and prints the daemon's peak RSS; stopped when the RSS
 #            passes MEMORY_LIMIT_MIB (default: half of MemAvailable).
@@ -71,7 +77,7 @@ die() {
 }
 
 rounds=5
-parts="io,pgbench,stats,extents"
+parts="io,pgbench,stats,extents,commit"
 transactions=4000
 extents=1000000
 memory=0
@@ -116,8 +122,8 @@ if [[ -n "$halt_poll_ns" ]]; then
 fi
 for part in ${parts//,/ }; do
   case "$part" in
-    io | pgbench | stats | extents) ;;
-    *) die "--only: unknown part '$part' (io, pgbench, stats, extents)" ;;
+    io | pgbench | stats | extents | commit) ;;
+    *) die "--only: unknown part '$part' (io, pgbench, stats, extents, commit)" ;;
   esac
 done
 wants() { [[ ",$parts," == *",$1,"* ]]; }
@@ -139,11 +145,13 @@ elif grep -q '^MIMICFS_BUILD_TESTS:BOOL=OFF' "$build/CMakeCache.txt"; then
 fi
 # Build output goes to stderr: stdout is only the figures.
 cmake --build "$build" --target mimicfs mimicfs_bench mimicfs_stats_bench mimicfs_extent_bench \
+  mimicfs_commit_bench \
   ${JOBS:+--parallel "$JOBS"} >&2
 mimicfs="$(realpath "$build/fusefs/mimicfs")"
 bench="$(realpath "$build/tests/mimicfs_bench")"
 stats_bench="$(realpath "$build/tests/mimicfs_stats_bench")"
 extent_bench="$(realpath "$build/tests/mimicfs_extent_bench")"
+commit_bench="$(realpath "$build/tests/mimicfs_commit_bench")"
 
 # libfuse's example as Debian ships it, built as its Makefile would (-O2).
 example=/usr/share/doc/libfuse3-dev/examples/passthrough_ll.c
@@ -430,6 +438,18 @@ fi
 if wants extents; then
   echo
   "$extent_bench" || status=1
+fi
+
+# --- commit ----------------------------------------------------------------------------
+if wants commit; then
+  echo
+  commit_targets=(tmpfs="$work/tmpfs/ref")
+  for profile in btrfs ext4 xfs; do
+    mkdir "$work/commit-$profile"
+    mount_mimicfs "$profile" "$work/commit-$profile" --set durability.commit_interval_ns=0
+    commit_targets+=(mimicfs-"$profile"="$work/commit-$profile")
+  done
+  "$commit_bench" --removals 100000 "${commit_targets[@]}" || status=1
 fi
 
 # --- memory (zeros) -------------------------------------------------------------------------

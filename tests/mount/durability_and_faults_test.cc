@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <string>
 #include <vector>
 
@@ -183,6 +184,35 @@ TEST(Crash, DescriptorsOpenedBeforeACrashGetEio) {
   EXPECT_EQ(fsync(again), 0);
   close(again);
   EXPECT_EQ(vol.stats()["power"]["crashes"], 1);
+}
+
+// btrfs commits an inode's names at its fsync (the log tree): with 30,000
+// removals pending in one directory, the fsync of a file elsewhere commits
+// none of them and must not look at each (the journal once scanned them all
+// per removal: 1.4 s here); the directory's fsync commits them all (0.02 s).
+// Bounds far from both, not a timing: what they pin is the complexity.
+TEST(Durability, AFsyncWithManyRemovalsPendingCostsWhatItCommits) {
+  MIMICFS_REQUIRE_MOUNTABLE();
+  MountedVolume vol("btrfs");
+  ASSERT_TRUE(vol.mounted()) << vol.error();
+  constexpr int kRemovals = 30000;
+  ASSERT_EQ(mkdir(vol.file("removed").c_str(), 0755), 0);
+  for (int i = 0; i < kRemovals; ++i) create_file(vol.file("removed/" + std::to_string(i)));
+  ASSERT_EQ(vol.ctl("sync"), 0);
+  for (int i = 0; i < kRemovals; ++i) {
+    ASSERT_EQ(unlink(vol.file("removed/" + std::to_string(i)).c_str()), 0);
+  }
+  create_file(vol.file("other"), "data");
+  auto seconds = [](auto&& call) {
+    const auto start = std::chrono::steady_clock::now();
+    call();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  const double one = seconds([&] { sync_path(vol.file("other")); });
+  const double all = seconds([&] { sync_path(vol.file("removed")); });
+  std::cout << "[ figures  ] fsync of one file " << one << " s, of the directory " << all << " s\n";
+  EXPECT_LT(one, 0.25) << "commits one file";
+  EXPECT_LT(all, 1.0) << "commits every removal";
 }
 
 // A mapping made before the crash faults in through its stale descriptor: SIGBUS.

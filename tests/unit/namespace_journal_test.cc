@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <string>
+
 namespace mimicfs {
 namespace {
 
@@ -90,6 +93,43 @@ TEST(NamespaceJournal, ALogTreeDirectoryFsyncAfterARenameOutOfItCommitsEverythin
   journal.renamed(70, 50, "Q", 80, "Q");  // /O/Q -> /Y/Q
   EXPECT_FALSE(journal.commit({80, true, {1}}).empty());
   EXPECT_TRUE(journal.lose().empty());
+}
+
+// A commit costs what it commits, not what is pending: with 100,000 removals
+// in one directory, a file's fsync elsewhere takes none of them and the
+// directory's fsync takes them all. The bound is 100x what an unsanitized
+// build takes; the commit that scanned the list per removal took minutes.
+TEST(NamespaceJournal, ALogTreeCommitOfManyRemovalsIsNotQuadratic) {
+  constexpr uint64_t kRemovals = 100'000;
+  constexpr uint64_t kDir = 40;
+  NamespaceJournal journal(NamespaceJournal::Durability::kLogTree);
+  for (uint64_t i = 0; i < kRemovals; ++i) {
+    journal.removed(1000 + i, kDir, "r" + std::to_string(i));
+  }
+  journal.created(20, 1, "elsewhere");
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(journal.commit({20, false, {1}}).size(), 1u);
+  EXPECT_EQ(journal.pending(), kRemovals);
+  EXPECT_EQ(journal.commit({kDir, true, {1}}).size(), kRemovals);
+  EXPECT_EQ(journal.pending(), 0u);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+}
+
+// A logged name replaces the entry removed there, and the removed inode's own
+// changes are logged with that removal, and so on: a chain is followed to its end.
+TEST(NamespaceJournal, ALogTreeFollowsReplacedNamesToTheEnd) {
+  NamespaceJournal journal(NamespaceJournal::Durability::kLogTree);
+  journal.removed(22, 1, "b");              // unlink b (inode 22)
+  journal.created(21, 1, "b");              // a new b (inode 21)
+  journal.renamed(21, 1, "a", 1, "b");      // b -> a
+  journal.created(20, 1, "tmp");
+  journal.removed(21, 1, "a");              // tmp over a
+  journal.renamed(20, 1, "a", 1, "tmp");
+  journal.created(30, 1, "unrelated");
+  EXPECT_EQ(journal.commit({20, false, {1}}).size(), 6u);
+  const auto lost = journal.lose();
+  ASSERT_EQ(lost.size(), 1u);
+  EXPECT_EQ(lost[0].inode, 30u);
 }
 
 TEST(NamespaceJournal, DurabilityComesFromTheProfile) {
