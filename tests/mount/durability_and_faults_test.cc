@@ -186,6 +186,41 @@ TEST(Crash, DescriptorsOpenedBeforeACrashGetEio) {
   EXPECT_EQ(vol.stats()["power"]["crashes"], 1);
 }
 
+// What the kernel answers without asking the daemon, the daemon cannot refuse:
+// a page another descriptor read back since the crash is in the page cache
+// again, and a pre-crash descriptor's read of it is served from there; lseek
+// with SEEK_SET, SEEK_CUR or SEEK_END never leaves the kernel. The pages no
+// one read back, and SEEK_DATA/SEEK_HOLE, still reach the daemon: EIO.
+TEST(Crash, WhatThePageCacheAnswersAPreCrashDescriptorStillGets) {
+  MIMICFS_REQUIRE_MOUNTABLE();
+  MountedVolume vol("ext4");
+  ASSERT_TRUE(vol.mounted()) << vol.error();
+  const std::string path = vol.file("t.ibd");
+  const int fd = open(path.c_str(), O_CREAT | O_RDWR, 0644);
+  ASSERT_GE(fd, 0);
+  write_at(fd, std::string(4 << 20, 's'), 0);
+  ASSERT_EQ(fsync(fd), 0);
+  ASSERT_EQ(vol.ctl("crash"), 0);
+
+  const int fresh = open(path.c_str(), O_RDONLY);
+  ASSERT_GE(fresh, 0);
+  ASSERT_EQ(posix_fadvise(fresh, 0, 0, POSIX_FADV_RANDOM), 0) << "no readahead past page 0";
+  char page[4096];
+  ASSERT_EQ(pread(fresh, page, sizeof page, 0), 4096) << "a new descriptor reads page 0 back";
+  close(fresh);
+  EXPECT_EQ(pread(fd, page, sizeof page, 0), 4096) << "from the page cache";
+  EXPECT_EQ(std::string(page, 4), "ssss");
+  EXPECT_EQ(pread(fd, page, sizeof page, 2 << 20), -1) << "a page no one read back";
+  EXPECT_EQ(errno, EIO);
+  EXPECT_EQ(lseek(fd, 100, SEEK_SET), 100);
+  EXPECT_EQ(lseek(fd, 0, SEEK_END), 4 << 20);
+  EXPECT_EQ(lseek(fd, 0, SEEK_DATA), -1);
+  EXPECT_EQ(errno, EIO);
+  EXPECT_EQ(pwrite(fd, "x", 1, 0), -1) << "a write always reaches the daemon";
+  EXPECT_EQ(errno, EIO);
+  close(fd);
+}
+
 // btrfs commits an inode's names at its fsync (the log tree): with 30,000
 // removals pending in one directory, the fsync of a file elsewhere commits
 // none of them and must not look at each (the journal once scanned them all
