@@ -27,6 +27,14 @@ elif [ $# -gt 0 ]; then
   exit 2
 fi
 
+# In a git checkout, commit messages go through .githooks/commit-msg (a
+# subject of at most 72 characters, then a blank line).
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+if command -v git >/dev/null && git -C "$root" rev-parse --git-dir >/dev/null 2>&1 &&
+  [ "$(git -C "$root" config core.hooksPath || true)" != .githooks ]; then
+  git -C "$root" config core.hooksPath .githooks
+fi
+
 missing=()
 for p in "${packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
