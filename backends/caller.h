@@ -14,15 +14,20 @@
 
 namespace mimicfs {
 
-// What Linux's in_group_or_capable() asks of a caller: whether it may keep a
-// file's S_ISGID bit (fs/inode.c).
+// What Linux's set-ID and xattr rules ask of a caller: who it is, whether it
+// may keep a file's S_ISGID bit (in_group_or_capable, fs/inode.c), whether it
+// sees trusted.* xattrs.
 class Credentials {
  public:
   virtual ~Credentials() = default;
+  // The caller's filesystem uid.
+  [[nodiscard]] virtual uint32_t uid() const = 0;
   // `gid` is the caller's filesystem gid or one of its supplementary groups.
   [[nodiscard]] virtual bool in_group(uint32_t gid) const = 0;
   // The caller holds CAP_FSETID.
   [[nodiscard]] virtual bool has_fsetid() const = 0;
+  // The caller holds CAP_SYS_ADMIN (trusted.* xattrs are its alone).
+  [[nodiscard]] virtual bool has_sys_admin() const = 0;
 };
 
 class CallerScope {

@@ -58,7 +58,8 @@ enum class SetIdClearing : uint8_t {
   // A SETATTR that sets nothing: the kernel's own __remove_privs before a
   // write, fallocate or copy_file_range, or a chown(-1, -1). From a caller
   // with CAP_FSETID only security.capability goes (the kernel kills nothing
-  // else for it); from others, as kOwnerChange.
+  // else for it); from the owner or a caller that may write the file, as
+  // kOwnerChange; from anyone else nothing (ext4 refuses that chown).
   kPrivilegeRemoval,
 };
 
@@ -76,7 +77,7 @@ struct AttributeChanges {
   std::optional<uint64_t> size;
   std::optional<timespec> atime;
   std::optional<timespec> mtime;
-  // Set-ID bits cleared first (a refused truncate has cleared them too).
+  // Set-ID bits cleared first, if the change is accepted.
   SetIdClearing kill_suidgid = SetIdClearing::kNone;
   // The size comes through a descriptor (ftruncate): the times change even
   // when the size does not. The VFS asks for that with ATTR_MTIME, which the

@@ -14,12 +14,15 @@ NamespaceJournal::Durability NamespaceJournal::durability_of(const Profile& prof
 void NamespaceJournal::add(Change change) {
   const Sequence sequence = first_ + changes_.size();
   by_inode_[change.inode].push_back(sequence);
-  by_directory_[change.parent].push_back(sequence);
-  if (change.kind == Change::Kind::kRenamed && change.from_parent != change.parent) {
-    by_directory_[change.from_parent].push_back(sequence);
-  }
-  if (change.kind == Change::Kind::kRemoved) {
-    removals_at_[{change.parent, change.name}].push_back(sequence);
+  // Only a log tree's commit looks changes up by directory and by place.
+  if (durability_ == Durability::kLogTree) {
+    by_directory_[change.parent].push_back(sequence);
+    if (change.kind == Change::Kind::kRenamed && change.from_parent != change.parent) {
+      by_directory_[change.from_parent].push_back(sequence);
+    }
+    if (change.kind == Change::Kind::kRemoved) {
+      removals_at_[{change.parent, change.name}].push_back(sequence);
+    }
   }
   changes_.push_back(std::move(change));
   ++pending_;

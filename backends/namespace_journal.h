@@ -102,9 +102,9 @@ class NamespaceJournal {
   Sequence first_ = 0;
   std::deque<std::optional<Change>> changes_;
   size_t pending_ = 0;
-  // By inode (never holds a taken change: a commit takes an inode's all), by
-  // the directory an entry is in now and the one a rename took it from, and
-  // by the place of each removal.
+  // By inode (never holds a taken change: a commit takes an inode's all), and
+  // for a log tree by the directory an entry is in now and the one a rename
+  // took it from, and by the place of each removal.
   std::unordered_map<uint64_t, std::vector<Sequence>> by_inode_;
   std::unordered_map<uint64_t, std::vector<Sequence>> by_directory_;
   std::unordered_map<Place, std::vector<Sequence>, PlaceHash> removals_at_;

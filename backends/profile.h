@@ -114,6 +114,7 @@ struct Profile {
   bool truncate_same_size_updates_times = false;  // ext4
   bool truncate_empty_shortcut = false;           // xfs
   bool exchange_touches_moved_directory = false;  // xfs
+  bool trusted_xattrs_listed_to_all = false;      // btrfs
   std::string rename_onto_nonempty = "ENOTEMPTY";  // or "EEXIST" (xfs)
 
   bool supports(FallocateMode mode) const {

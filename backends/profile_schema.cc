@@ -141,6 +141,9 @@ const std::vector<ProfileKey>& profile_keys() {
            "a RENAME_EXCHANGE that moves a directory to another parent updates that "
            "directory's mtime, as xfs_cross_rename's rewrite of its `..` does; false: "
            "untouched (ext4, btrfs, tmpfs)"),
+      flag("namespace.trusted_xattrs_listed_to_all", &Profile::trusted_xattrs_listed_to_all,
+           "listxattr shows `trusted.*` names to every caller, as btrfs_listxattr does; false: "
+           "to CAP_SYS_ADMIN alone (ext4, xfs, tmpfs)"),
       {"namespace.rename_onto_nonempty", &Profile::rename_onto_nonempty, "",
        "the error of a rename onto a directory that is not empty (POSIX allows either): "
        "`ENOTEMPTY` (ext4, btrfs, tmpfs) or `EEXIST` (xfs_rename)",

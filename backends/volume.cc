@@ -179,23 +179,56 @@ void Volume::commit_journal_files() {
   }
 }
 
+namespace {
+
+// Whether `caller` owns `node` or may write it, by its mode: who the kernel's
+// own privilege removal (file_remove_privs) comes from.
+bool owns_or_may_write(const Inode& node, const Credentials& caller) REQUIRES(node.mutex) {
+  if (caller.uid() == node.uid) return true;
+  const uint32_t bits = caller.in_group(node.gid) ? node.permissions >> 3 : node.permissions;
+  return (bits & S_IWOTH) != 0;
+}
+
+}  // namespace
+
 bool Volume::kill_suidgid_locked(Inode& node, SetIdClearing why) {
   if (why == SetIdClearing::kNone || node.is_directory()) return false;
   if (why == SetIdClearing::kModification && !node.is_regular()) return false;
+  // The kernel flags every write by a caller without CAP_FSETID, whatever the
+  // file: most come here with nothing to clear, and ask the caller nothing.
+  const auto capability = node.xattrs.find("security.capability");
+  const bool has_capability = capability != node.xattrs.end();
+  if ((node.permissions & (S_ISUID | S_ISGID)) == 0 && !has_capability) return false;
   const Credentials* caller = CallerScope::credentials();
-  const bool capable = caller == nullptr || caller->has_fsetid();
-  // security.capability goes with any of them, even for a capable caller
-  // (ATTR_KILL_PRIV: security_inode_killpriv).
-  bool changed = node.xattrs.erase("security.capability") > 0;
-  if (why != SetIdClearing::kPrivilegeRemoval || !capable) {
+  bool clear_set_id = true;
+  if (why == SetIdClearing::kPrivilegeRemoval && caller != nullptr) {
+    // A capable caller's removal takes only security.capability (the kernel
+    // kills no bit for it). One from a caller that neither owns nor may write
+    // the file is a chown(-1, -1), which ext4 refuses: nothing changes.
+    clear_set_id = !caller->has_fsetid();
+    if (clear_set_id && !owns_or_may_write(node, *caller)) return false;
+  } else if (why == SetIdClearing::kPrivilegeRemoval) {
+    clear_set_id = false;
+  }
+  // security.capability goes with any of them (ATTR_KILL_PRIV:
+  // security_inode_killpriv).
+  bool changed = false;
+  if (has_capability) {
+    node.xattrs.erase(capability);
+    changed = true;
+  }
+  if (clear_set_id) {
     uint32_t kept = node.permissions & ~S_ISUID;
-    // setattr_should_drop_sgid: a modification's caller lacks CAP_FSETID by
-    // the kernel's word; a chown's may have it.
-    const bool may_keep_sgid =
-        !(node.permissions & S_IXGRP) &&
-        (caller == nullptr || caller->in_group(node.gid) ||
-         (why != SetIdClearing::kModification && caller->has_fsetid()));
-    if (!may_keep_sgid) kept &= ~S_ISGID;
+    // setattr_should_drop_sgid: with group execute it goes; without, unless
+    // the caller is in the file's group or (not for a modification, whose
+    // caller lacks it by the kernel's word) holds CAP_FSETID.
+    if (kept & S_ISGID) {
+      const bool may_keep_sgid =
+          !(kept & S_IXGRP) &&
+          (caller == nullptr || caller->in_group(node.gid) ||
+           (why != SetIdClearing::kModification && caller->has_fsetid()));
+      if (!may_keep_sgid) kept &= ~S_ISGID;
+    }
     changed |= kept != node.permissions;
     node.permissions = kept;
   }
@@ -661,9 +694,17 @@ Result<std::string> Volume::getxattr(uint64_t inode, const std::string& name, Wo
 Result<std::vector<std::string>> Volume::listxattr(uint64_t inode, Work&) {
   auto node = namespace_.find(inode);
   if (!node) return fail(ENOENT);
+  // trusted.* names are listed to CAP_SYS_ADMIN alone (the trusted handler's
+  // list(), xfs_xattr_put_listent, simple_xattr_list), but by btrfs to
+  // anyone (btrfs_listxattr lists every name it finds).
+  const Credentials* caller = CallerScope::credentials();
+  const bool hide_trusted = !profile_.trusted_xattrs_listed_to_all && caller != nullptr &&
+                            !caller->has_sys_admin();
   std::lock_guard lock(node->mutex);
   std::vector<std::string> names;
-  for (const auto& [name, value] : node->xattrs) names.push_back(name);
+  for (const auto& [name, value] : node->xattrs) {
+    if (!(hide_trusted && name.starts_with("trusted."))) names.push_back(name);
+  }
   return names;
 }
 

@@ -17,12 +17,16 @@ bool RequestCredentials::in_group(uint32_t gid) const {
   return std::find(groups.begin(), groups.end(), gid) != groups.end();
 }
 
-bool RequestCredentials::has_fsetid() const { return status().fsetid; }
+bool RequestCredentials::has_fsetid() const { return (status().capabilities >> CAP_FSETID) & 1; }
+
+bool RequestCredentials::has_sys_admin() const {
+  return (status().capabilities >> CAP_SYS_ADMIN) & 1;
+}
 
 const RequestCredentials::Status& RequestCredentials::status() const {
   if (status_) return *status_;
   status_.emplace();
-  status_->fsetid = uid_ == 0;
+  status_->capabilities = uid_ == 0 ? ~uint64_t{0} : 0;
   if (tid_ <= 0) return *status_;
   std::ifstream in(fmt::format("/proc/{}/task/{}/status", tid_, tid_));
   std::string line;
@@ -35,8 +39,7 @@ const RequestCredentials::Status& RequestCredentials::status() const {
       while (fields >> gid) status_->groups.push_back(gid);
     } else if (key == "CapEff:") {
       unsigned long long mask = 0;
-      fields >> std::hex >> mask;
-      status_->fsetid = (mask >> CAP_FSETID) & 1;
+      if (fields >> std::hex >> mask) status_->capabilities = mask;
     }
   }
   return *status_;

@@ -18,16 +18,18 @@ class RequestCredentials : public Credentials {
  public:
   RequestCredentials(uid_t uid, gid_t gid, pid_t tid) : uid_(uid), gid_(gid), tid_(tid) {}
 
+  uint32_t uid() const override { return uid_; }
   bool in_group(uint32_t gid) const override;
   bool has_fsetid() const override;
+  bool has_sys_admin() const override;
 
  private:
   struct Status {
     std::vector<gid_t> groups;
-    bool fsetid = false;
+    uint64_t capabilities = 0;  // CapEff
   };
   // The caller's status; when it is gone (or no caller: tid 0), its groups
-  // are its gid alone and root alone holds CAP_FSETID.
+  // are its gid alone and root alone holds capabilities.
   const Status& status() const;
 
   const uid_t uid_;

@@ -224,8 +224,9 @@ TEST(Crash, WhatThePageCacheAnswersAPreCrashDescriptorStillGets) {
 // btrfs commits an inode's names at its fsync (the log tree): with 30,000
 // removals pending in one directory, the fsync of a file elsewhere commits
 // none of them and must not look at each (the journal once scanned them all
-// per removal: 1.4 s here); the directory's fsync commits them all (0.02 s).
-// Bounds far from both, not a timing: what they pin is the complexity.
+// per removal: 1.4 s here, against 0.1 ms); the directory's fsync commits
+// them all (0.1-0.3 s). Bounds far from both, under the sanitizers too: what
+// they pin is the complexity.
 TEST(Durability, AFsyncWithManyRemovalsPendingCostsWhatItCommits) {
   MIMICFS_REQUIRE_MOUNTABLE();
   MountedVolume vol("btrfs");
@@ -247,7 +248,7 @@ TEST(Durability, AFsyncWithManyRemovalsPendingCostsWhatItCommits) {
   const double all = seconds([&] { sync_path(vol.file("removed")); });
   std::cout << "[ figures  ] fsync of one file " << one << " s, of the directory " << all << " s\n";
   EXPECT_LT(one, 0.25) << "commits one file";
-  EXPECT_LT(all, 1.0) << "commits every removal";
+  EXPECT_LT(all, 10.0) << "commits every removal";
 }
 
 // A mapping made before the crash faults in through its stale descriptor: SIGBUS.

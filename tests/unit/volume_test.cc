@@ -1275,6 +1275,83 @@ TEST(Volume, SyncsAndClosesReportTheFilesWhoseBlocksChanged) {
   EXPECT_EQ(sync_all.changed_attributes, std::vector<uint64_t>{other});
 }
 
+// A caller as the set-ID rules see it (caller.h), for tests.
+class TestCredentials : public Credentials {
+ public:
+  TestCredentials(uint32_t uid, std::vector<uint32_t> groups, bool fsetid)
+      : uid_(uid), groups_(std::move(groups)), fsetid_(fsetid) {}
+  uint32_t uid() const override { return uid_; }
+  bool in_group(uint32_t gid) const override {
+    ++asked_;
+    return std::find(groups_.begin(), groups_.end(), gid) != groups_.end();
+  }
+  bool has_fsetid() const override {
+    ++asked_;
+    return fsetid_;
+  }
+  bool has_sys_admin() const override { return fsetid_; }
+  int asked() const { return asked_; }
+
+ private:
+  uint32_t uid_;
+  std::vector<uint32_t> groups_;
+  bool fsetid_;
+  mutable int asked_ = 0;
+};
+
+// The SETATTR that sets nothing (the kernel's __remove_privs, or a
+// chown(-1, -1)): for a capable caller only security.capability goes; for the
+// owner or a writer the set-ID bits too; for anyone else nothing. And a write
+// to a file with nothing to clear asks the caller nothing (a /proc read).
+TEST(Volume, PrivilegeRemovalFollowsWhoAsks) {
+  Fs fs("ext4");
+  const uint64_t file = fs.create_open("tool");
+  auto set = [&](uint32_t mode, uint32_t uid, uint32_t gid) {
+    AttributeChanges changes;
+    changes.mode = mode;
+    changes.uid = uid;
+    changes.gid = gid;
+    ASSERT_TRUE(fs.volume.setattr(file, changes).has_value());
+    ASSERT_TRUE(fs.volume.setxattr(file, "security.capability", "cap", 0).has_value());
+  };
+  auto remove_privileges = [&](const TestCredentials& who) {
+    const CallerScope scope(1, &who);
+    AttributeChanges nothing;
+    nothing.kill_suidgid = SetIdClearing::kPrivilegeRemoval;
+    EXPECT_TRUE(fs.volume.setattr(file, nothing).has_value());
+  };
+  auto mode = [&] { return fs.attributes(file).mode & 07777; };
+  auto has_capability = [&] { return fs.volume.getxattr(file, "security.capability").has_value(); };
+
+  set(06755, 100, 100);
+  remove_privileges(TestCredentials(0, {0}, true));
+  EXPECT_EQ(mode(), 06755u) << "root: the bits stay";
+  EXPECT_FALSE(has_capability()) << "root: security.capability goes";
+
+  set(06755, 100, 100);
+  remove_privileges(TestCredentials(200, {200}, false));
+  EXPECT_EQ(mode(), 06755u) << "a stranger who may not write: nothing (ext4: EPERM)";
+  EXPECT_TRUE(has_capability());
+
+  set(06757, 100, 100);
+  remove_privileges(TestCredentials(200, {200}, false));
+  EXPECT_EQ(mode(), 0757u) << "a stranger who may write";
+  EXPECT_FALSE(has_capability());
+
+  set(06745, 100, 100);
+  remove_privileges(TestCredentials(100, {300}, false));
+  EXPECT_EQ(mode(), 0745u) << "the owner, outside the file's group: S_ISGID goes too";
+
+  set(0755, 100, 100);
+  ASSERT_TRUE(fs.volume.removexattr(file, "security.capability").has_value());
+  const TestCredentials writer(200, {200}, false);
+  {
+    const CallerScope scope(1, &writer);
+    ASSERT_TRUE(fs.volume.write(file, 0, as_bytes("x"), kKillSuidgid).has_value());
+  }
+  EXPECT_EQ(writer.asked(), 0) << "nothing to clear, nothing asked";
+}
+
 // FUSE_HANDLE_KILLPRIV_V2: the kernel says when (kKillSuidgid), the volume
 // clears as Linux's VFS: S_ISUID always, S_ISGID only with group execute.
 TEST(Volume, KillSuidgidClearsSetIdBitsAsLinuxDoes) {
