@@ -39,6 +39,7 @@ if(HELP2MAN)
 endif()
 
 set(CPACK_GENERATOR DEB)
+set(CPACK_STRIP_FILES ON)  # the binary without its debug sections (a tenth of the size)
 set(CPACK_PACKAGE_NAME mimicfs)
 set(CPACK_PACKAGE_VENDOR "mimicfs")
 set(CPACK_PACKAGE_DESCRIPTION_SUMMARY

@@ -8,19 +8,39 @@
 # downstream CMake project (tests/downstream) that finds the package and mounts
 # with ScopedMount; and checks the package's Depends and files.
 #
-#   scripts/package.sh [--check]
+# With --build-dir DIR, packages the binary of that configured build tree (CI:
+# the one the tests ran, so the engine is not compiled a second time) instead
+# of a Release build of its own in build-package/. The binary is stripped
+# either way (CPACK_STRIP_FILES).
+#
+#   scripts/package.sh [--check] [--build-dir DIR]
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+usage="usage: package.sh [--check] [--build-dir DIR]"
 check=0
-case "${1:-}" in
-  --check) check=1 ;;
-  "") ;;
-  *) echo "package.sh: unknown argument \"$1\" (usage: package.sh [--check])" >&2; exit 2 ;;
-esac
-"$root/scripts/bootstrap.sh" --with help2man dpkg-dev
 out="$root/build-package"
-cmake -S "$root" -B "$out" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX=/usr \
-  -DMIMICFS_BUILD_TESTS=OFF >/dev/null
+own_build=1
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --check) check=1 ;;
+    --build-dir)
+      [ $# -ge 2 ] || { echo "package.sh: --build-dir needs a directory ($usage)" >&2; exit 2; }
+      out="$(cd "$2" 2>/dev/null && pwd)" && [ -f "$out/CPackConfig.cmake" ] || {
+        echo "package.sh: \"$2\" is not a configured build directory ($usage)" >&2; exit 2; }
+      own_build=0
+      shift ;;
+    *) echo "package.sh: unknown argument \"$1\" ($usage)" >&2; exit 2 ;;
+  esac
+  shift
+done
+"$root/scripts/bootstrap.sh" --with help2man dpkg-dev
+if [ "$own_build" -eq 1 ]; then
+  cmake -S "$root" -B "$out" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX=/usr \
+    -DMIMICFS_BUILD_TESTS=OFF >/dev/null
+else
+  # Configured again so that it finds help2man, which it may have been without.
+  cmake -S "$root" -B "$out" >/dev/null
+fi
 cmake --build "$out" --target mimicfs mimicfs_man
 rm -f "$out"/mimicfs_*.deb
 (cd "$out" && cpack -G DEB >/dev/null)

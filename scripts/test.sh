@@ -5,4 +5,6 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 "$root/scripts/build.sh"
 cd "$root/build"
-ctest --output-on-failure --timeout 600 "$@"
+# Unit tests run side by side (one process each); mount, scenario and
+# conformance tests run alone (RUN_SERIAL: they time real mounts).
+ctest --output-on-failure --timeout 600 -j "$(nproc)" "$@"
