@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Allocator: the emulated device's free space, in allocation units ("blocks").
 //
 // It places blocks where it is asked to (a goal chosen by the AllocationPolicy)

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // BlockRangeSet: a set of file blocks kept as merged, sorted ranges.
 //
 // A file's delayed allocation is one: blocks written to the page cache that have

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Caller: the program an operation runs for, as the emulated clock tells
 // programs apart (timelines.h): operations of one caller follow each other,
 // those of two callers may overlap. And who that program is, as far as the

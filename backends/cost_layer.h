@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CostLayer: emulated time. After each operation it prices the work the layers
 // below report (work.h) with the CostModel, adds it to the EmulatedClock (which,
 // in real latency mode, also waits: no lock of the target is held by then), to

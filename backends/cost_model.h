@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CostModel: what an operation costs in emulated time, from the profile's
 // [cost] and [page_cache] keys (docs/profiles.md) and from what the operation did.
 //

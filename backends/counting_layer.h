@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CountingLayer: the operation counters of stats.json. After each operation it
 // records its class, its bytes (work.bytes), its errno and the emulated time
 // the cost layer below set (work.emulated_ns). forget() is not counted.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // DataStore: where the bytes of emulated files live.
 //
 // Allocation (ExtentMap, Allocator) decides what the device looks like; the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // DeferredWork: work the core has promised and will finish later, as real
 // filesystems do: xfs frees an unlinked file's extents in background inode
 // inactivation workers (Linux 5.15 on), btrfs at transaction commit. An

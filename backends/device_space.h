@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // DeviceSpace: the emulated device's blocks and the policies that hand them
 // out, shared by every file of a volume: the Allocator (free space, groups,
 // reservations), the PlacementPolicy (where a file's next blocks go), the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // FileDurability: what of one file would survive a power cut, as RocksDB's
 // FaultInjectionTestFS keeps it: the size at the last sync, the byte ranges
 // written since, and the synced contents of every page changed since (saved

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // EmulatedClock: where emulated operation costs add up, and, in real latency
 // mode, where the calling thread waits them out.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Engine: a Volume and its layers, stacked as a mount uses them:
 //
 //   CountingLayer -> CostLayer -> FaultLayer -> Volume

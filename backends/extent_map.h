@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ExtentMap: one file's logical blocks mapped to device blocks.
 //
 // Blocks are allocation units of the volume. A hole is the absence of a mapping.

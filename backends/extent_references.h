@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ExtentReferences: copy-on-write data extents and the blocks that still use them.
 //
 // On btrfs a write allocates a data extent (at most 128 MiB); files refer to

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // FaultInjector: rules that make chosen operations fail with an errno, stall, or
 // cut the power before or after them (crash points).
 //

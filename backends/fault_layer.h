@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // FaultLayer: injects the faults of a FaultInjector's rules (fault_injector.h)
 // into the operations that reach the device or change the namespace, by the
 // path from the mount root. A firing error rule returns its errno instead of

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // FileSpace: the blocks of one file: its ExtentMap (mapped runs, written or
 // unwritten), its delayed set (written blocks awaiting delayed allocation, each
 // reserved on the device), its inode reservation (ext4's per-inode window), its

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // FileSystem: the engine's interface, the one the FUSE adapter calls. The core
 // (Volume) implements it; layers (layer.h) implement it over another FileSystem
 // and change what they are for: faults, emulated time, counting.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // GroupLocks: xfs's trylock pass over the allocation groups' free-space headers
 // (the AGF), as the allocations of writers that start together meet it.
 //

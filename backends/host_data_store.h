@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // HostDataStore: file contents in sparse files under a host directory
 // (`mimicfs mount --data-dir DIR`), so a volume can hold more than the daemon's
 // memory. The memory store stays the default.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Inode: one file, directory, symlink or device node of a Volume, as the
 // volume's inode table holds it. Two locks guard it, from two concerns:
 //   - its own `mutex`: attributes, xattrs, open handles and, for a regular

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Layer: a FileSystem over another one (its target), as LevelDB's EnvWrapper
 // and nbdkit's filters wrap theirs. Every operation calls enter(), forwards to
 // the target unless enter() refused it, then calls leave(). A layer overrides

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // DeviceLayout: where every file's blocks are on the emulated device, for a
 // picture of it (`mimicfs report`) and for tests that look at placement itself.
 // Read from MOUNT/.mimicfs/layout.json; positions and lengths are in allocation

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "backends/memory_data_store.h"
 
 #include <sys/mman.h>

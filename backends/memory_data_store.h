@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // MemoryDataStore: file contents in RAM, in 4 KiB pages of anonymous memory.
 //
 // A file is cut into 2 MiB segments; a segment holding any data is a 2 MiB slot

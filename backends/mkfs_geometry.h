@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // mkfs geometry: where a filesystem's own structures sit on a freshly made
 // device of a given capacity, derived as Debian 12's mkfs.xfs (xfsprogs 6.1)
 // and mkfs.ext4 (e2fsprogs 1.47) derive them, in the profile's block size

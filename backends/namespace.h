@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Namespace: a volume's directory tree and inode table: entries, links, rename,
 // inode numbers and allocation groups, and the NamespaceJournal of the changes
 // not yet committed (undone by a crash). What a file's storage does when its

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // NamespaceJournal: the namespace changes (entries created, linked, renamed,
 // removed by unlink, rmdir or a rename over them) that a power cut would undo, and what a sync
 // makes durable, by the profile's durability.metadata:

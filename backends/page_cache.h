@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // FilePageCache: one file's pages in the host's page cache, as the cost model
 // sees them: which byte ranges are dirty (written, not yet on the device) and
 // which pages are cached (a buffered read of them costs memory, not the device).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // PageRunMemory: memory for runs of up to 16 pages that are written whole,
 // then read and patched in place, and freed whole: the synced pages
 // FileDurability saves before a rewrite changes them.

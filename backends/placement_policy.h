@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // PlacementPolicy: where on the device a file's new blocks should go.
 //
 // The Allocator owns free space; a placement policy only chooses the goal block,

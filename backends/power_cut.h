@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // PowerCut: how the power goes, for `ctl crash` and a crash rule alike.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // PreallocationPolicy: how many blocks beyond a request an allocation takes.
 //
 // Real filesystems allocate more than a write asks for, so that the next write

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Profile: every knob of one emulated storage backend, as plain data.
 //
 // Profiles are TOML (docs/profiles.md documents each key and its unit). The

@@ -1,8 +1,11 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "backends/profile_schema.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
+
+#include "backends/edit_distance.h"
 
 namespace mimicfs {
 namespace {
@@ -303,26 +306,6 @@ const ProfileKey* find_profile_key(std::string_view path) {
   }
   return nullptr;
 }
-
-namespace {
-
-// Levenshtein distance: insertions, deletions and substitutions.
-size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diagonal = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t above = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diagonal = above;
-    }
-  }
-  return row[b.size()];
-}
-
-}  // namespace
 
 std::string profile_key_suggestion(std::string_view path) {
   constexpr size_t kMaxSuggestions = 3;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The profile schema: every key of a profile declared once, with its type, unit,
 // range, default (Profile{}'s value) and help. Parsing and validation
 // (profile.cc), `mimicfs profiles show` (Profile::to_toml), the unknown-key

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // RegularFile: the data path of one regular file: its size and contents
 // (FileData), its blocks (FileSpace), its pages in the host's page cache
 // (FilePageCache) and what a power cut would leave of it (FileDurability, and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Result<T>: what every engine operation returns, a value or an errno.
 //
 // The engine speaks POSIX errno values (positive, as in <errno.h>) because the

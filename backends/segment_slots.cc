@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "backends/segment_slots.h"
 
 #include <fcntl.h>

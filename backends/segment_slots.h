@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // SegmentSlots: address space for memory filled in runs of whole pages:
 // MemoryDataStore's segments (its files' contents) and PageRunMemory's runs
 // (the synced pages FileDurability saves).

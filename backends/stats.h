@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Stats: what the emulated storage was asked to do and what it looks like now.
 //
 // OperationCounters are updated on every Volume operation (lock-free on success);

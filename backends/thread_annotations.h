@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Lock requirements the compiler checks: clang's -Wthread-safety reads these
 // attributes (scripts/check-locks.sh builds the engine with them, against
 // libc++, whose std::mutex and std::lock_guard carry the matching capability

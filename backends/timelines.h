@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Timelines: where each caller's operations fall in emulated time, and the
 // resources callers share.
 //

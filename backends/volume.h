@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Volume: the core of the engine, the emulated filesystem itself, as a
 // coordinator of its parts: the Namespace (inode table, directories, links,
 // rename, and the journal of changes not yet committed), each regular file's

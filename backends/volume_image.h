@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // VolumeImage: a volume's state as one JSON document, written at unmount into
 // a data directory (HostDataStore::save_volume, in CBOR) and read back at the
 // next mount, so a volume outlives its mount. Each class saves and loads its

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // WallClock: where file timestamps (atime, mtime, ctime) come from.
 //
 // Passed in, never read from a global, so unit tests can pin timestamps.

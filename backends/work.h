@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Work: what one engine operation did, as the core (Volume) reports it.
 //
 // The core says what happened (bytes moved, device requests, extents spanned,

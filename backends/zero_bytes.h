@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Whether a run of bytes is all zero: the stores keep no page of zeros.
 #pragma once
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # What `cmake --install` puts in place, and the Debian package CPack makes of it
 # (scripts/package.sh): the binary, the ScopedMount header with a CMake package
 # (find_package(mimicfs), target mimicfs::scoped_mount), the docs and a man page.
@@ -20,22 +21,35 @@ write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/mimicfsConfigVersio
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/mimicfsConfig.cmake
   ${CMAKE_CURRENT_BINARY_DIR}/mimicfsConfigVersion.cmake DESTINATION ${MIMICFS_CMAKE_DIR})
 
-install(FILES README.md docs/architecture.md docs/cookbook.md docs/profiles.md docs/stats.md
-  docs/time.md
+# Debian's places for the license (copyright, machine-readable) and the upstream
+# changelog (changelog.gz); the man page is gzipped too, as Debian policy asks.
+find_program(GZIP gzip REQUIRED)
+add_custom_command(OUTPUT ${CMAKE_CURRENT_BINARY_DIR}/changelog.gz
+  COMMAND ${CMAKE_COMMAND} -E copy ${PROJECT_SOURCE_DIR}/CHANGELOG.md
+    ${CMAKE_CURRENT_BINARY_DIR}/changelog
+  COMMAND ${GZIP} -9nf ${CMAKE_CURRENT_BINARY_DIR}/changelog
+  DEPENDS ${PROJECT_SOURCE_DIR}/CHANGELOG.md VERBATIM)
+add_custom_target(mimicfs_changelog ALL DEPENDS ${CMAKE_CURRENT_BINARY_DIR}/changelog.gz)
+install(FILES cmake/copyright ${CMAKE_CURRENT_BINARY_DIR}/changelog.gz
+  DESTINATION ${CMAKE_INSTALL_DOCDIR})
+
+install(FILES README.md docs/architecture.md docs/conformance.md docs/cookbook.md
+  docs/design.md docs/performance.md docs/profiles.md docs/stats.md docs/time.md
   DESTINATION ${CMAKE_INSTALL_DOCDIR})
 
 # The man page, from the binary's own --help (help2man; scripts/package.sh installs it).
 find_program(HELP2MAN help2man)
 if(HELP2MAN)
-  add_custom_command(OUTPUT ${CMAKE_CURRENT_BINARY_DIR}/mimicfs.1
+  add_custom_command(OUTPUT ${CMAKE_CURRENT_BINARY_DIR}/mimicfs.1.gz
     COMMAND ${HELP2MAN} --no-info --no-discard-stderr
       --name "emulated storage (NFS, ext4, xfs, btrfs) for database tests, as a FUSE filesystem"
       --include ${PROJECT_SOURCE_DIR}/cmake/mimicfs.h2m
       --output ${CMAKE_CURRENT_BINARY_DIR}/mimicfs.1 $<TARGET_FILE:mimicfs>
+    COMMAND ${GZIP} -9nf ${CMAKE_CURRENT_BINARY_DIR}/mimicfs.1
     DEPENDS mimicfs ${PROJECT_SOURCE_DIR}/cmake/mimicfs.h2m
     VERBATIM)
-  add_custom_target(mimicfs_man ALL DEPENDS ${CMAKE_CURRENT_BINARY_DIR}/mimicfs.1)
-  install(FILES ${CMAKE_CURRENT_BINARY_DIR}/mimicfs.1 DESTINATION ${CMAKE_INSTALL_MANDIR}/man1)
+  add_custom_target(mimicfs_man ALL DEPENDS ${CMAKE_CURRENT_BINARY_DIR}/mimicfs.1.gz)
+  install(FILES ${CMAKE_CURRENT_BINARY_DIR}/mimicfs.1.gz DESTINATION ${CMAKE_INSTALL_MANDIR}/man1)
 endif()
 
 set(CPACK_GENERATOR DEB)

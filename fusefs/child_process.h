@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Child processes of the command line (`run`, `crashtest`): spawned with the
 // current environment, waited for, and passed the terminating signals the
 // command line receives meanwhile.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ControlCommand: the grammar of what is written to MOUNT/.mimicfs/ctl, parsed
 // in one place for the volume (ControlFiles::execute) and for `mimicfs ctl`,
 // which checks a command before sending it so the reason reaches the terminal.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "fusefs/control_files.h"
 
 #include <fcntl.h>

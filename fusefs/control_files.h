@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ControlFiles: the hidden MOUNT/.mimicfs/ directory, like a NAS's .snapshot:
 // reachable by path, never listed, so a server scanning its data directory is not
 // disturbed.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `mimicfs crashtest`: power cuts at many points of a workload, each checked.
 //
 // A dry run on a fresh volume counts the operations the workload makes that

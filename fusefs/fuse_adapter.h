@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // FuseAdapter: the only code that knows libfuse's low-level callback table.
 //
 // Each callback decodes the request, calls the engine (or ControlFiles), and

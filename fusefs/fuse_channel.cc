@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "fusefs/fuse_channel.h"
 
 #include <linux/fuse.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // FuseChannel: the requests and replies between the kernel and libfuse, seen
 // through libfuse 3.14's custom I/O (fuse_session_custom_io), to add what the
 // protocol offers and libfuse 3.14 can neither ask for nor pass on:

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Reply: what the adapter answers to one FUSE request. Each callback computes
 // one Reply and serve() sends it with send(): exactly one fuse_reply_* per
 // request by construction, and the per-operation debug log line in one place.

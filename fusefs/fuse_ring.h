@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // FuseRing: FUSE over io_uring (Linux 6.14 and later), the transport that
 // brings each CPU's requests to the daemon through a queue of that CPU's own.
 //
@@ -13,21 +14,11 @@
 // request is served on the CPU of the caller that waits for it; SCHED_IDLE
 // makes the scheduler count that CPU as idle while only a ring thread runs
 // there, so the caller that the reply wakes is woken where it slept and
-// preempts the thread at once. Without
-// SCHED_IDLE a pinned thread made the caller move to the other CPU at every
-// reply (its own CPU looked busy), and then its next request went to that
-// CPU's queue: every round trip woke a halted vCPU (35-50 us each in `perf
-// sched timehist`, where the guest does not poll before halting). Unpinned,
-// the thread was woken on the other, idle CPU where it last ran, with the
-// same cost. Measured on the 2-vCPU machines (README, Performance; 5
-// interleaved rounds of bench.sh's io part, 7 of its pgbench, one run of each
-// setting): a lone program's random 4 KiB writes at 66k IOPS against 43k
-// unpinned and 28k pinned at the normal policy, 1-byte writes 93k/s against
-// 49k and 32k, create + unlink 10.2k/s against 4.6k and 4.7k (/dev/fuse in
-// the same run as the first: 44k, 48k, 5.2k); pgbench 65-81% of tmpfs (three
-// runs) against 63% and 69-74% (/dev/fuse 37%). Serving at the normal
-// policy and waiting at SCHED_IDLE (two sched_setscheduler calls a request)
-// gave pgbench 68.6%, in the run before one of 80.6%: not kept.
+// preempts the thread at once. At the normal policy the caller moved to the
+// other CPU at every reply (its own looked busy), and its next request went
+// to that CPU's queue: every round trip woke a halted vCPU. Unpinned, the
+// thread was woken on the other CPU where it last ran, with the same cost.
+// The figures: docs/performance.md, "The ring's threads".
 // A mount takes the ring by default where the kernel offers it (root set
 // fuse.enable_uring=Y); `--io-uring off` keeps to /dev/fuse.
 //

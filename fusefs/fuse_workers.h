@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // FuseWorkers: the threads that take requests from /dev/fuse and serve them,
 // in place of libfuse 3.14's fuse_session_loop_mt, which never ends an idle
 // worker: its max_idle_threads (-1 by default) ends one the moment more than

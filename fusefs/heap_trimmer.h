@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // HeapTrimmer: gives the memory malloc holds free back to the system, so that
 // the daemon's RSS follows what the volume holds.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Figures as a person reads them, for the command line's tables and pictures.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The `mimicfs` command line: mount, run, crashtest, profiles, stats, report, ctl.
 #include <fmt/format.h>
 #include <spdlog/sinks/basic_file_sink.h>
@@ -8,10 +9,14 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <optional>
+#include <string_view>
+#include <vector>
 
+#include "backends/edit_distance.h"
 #include "backends/emulated_clock.h"
 #include "backends/fault_injector.h"
 #include "backends/host_data_store.h"
@@ -34,6 +39,32 @@ namespace {
 int usage_error(std::string_view message) {
   fmt::print(stderr, "mimicfs: {}\n", message);
   return kExitUsage;
+}
+
+// The first argument when it is not an option and names no command: one line
+// that names it and the closest command (CLI11 would say only that a command
+// is required).
+std::optional<std::string> unknown_command(const CLI::App& app, int argc, char** argv) {
+  if (argc < 2 || argv[1][0] == '-') return std::nullopt;
+  const std::string_view given = argv[1];
+  const CLI::App* closest = nullptr;
+  size_t closest_distance = SIZE_MAX;
+  for (const CLI::App* command : app.get_subcommands({})) {
+    if (command->get_name() == given) return std::nullopt;
+    const size_t distance = edit_distance(given, command->get_name());
+    if (distance < closest_distance) {
+      closest = command;
+      closest_distance = distance;
+    }
+  }
+  std::string message = fmt::format("unknown command \"{}\"", given);
+  // A suggestion only where it is plausibly a typo: at most a third of it wrong.
+  if (closest != nullptr && closest_distance * 3 <= std::max(given.size(), size_t{3})) {
+    message += fmt::format(" (did you mean \"{}\"?)", closest->get_name());
+  } else {
+    message += " (try --help)";
+  }
+  return message;
 }
 
 void set_up_logging(const std::string& level, const std::string& log_file) {
@@ -301,6 +332,7 @@ int run(int argc, char** argv) {
   std::string help_topic;
   help->add_option("COMMAND", help_topic, "The command");
 
+  if (const auto unknown = unknown_command(app, argc, argv)) return usage_error(*unknown);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

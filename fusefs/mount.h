@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Mounting a Volume through the kernel and serving it until unmounted.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The processes using a mount, found in /proc as fuser(1) -m finds them: a
 // working or root directory, an open file, or a mapped file under it. What a
 // power cut ends, for `mimicfs crashtest`.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `mimicfs report MOUNT --out FILE.svg`: a picture of the emulated device, each
 // file's extents as coloured runs along it, with a legend and the fragmentation
 // figures, drawn from MOUNT/.mimicfs/layout.json. The 20 files ranked first

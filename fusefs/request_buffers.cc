@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "fusefs/request_buffers.h"
 
 #include <pthread.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // RequestBuffers: the pages of the buffers that idle worker threads keep.
 //
 // libfuse gives each worker thread (fuse_workers.h) a request buffer of

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "fusefs/request_credentials.h"
 
 #include <linux/capability.h>

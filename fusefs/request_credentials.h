@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // RequestCredentials: the Credentials (backends/caller.h) of the program a
 // FUSE request comes from. The kernel passes its filesystem uid and gid and
 // its thread id; its supplementary groups and capabilities are read from

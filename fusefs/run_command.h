@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `mimicfs run`: a temporary mount for the length of one command.
 //
 // Mounts the profile on a new directory, runs the command with MIMICFS_MOUNT set

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `mimicfs stats` and `mimicfs ctl`: clients of a mounted volume's .mimicfs/ files.
 #pragma once
 

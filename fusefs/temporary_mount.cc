@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "fusefs/temporary_mount.h"
 
 #include <fcntl.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // TemporaryMount: a volume mounted on a new directory under $TMPDIR (/tmp
 // when it is unset) by a background `mimicfs mount` of this binary, for `run`
 // and `crashtest`. The

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Benchmarks mimicfs (profiles ideal and nfs) beside its peers in the same run:
 # a tmpfs, and libfuse's own passthrough_ll example (as Debian's libfuse3-dev ships
 # it, built here) over a directory of that tmpfs, once as Debian builds it (no
@@ -24,7 +25,7 @@
 # thread, and in a virtual machine a round trip that crosses CPUs wakes the
 # other vCPU from halt when the guest does not poll before halting. The header
 # prints the guest's cpuidle driver and its haltpoll setting; figures taken
-# with guest_halt_poll_ns 0 and 200000 differ 2x (README, Performance).
+# with guest_halt_poll_ns 0 and 200000 differ 2x (docs/performance.md).
 # --halt-poll-ns NS sets /sys/module/haltpoll/parameters/guest_halt_poll_ns
 # for the run and puts it back after (only where the guest has haltpoll).
 #

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Installs the Debian packages mimicfs needs to build, run and test, and with
 # `--with PKG...` those a script needs besides (mariadb-server, chromium,
 # xfsprogs, ...). Does nothing when they are all present. Needs root (or sudo)

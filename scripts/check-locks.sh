@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Checks the lock requirements written in the code (backends/thread_annotations.h:
 # GUARDED_BY, REQUIRES, ...) with clang's -Wthread-safety: every engine and
 # adapter source is compiled (syntax only) by clang against libc++, whose

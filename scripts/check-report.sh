@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Draws seed 003 (4 writers on xfs with allocsize=4k, and on ext4) with
 # `mimicfs report` and renders each SVG in a real browser (Debian's chromium,
 # headless), so the picture is checked the way a person will see it. Installs

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Power cuts at many points of real software (issue 12), with `mimicfs crashtest`:
 #   - SQLite (Python's sqlite3) in WAL mode with synchronous=FULL and in DELETE
 #     mode with synchronous=EXTRA: no acknowledged transaction lost at any point,

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Real filesystems beside the emulated profiles, row by row.
 
 Reads what `scripts/measure-real-fs.sh --json REAL.json` measured on loop
@@ -290,7 +291,7 @@ def table(real, emulated):
     return rows + time_rows(real["rows"], emulated)
 
 
-# The seeds' own figures (../shared/seeds, DESIGN.md), each against what the
+# The reports' own figures (docs/design.md's cases), each against what the
 # scenario driver (tools/scenario_driver.cc) measures on the profile that
 # stands for the seed's system. A (low, high) range: mimicfs must land in it;
 # a single ratio: within 30%.

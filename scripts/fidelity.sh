@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Puts what scripts/measure-real-fs.sh --json measured on real filesystems
 # beside the same workloads on the emulated profiles, as a markdown table with
 # each row's ratio and whether it is within 2x (docs/profiles.md, "Fidelity").

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Debian's MariaDB with its datadir on mimicfs (issue 5): seed 000's case scaled
 # down (a ROW_FORMAT=COMPRESSED table filled, then ALTER TABLE ... ADD COLUMN) on
 # nfs, ideal, xfs and ext4, and a PAGE_COMPRESSED table dropped on each. Prints

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # One MariaDB session on $MIMICFS_MOUNT (run by scripts/mariadb-on-mimicfs.sh
 # through `mimicfs run`): a private mariadbd with its datadir on the mount runs
 # seed 000's case scaled down (a ROW_FORMAT=COMPRESSED table, rows inserted, then

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Measures seed 003's and seed 004's layouts, and the time of seed 001's growth,
 # seed 004's drop and O_SYNC writers, on REAL ext4, xfs, xfs -o allocsize=4k and
 # btrfs, each on a fresh 4 GiB loop device, so the built-in profiles can be checked

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Builds the Debian package with CPack: build-package/mimicfs_VERSION_ARCH.deb
 # (the binary, the ScopedMount header and its CMake package, the docs and a man
 # page; Depends: fuse3 and the shared libraries' packages).
@@ -41,7 +42,7 @@ else
   # Configured again so that it finds help2man, which it may have been without.
   cmake -S "$root" -B "$out" >/dev/null
 fi
-cmake --build "$out" --target mimicfs mimicfs_man
+cmake --build "$out" --target mimicfs mimicfs_man mimicfs_changelog
 rm -f "$out"/mimicfs_*.deb
 (cd "$out" && cpack -G DEB >/dev/null)
 deb="$(ls "$out"/mimicfs_*.deb)"
@@ -59,13 +60,16 @@ done
 dpkg-deb -x "$deb" "$work/root"
 usr="$work/root/usr"
 for file in bin/mimicfs include/mimicfs/scoped_mount.h share/cmake/mimicfs/mimicfsConfig.cmake \
-    share/doc/mimicfs/README.md share/man/man1/mimicfs.1; do
+    share/doc/mimicfs/README.md share/doc/mimicfs/copyright share/doc/mimicfs/changelog.gz \
+    share/man/man1/mimicfs.1.gz; do
   [ -s "$usr/$file" ] || fail "the package lacks /usr/$file"
 done
+if readelf -S "$usr/bin/mimicfs" | grep -q '\.debug_info'; then fail "the binary is not stripped"; fi
 "$usr/bin/mimicfs" --version | grep -qx "mimicfs [0-9.]*" || fail "mimicfs --version"
 "$usr/bin/mimicfs" run -- true || fail "mimicfs run -- true"
-man -l "$usr/share/man/man1/mimicfs.1" >/dev/null 2>&1 || grep -q '^\.TH MIMICFS' \
-  "$usr/share/man/man1/mimicfs.1" || fail "the man page"
+man -l "$usr/share/man/man1/mimicfs.1.gz" >/dev/null 2>&1 ||
+  zgrep -q '^\.TH MIMICFS' "$usr/share/man/man1/mimicfs.1.gz" || fail "the man page"
+grep -q "License: Apache-2.0" "$usr/share/doc/mimicfs/copyright" || fail "the copyright file"
 cmake -S "$root/tests/downstream" -B "$work/downstream" -DCMAKE_PREFIX_PATH="$usr" >/dev/null
 cmake --build "$work/downstream" >/dev/null
 "$work/downstream/uses_scoped_mount" || fail "the downstream project"

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The Python helper (python/): installed with pip from the source tree into a
 # new virtual environment on Debian's python3 (pytest from Debian), then its
 # tests run against real mounts of the mimicfs just built.

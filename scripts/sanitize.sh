@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Builds mimicfs with sanitizers and runs the tests they check:
 #   build-asan/  AddressSanitizer + UndefinedBehaviorSanitizer: unit and mount tests
 #                (the mounted daemon is the instrumented binary too)

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Runs each seed's competing strategies side by side on mimicfs profiles and
 # prints one table per scenario (tools/scenario_driver.cc). Needs root or a
 # usable /dev/fuse (it mounts).

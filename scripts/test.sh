@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Installs what is missing, builds, and runs every test (unit, mount, scenarios).
 # Mount tests skip where /dev/fuse is unusable, unless MIMICFS_REQUIRE_FUSE=1.
 set -euo pipefail

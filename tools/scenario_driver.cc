@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // mimicfs-scenarios: each seed's competing strategies, side by side, per profile.
 //
 // Every (scenario, profile, strategy) runs on a fresh volume through

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // mimicfs-workload: one seed workload (workloads/seed_workloads.h) on any
 // directory or file, so real filesystems run exactly what the emulated ones do
 // (scripts/measure-real-fs.sh).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "workloads/seed_workloads.h"
 
 #include <fcntl.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The seed cases' workloads, as plain syscalls on any filesystem: written once
 // and used by the scenario tests (tests/scenarios), the side-by-side driver
 // (tools/scenario_driver.cc) and, through `mimicfs-workload`

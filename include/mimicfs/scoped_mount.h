@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ScopedMount: a mimicfs volume mounted for the lifetime of an object, for a
 // test suite that wants its code to meet emulated storage (GoogleTest or any
 // other: this header needs only POSIX, the C++ standard library and nlohmann/json).
@@ -23,6 +24,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -54,8 +56,13 @@ class ScopedMount {
 
   // Throws std::runtime_error with mimicfs's own message when the mount fails.
   explicit ScopedMount(const Options& options) {
-    char dir[] = "/tmp/mimicfs-scoped.XXXXXX";
-    if (!mkdtemp(dir)) throw std::runtime_error(std::string("mkdtemp: ") + std::strerror(errno));
+    // Under $TMPDIR, as mktemp(1) and `mimicfs run` choose; /tmp without it.
+    const char* tmpdir = std::getenv("TMPDIR");
+    std::string dir = std::string(tmpdir != nullptr && *tmpdir != '\0' ? tmpdir : "/tmp") +
+                      "/mimicfs-scoped.XXXXXX";
+    if (!mkdtemp(dir.data())) {
+      throw std::runtime_error("mkdtemp " + dir + ": " + std::strerror(errno));
+    }
     path_ = dir;
     std::vector<std::string> argv = {options.binary.empty() ? binary() : options.binary, "mount"};
     if (options.profile_file.empty()) {

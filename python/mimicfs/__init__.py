@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Mount a mimicfs volume from Python and read its statistics.
 
     with mimicfs.mount("ext4", **{"allocation.placement": "goal"}) as vol:
@@ -9,6 +10,7 @@ a /dev/fuse the user may open. The statistics are docs/stats.md's schema.
 """
 
 import contextlib
+import errno
 import json
 import os
 import shutil
@@ -16,11 +18,16 @@ import subprocess
 import tempfile
 import time
 
-__all__ = ["Mount", "MountError", "mount"]
+__all__ = ["ControlError", "Mount", "MountError", "mount"]
 
 
 class MountError(RuntimeError):
     """The volume could not be mounted; the message is mimicfs's own."""
+
+
+class ControlError(OSError):
+    """A control command the volume (or mimicfs ctl) rejected; the message is
+    mimicfs's own. errno is EINVAL for a command it does not accept."""
 
 
 def _binary():
@@ -30,8 +37,9 @@ def _binary():
 class Mount:
     """A mounted volume: its path, its statistics and its control file."""
 
-    def __init__(self, path):
+    def __init__(self, path, binary=None):
         self.path = path
+        self.binary = binary or _binary()
 
     def file(self, name):
         """The path of `name` inside the mount."""
@@ -48,15 +56,19 @@ class Mount:
         return self.stats()["files"].get(key)
 
     def ctl(self, *words):
-        """Writes one command to .mimicfs/ctl ("reset", "crash", "sync", ...).
+        """Sends one command ("reset", "crash", "sync", "fault add RULE", ...),
+        as `mimicfs ctl` does.
 
-        Raises OSError (EINVAL for a command the volume rejects)."""
-        command = " ".join(words) + "\n"
-        fd = os.open(os.path.join(self.path, ".mimicfs", "ctl"), os.O_WRONLY)
+        Raises ControlError, an OSError carrying mimicfs's message: errno
+        EINVAL for a command it rejects, EIO for any other failure."""
+        argv = [self.binary, "ctl", self.path] + list(words)
         try:
-            os.write(fd, command.encode())
-        finally:
-            os.close(fd)
+            done = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        except OSError as e:
+            raise ControlError(e.errno, "cannot run {}: {}".format(self.binary, e.strerror)) from e
+        if done.returncode != 0:
+            message = (done.stderr or done.stdout).strip() or "mimicfs ctl failed"
+            raise ControlError(errno.EINVAL if done.returncode == 2 else errno.EIO, message)
 
     def reset(self):
         """Zeroes the operation counters (the allocation state is kept)."""
@@ -119,7 +131,7 @@ def mount(profile="nfs", profile_file=None, extra_arguments=(), **settings):
         raise MountError("mimicfs mount failed with status {}{}".format(
             done.returncode, ": " + message if message else ""))
     try:
-        yield Mount(path)
+        yield Mount(path, argv[0])
     finally:
         _unmount(path)
         with contextlib.suppress(OSError):

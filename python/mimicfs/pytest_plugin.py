@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The pytest fixture `mimicfs_mount`: mounts volumes for one test.
 
     def test_extends_without_fragmenting(mimicfs_mount):

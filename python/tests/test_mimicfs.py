@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The Python helper against a real mount (scripts/python-tests.sh)."""
 
 import errno
@@ -48,6 +49,11 @@ def test_ctl_crash_drops_what_was_not_synced_and_rejects_nonsense():
         with pytest.raises(OSError) as raised:
             vol.ctl("explode")
         assert raised.value.errno == errno.EINVAL
+        assert isinstance(raised.value, mimicfs.ControlError)
+        assert 'unknown command "explode"' in str(raised.value)
+        with pytest.raises(mimicfs.ControlError) as raised:
+            vol.ctl("fault add op=frobnicate,error=EIO")
+        assert "frobnicate" in raised.value.strerror
 
 
 def test_fixture_mounts_for_the_test(mimicfs_mount):

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // mimicfs_commit_bench: how long a small-file writer waits while a commit
 // carries many removals, beside the same writer alone.
 //

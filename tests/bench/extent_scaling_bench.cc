@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // mimicfs_extent_bench: how the engine's metadata grows with the extents and
 // inodes it holds, and whether operations on a file with many extents stay
 // O(log n). It drives an Engine (the stack a mount uses, without FUSE), so the

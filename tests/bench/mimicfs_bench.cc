@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // mimicfs_bench: I/O workloads run side by side on several directories.
 //
 //   mimicfs_bench [--repetitions N] [--json] [--zeros-gib G] [--only W[,W...]]

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // mimicfs_stats_bench: how long reading MOUNT/.mimicfs/stats.json takes on a
 // volume holding many extents, and whether the snapshot holds writers up.
 //

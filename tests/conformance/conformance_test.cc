@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The differential conformance suite: every script of the fixed table and a
 // seeded set of random ones run in a directory of the kernel filesystem a
 // profile emulates (tmpfs for nfs, nfs42 and ideal; ext4, xfs and btrfs on

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Random conformance scripts: calls drawn over a few names, descriptors, users
 // and modes (set-ID bits included), so that sequences no one thought to write
 // meet the same comparison as the fixed table. std::mt19937_64 is specified

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ReferenceFs: a directory on one of the kernel's own filesystems, for the
 // conformance suite to compare a mimicfs profile with: a fresh tmpfs, or a
 // fresh ext4, xfs or btrfs made on a loop device (needs root, mkfs.* and loop

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A conformance script: a sequence of syscalls, each run as a chosen user,
 // written one statement per line (or separated by ';'), and the transcript of
 // running it in a directory: every call's result or errno, then the final

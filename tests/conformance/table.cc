@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The fixed table. The set-ID and ownership scripts are made from every file
 // type x set-ID mode x caller; the rest are written out, one rule each.
 #include <map>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The conformance scripts: a fixed table that covers each rule the suite checks
 // (table.cc), and random sequences from a seed (generator.cc).
 #pragma once

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Log segments written as temporary files and renamed into place (mimicfs crashtest).
 
 Each segment is written to seg.N.tmp, fsynced and renamed to seg.N; then its

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # PostgreSQL under power cuts (mimicfs crashtest): pgbench's TPC-B-like
 # transactions on a cluster on the mount; after the crash and recovery the
 # accounts, tellers and branches balances and the history's deltas must agree.

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """SQLite under power cuts (mimicfs crashtest).
 
 Each transaction moves money between two accounts and appends its number to a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Built as C++17 (tests/CMakeLists.txt): include/mimicfs/scoped_mount.h must
 // stay usable by code bases that have not moved on. Run as a test, it mounts
 // with it, as a downstream suite would: 0 when the volume mounted and answered,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Mounts emulated NFS with the installed ScopedMount and the installed binary,
 // and checks seed 000's figure: glibc's posix_fallocate writes a byte per 4 KiB,
 // so 1 MiB is 256 extents of 512-byte server blocks. Exit 0 when it holds.

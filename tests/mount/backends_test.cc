@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The local-filesystem and NFS 4.2 profiles seen through the kernel: statfs
 // geometry, the fallocate modes each accepts, delayed allocation, speculative
 // preallocation in st_blocks, and SEEK_DATA/SEEK_HOLE over punched files.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The command line's promises: bad input gets one clear line and exit status 2,
 // and never leaves a half-mounted directory; a signal unmounts cleanly.
 #include <signal.h>
@@ -40,6 +41,15 @@ class CommandLine : public ::testing::Test {
   }
   std::string dir_;
 };
+
+TEST_F(CommandLine, AnUnknownCommandIsNamedWithTheClosestOne) {
+  const CommandResult typo = Mimicfs({"mout", dir_});
+  ExpectUsageError(typo, "unknown command \"mout\"");
+  EXPECT_TRUE(Contains(typo.err, "did you mean \"mount\"?"));
+  const CommandResult unrelated = Mimicfs({"frobnicate"});
+  ExpectUsageError(unrelated, "unknown command \"frobnicate\" (try --help)");
+  EXPECT_EQ(unrelated.out, "");
+}
 
 TEST_F(CommandLine, UnknownProfileListsTheKnownOnes) {
   auto r = Mimicfs({"mount", "--profile", "zfs", dir_});

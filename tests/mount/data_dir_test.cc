@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `mimicfs mount --data-dir DIR`: file contents in sparse host files through a
 // real mount. Holes, zeros and punched ranges take no host block, a full host
 // filesystem fails the write with ENOSPC and loses nothing written before, and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Emulated time, `ctl crash` and fault rules through a real mount: what a
 // program sees through the kernel, and what the command line accepts.
 #include <fcntl.h>

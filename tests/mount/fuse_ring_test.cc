@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // FUSE over io_uring (fusefs/fuse_ring.h) through a real mount: with
 // `--io-uring on` and a kernel that offers the ring (module parameter
 // fuse.enable_uring) the daemon serves each CPU's queue from threads of its

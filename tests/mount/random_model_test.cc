@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // fsx-style model test: seeded random operations on one file through a real
 // mount and on an in-memory reference, with the size, the whole contents and the
 // allocation compared after every step.

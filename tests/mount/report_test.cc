@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `mimicfs report`: the SVG shows each file's extents along the device, and
 // seed 003's interleaving is visible as alternating runs.
 #include <fcntl.h>

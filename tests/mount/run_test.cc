@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `mimicfs run`: the command runs on a temporary mount named by MIMICFS_MOUNT,
 // the run ends with the command's status, writes the final stats, and never
 // leaves a mount or a directory behind, whatever the command did.

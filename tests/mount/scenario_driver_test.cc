@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // scripts/scenarios.sh's driver: its table of seed 000's extension strategies
 // shows what the issue asks it to show, and bad input is a usage error.
 #include "tests/support/mounted_volume.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // include/mimicfs/scoped_mount.h, as a downstream test suite uses it: a mount for
 // the object's lifetime, its stats, and nothing left behind.
 #include "mimicfs/scoped_mount.h"
@@ -37,6 +38,25 @@ TEST_F(ScopedMountTest, MountsReadsStatsAndUnmounts) {
   }
   EXPECT_FALSE(is_mounted(path));
   EXPECT_FALSE(std::filesystem::exists(path));
+}
+
+TEST_F(ScopedMountTest, MountsUnderTmpdir) {
+  const std::string tmpdir = make_temp_dir();
+  const char* before = getenv("TMPDIR");
+  const std::string saved = before != nullptr ? before : "";
+  setenv("TMPDIR", tmpdir.c_str(), 1);
+  {
+    mimicfs::ScopedMount nas("ideal");
+    EXPECT_EQ(nas.path().rfind(tmpdir + "/mimicfs-scoped.", 0), 0u) << nas.path();
+    EXPECT_TRUE(is_mounted(nas.path()));
+  }
+  if (before != nullptr) {
+    setenv("TMPDIR", saved.c_str(), 1);
+  } else {
+    unsetenv("TMPDIR");
+  }
+  EXPECT_TRUE(std::filesystem::is_empty(tmpdir));
+  std::filesystem::remove_all(tmpdir);
 }
 
 TEST_F(ScopedMountTest, OverridesAndBadProfiles) {

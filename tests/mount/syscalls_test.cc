@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Every call a database server makes, as real syscalls through the kernel and a
 // mounted mimicfs: open flags, positioned I/O, syncs, truncation, fallocate modes,
 // SEEK_DATA/SEEK_HOLE, the namespace, xattrs, statfs, locks, the hidden control

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The seeds as emulated time (issue 4): each test runs a seed's competing
 // strategies through a real mount, reads clock.emulated_ns from stats.json and
 // asserts the direction and size of the published effect. Virtual time, so the

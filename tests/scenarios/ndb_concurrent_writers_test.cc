@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Seed 003 (NDB BUG#24143): several processes zero-fill their data files on one
 // filesystem at the same time, in 32 KiB O_SYNC writes. How many extents each
 // file ends with is decided by the allocator: who shares a cursor, how much a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Seed 000 (MDEV-32268): InnoDB extends files with posix_fallocate(). NFS before
 // 4.2 has no fallocate (profile nfs; nfs42 has ALLOCATE), so glibc falls back to writing one byte
 // per 4 KiB (its step is fstatfs's f_bsize, the 1 MiB wsize, capped at 4096). A server with

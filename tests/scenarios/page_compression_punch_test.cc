@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Seed 004 (InnoDB page compression with hole punching, MariaDB 10.1): each
 // 16 KiB page is written whole, then the part its compressed image does not need
 // (here the last 8 KiB) is punched with fallocate(PUNCH_HOLE | KEEP_SIZE).

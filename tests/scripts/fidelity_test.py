@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """scripts/fidelity.py's tables, from made-up real and emulated rows (no mount):
 the verdicts, the medians, and the before/after columns of --before."""
 import contextlib

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "tests/support/mounted_volume.h"
 
 #include <fcntl.h>

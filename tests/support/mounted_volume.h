@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // MountedVolume: a real mimicfs mount in a temporary directory for a test's
 // lifetime (include/mimicfs/scoped_mount.h's ScopedMount, with the daemon's log
 // kept beside it), and the helpers mount tests share. Mount tests drive it with

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Preloaded (LD_PRELOAD) into a mimicfs daemon by the mount tests of FUSE over
 // io_uring, to make the kernel refuse ring entries, which it otherwise does
 // only when it runs out of memory. With MIMICFS_TEST_REFUSE_RING=Q:N the first

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Volume allocation behaviour per profile: delayed allocation, ext4's inode
 // windows, xfs's speculative preallocation, the shared cursor, btrfs's
 // copy-on-write bookends, extent length limits, punch, and a seeded model check.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The kernel's own threads in emulated time (FileSystem::background, run by the
 // CostLayer as the clock passes each interval): the flusher writes back files
 // dirty for longer than page_cache.dirty_expire_ns, and the filesystem commits

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "backends/block_range_set.h"
 
 #include <gtest/gtest.h>

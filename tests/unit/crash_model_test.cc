@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A random sequence of writes (buffered, O_DIRECT, O_DSYNC), truncates, punches,
 // fallocates, syncs, closes and periodic commits on a few files, with crashes
 // between them, checked against a model of what each file holds, what of it is

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Many threads on one Engine at once: namespace changes, buffered, O_DSYNC and
 // direct writes, punches, truncates, fsyncs, crashes, snapshots and fault rules,
 // on four profiles. Run under ThreadSanitizer by scripts/sanitize.sh; here it

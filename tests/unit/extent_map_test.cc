@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "backends/extent_map.h"
 
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // TrimSchedule (fusefs/heap_trimmer.h): when the heap trimmer may walk
 // malloc's arenas. The trimmer itself runs a thread and calls glibc; its
 // schedule is told the clocks, so it is tested with made-up readings.

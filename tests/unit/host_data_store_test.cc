@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // HostDataStore: contents in sparse host files under a data directory, as
 // sparse as the emulated file, and a directory refused with one line when it
 // cannot be used, with nothing in it overwritten.

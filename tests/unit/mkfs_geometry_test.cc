@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The derived geometry against Debian's own mkfs.xfs, mkfs.ext4 and
 // mkfs.btrfs, run on sparse image files of several sizes (no mount: xfs_db,
 // dumpe2fs, debugfs and btrfs inspect-internal read the images). Skipped where

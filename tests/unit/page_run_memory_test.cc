@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "backends/page_run_memory.h"
 
 #include "backends/memory_data_store.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The profile keys of emulated time, the page cache, O_DIRECT and durability:
 // [cost], [page_cache], [durability] and device.logical_block_size.
 #include <gtest/gtest.h>

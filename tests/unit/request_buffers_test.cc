@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // RequestBuffers (fusefs/request_buffers.h): a worker waiting in read(2) gives
 // its buffers' pages back when asked, and no request is lost or damaged by it.
 // A SOCK_SEQPACKET socket stands in for /dev/fuse: each read returns one whole

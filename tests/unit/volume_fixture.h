@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Fs: an Engine (a Volume and its layers) in memory with a clock the test sets, and the helpers the
 // Volume unit tests share (volume_test.cc: POSIX behaviour; allocation_test.cc: the allocation
 // policies of each profile).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A volume saved into its data directory and loaded into a new engine is the
 // same volume: stats, device layout and contents as saved, and what is done
 // to it afterwards gives what it would have given had it never been unmounted.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The Volume's emulated time, page cache, O_DIRECT, durability (crash) and fault
 // injection, through its public API.
 #include <fcntl.h>
