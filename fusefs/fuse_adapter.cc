@@ -16,10 +16,8 @@
 #include <vector>
 
 #include "backends/caller.h"
-#include "fusefs/fuse_channel.h"
 #include "fusefs/fuse_reply.h"
 #include "fusefs/request_credentials.h"
-#include "fusefs/request_buffers.h"
 
 namespace mimicfs {
 namespace {
@@ -226,7 +224,7 @@ SetIdClearing set_id_clearing(int to_set) {
                             FUSE_SET_ATTR_ATIME_NOW | FUSE_SET_ATTR_MTIME_NOW |
                             FUSE_SET_ATTR_CTIME;
   if ((to_set & kAnyField) == 0) return SetIdClearing::kPrivilegeRemoval;
-  if (!fuse_channel::request_kills_suidgid()) return SetIdClearing::kNone;
+  if (!FuseChannel::request_kills_suidgid()) return SetIdClearing::kNone;
   return (to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) ? SetIdClearing::kOwnerChange
                                                             : SetIdClearing::kModification;
 }
@@ -341,7 +339,7 @@ void on_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
       reply.info.direct_io = 1;  // size is unknown until read: bypass the page cache
       return reply;
     }
-    const int flags = fi->flags | (fuse_channel::request_kills_suidgid() ? kKillSuidgid : 0);
+    const int flags = fi->flags | (FuseChannel::request_kills_suidgid() ? kKillSuidgid : 0);
     Work work;
     const auto opened = self.fs().open(ino, flags, work);
     self.invalidate_attributes(work.changed_attributes);  // O_TRUNC cleared S_ISUID
@@ -361,7 +359,7 @@ void on_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
                fuse_file_info* fi) {
   serve(req, "create", parent, [&]() -> Reply {
     auto& self = adapter(req);
-    const bool unnamed = fuse_channel::request_is_tmpfile();
+    const bool unnamed = FuseChannel::request_is_tmpfile();
     if (!unnamed && ControlFiles::reserved(parent, name)) return ErrorReply{EEXIST};
     // ext4 and xfs answer an O_TMPFILE in a directory that cannot hold one so.
     if (ControlFiles::owns(parent)) return ErrorReply{unnamed ? EOPNOTSUPP : EPERM};
@@ -415,7 +413,7 @@ void on_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, fuse_fil
     }
     if (stale(req, fi)) return ErrorReply{EIO};
     // The reply points into the thread's buffer until sent.
-    const std::span<std::byte> buffer = request_buffers::reply_buffer(size);
+    const std::span<std::byte> buffer = read_reply_buffer(size);
     auto result = adapter(req).fs().read(ino, offset, buffer, fi->flags);
     if (!result) return ErrorReply{result.error().value};
     return DataView{std::span(reinterpret_cast<const char*>(buffer.data()), *result)};
@@ -436,7 +434,7 @@ void on_write(fuse_req_t req, fuse_ino_t ino, const char* data, size_t size, off
     if (ControlFiles::owns(ino)) return ErrorReply{EBADF};
     if (stale(req, fi)) return ErrorReply{EIO};
     // fi->flags are the descriptor's now (fcntl may have changed O_DIRECT or O_APPEND).
-    const int flags = fi->flags | (fuse_channel::request_kills_suidgid() ? kKillSuidgid : 0);
+    const int flags = fi->flags | (FuseChannel::request_kills_suidgid() ? kKillSuidgid : 0);
     Work work;
     auto result = self.fs().write(
         ino, offset, std::span(reinterpret_cast<const std::byte*>(data), size), flags, work);

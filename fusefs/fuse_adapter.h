@@ -18,6 +18,7 @@
 
 #include "backends/engine.h"
 #include "fusefs/control_files.h"
+#include "fusefs/fuse_channel.h"
 
 namespace mimicfs {
 
@@ -56,6 +57,8 @@ class FuseAdapter {
 
   // The callback table; pass `this` as userdata to fuse_session_new.
   static const fuse_lowlevel_ops& operations();
+  // What passes between the kernel and libfuse for this adapter's session.
+  FuseChannel& channel() { return channel_; }
 
   FileSystem& fs() { return engine_.fs(); }
   Engine& engine() { return engine_; }
@@ -86,6 +89,7 @@ class FuseAdapter {
   Engine& engine_;
   ControlFiles control_;
   const AdapterOptions options_;
+  FuseChannel channel_;
   std::atomic<fuse_session*> session_{nullptr};
   std::mutex queue_mutex_;
   std::condition_variable queue_changed_;

@@ -4,11 +4,15 @@
 #include <spdlog/spdlog.h>
 
 #include <cstring>
+#include <vector>
 
 #include "backends/result.h"
 
 namespace mimicfs {
 namespace {
+
+thread_local std::vector<std::byte> read_reply;
+thread_local std::span<std::byte> read_reply_area;
 
 template <class... Ts>
 struct Overloaded : Ts... {
@@ -76,5 +80,15 @@ void send(fuse_req_t req, const char* op, uint64_t inode, Reply reply) {
              },
              reply);
 }
+
+std::span<std::byte> read_reply_buffer(size_t size) {
+  if (!read_reply_area.empty() && size <= read_reply_area.size()) {
+    return read_reply_area.first(size);
+  }
+  if (read_reply.size() < size) read_reply.resize(size);
+  return {read_reply.data(), size};
+}
+
+void read_replies_into(std::span<std::byte> area) { read_reply_area = area; }
 
 }  // namespace mimicfs

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 
+#include <cstddef>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -61,6 +62,17 @@ struct DataReply {
 struct DataView {
   std::span<const char> data;  // valid until send() returns (the thread's buffer)
 };
+
+// `size` bytes of the calling thread's buffer for a read reply's data (a
+// DataView's), valid until its next call. A FUSE over io_uring thread builds
+// them in its entry's payload, where the reply goes anyway, for those that
+// fit (read_replies_into). The buffer is the thread's for its life: libfuse's
+// workers stay until the loop ends, so the memory it holds is bounded by
+// their number (FuseSession::kMaxThreads).
+std::span<std::byte> read_reply_buffer(size_t size);
+// Makes `area` the calling thread's buffer for the read replies that fit from
+// now on; an empty span goes back to the thread's own.
+void read_replies_into(std::span<std::byte> area);
 struct WriteReply {
   size_t count = 0;
 };

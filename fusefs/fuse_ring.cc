@@ -24,39 +24,18 @@
 #include <string>
 
 #include "fusefs/fuse_channel.h"
-#include "fusefs/request_buffers.h"
+#include "fusefs/fuse_reply.h"
+#include "fusefs/fuse_uring_abi.h"
 
 namespace mimicfs {
 namespace {
 
-// The kernel's ABI for FUSE over io_uring (include/uapi/linux/fuse.h, 7.42),
-// which Debian 12's linux/fuse.h (6.1) predates.
-constexpr uint32_t kCmdRegister = 1;        // FUSE_IO_URING_CMD_REGISTER
-constexpr uint32_t kCmdCommitAndFetch = 2;  // FUSE_IO_URING_CMD_COMMIT_AND_FETCH
-constexpr size_t kInOutHeaderBytes = 128;   // FUSE_URING_IN_OUT_HEADER_SZ
-constexpr size_t kOpInBytes = 128;          // FUSE_URING_OP_IN_OUT_SZ
-
-struct RingEntryInOut {  // struct fuse_uring_ent_in_out
-  uint64_t flags;
-  uint64_t commit_id;  // the request's unique
-  uint32_t payload_sz;
-  uint32_t padding;
-  uint64_t reserved;
-};
-
-struct RingRequestHeader {         // struct fuse_uring_req_header
-  char in_out[kInOutHeaderBytes];  // fuse_in_header; fuse_out_header for the reply
-  char op_in[kOpInBytes];          // the operation's fixed arguments (in_args[0])
-  RingEntryInOut ring_ent_in_out;
-};
-
-struct RingCommand {  // struct fuse_uring_cmd_req, in the SQE's 80-byte command area
-  uint64_t flags;
-  uint64_t commit_id;
-  uint16_t qid;
-  uint8_t padding[6];
-};
-static_assert(sizeof(RingEntryInOut) == 32 && sizeof(RingCommand) == 24);
+using fuse_uring_abi::kCmdCommitAndFetch;
+using fuse_uring_abi::kCmdRegister;
+using fuse_uring_abi::kOpInBytes;
+using fuse_uring_abi::RingEntryInOut;
+using fuse_uring_abi::RingCommand;
+using fuse_uring_abi::RingRequestHeader;
 
 // What a completion answers: the entry's command, or the poll of stop_fd_.
 constexpr uint64_t kEntryTag = 1;
@@ -101,7 +80,7 @@ class FuseRing::Entry {
 
   Entry() = default;
   ~Entry() {
-    request_buffers::reply_in({});
+    read_replies_into({});
     if (ring_ready_) io_uring_queue_exit(&ring_);  // cancels the entry's command
     if (memory_ != MAP_FAILED) munmap(memory_, memory_bytes_);
   }
@@ -138,7 +117,7 @@ class FuseRing::Entry {
     iov_[1] = {payload_, payload_bytes_};
     // Read replies are built where they are sent from (this is the thread's
     // entry: set_up runs on it).
-    request_buffers::reply_in({reinterpret_cast<std::byte*>(payload_), payload_bytes_});
+    read_replies_into({reinterpret_cast<std::byte*>(payload_), payload_bytes_});
     io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
     if (sqe == nullptr) return false;
     io_uring_prep_poll_add(sqe, stop_fd, POLLIN);
@@ -253,7 +232,7 @@ class FuseRing::Entry {
 
   // Serves the request in the buffers through libfuse; the reply is in the
   // entry when this returns (EIO when libfuse sent none).
-  void serve(fuse_session* session) {
+  void serve(fuse_session* session, FuseChannel& channel) {
     fuse_in_header in;
     std::memcpy(&in, header_->in_out, sizeof in);
     RingEntryInOut ring_in;
@@ -272,13 +251,13 @@ class FuseRing::Entry {
       reply_error(EIO);
       return;
     }
-    if (payload >= request_buffers::kLargeBytes) reach_ = std::max(reach_, payload);
+    if (payload >= kLargeBytes) reach_ = std::max(reach_, payload);
     if (in.opcode == FUSE_READ) {
-      // Built in the payload (reply_in) however the read ends: a failed one
+      // Built in the payload (read_replies_into) however the read ends: a failed one
       // may have filled part of it.
       fuse_read_in read;
       std::memcpy(&read, header_->op_in, sizeof read);
-      if (read.size >= request_buffers::kLargeBytes) {
+      if (read.size >= kLargeBytes) {
         reach_ = std::max(reach_, std::min<size_t>(read.size, payload_bytes_));
       }
     }
@@ -286,7 +265,7 @@ class FuseRing::Entry {
     char* request = payload_ - fixed - header_bytes;
     std::memcpy(request, &in, header_bytes);
     std::memcpy(request + header_bytes, header_->op_in, fixed);
-    fuse_channel::prepare_request(request, in.len);
+    channel.prepare_request(request, in.len);
     fuse_buf buffer{};
     buffer.size = in.len;
     buffer.mem = request;
@@ -318,7 +297,7 @@ class FuseRing::Entry {
     bool overlaps = false;
     for (int i = 0; i < count; ++i) {
       const auto* base = static_cast<const char*>(arguments[i].iov_base);
-      // Already where it goes: a read's data (reply_in, in set_up).
+      // Already where it goes: a read's data (read_replies_into, in set_up).
       const bool in_place = base == payload_ + total;
       overlaps |= !in_place && base < payload_ + payload_bytes_ &&
                   base + arguments[i].iov_len > payload_;
@@ -333,7 +312,7 @@ class FuseRing::Entry {
       reply_error(EIO);
       return;
     }
-    if (total >= request_buffers::kLargeBytes) reach_ = std::max(reach_, total);
+    if (total >= kLargeBytes) reach_ = std::max(reach_, total);
     char* to = payload_;
     for (int i = 0; i < count; ++i) {
       if (arguments[i].iov_base != to) std::memcpy(to, arguments[i].iov_base, arguments[i].iov_len);
@@ -378,7 +357,8 @@ class FuseRing::Entry {
 
 thread_local FuseRing::Entry* FuseRing::Entry::current_ = nullptr;
 
-FuseRing::FuseRing(fuse_session* session) : session_(session) {}
+FuseRing::FuseRing(fuse_session* session, FuseChannel& channel)
+    : session_(session), channel_(channel) {}
 
 FuseRing::~FuseRing() { stop(); }
 
@@ -560,7 +540,7 @@ void FuseRing::serve(uint16_t queue, std::promise<bool> ready) {
     }
     served = true;
     requests_.fetch_add(1, std::memory_order_relaxed);
-    entry.serve(session_);
+    entry.serve(session_, channel_);
     if (!entry.queue_command(kCmdCommitAndFetch, queue, fuse_fd)) {
       return fail(queue, "commit", EBUSY);
     }

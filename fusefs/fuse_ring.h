@@ -39,8 +39,10 @@
 // back after kIdleBeforeRelease without a request, by the entry's thread
 // (Entry::release_pages): the kernel copies requests into an entry and
 // replies out of it only inside that thread's io_uring_enter, so the thread
-// may drop them between two such calls, as an idle /dev/fuse worker drops
-// its buffer's (request_buffers.h).
+// may drop them between two such calls. (libfuse's /dev/fuse workers keep
+// theirs: there are at most FuseSession::kMaxThreads of them.)
+//
+// What it relies on of the kernel beyond the ABI: fuse_uring_abi.h.
 //
 // Every entry registers at start: the kernel hands a request that arrives
 // while each entry of its CPU's queue is busy to the next of them that
@@ -49,7 +51,7 @@
 // and a restart sent from that CPU still finds one.
 //
 // Not through the ring, as the kernel sends them: INIT, FORGET and INTERRUPT
-// (read from /dev/fuse by its workers, fuse_workers.h, which keep running) and the
+// (read from /dev/fuse by libfuse's workers, which keep running) and the
 // daemon's notifications (written to /dev/fuse).
 //
 // An entry the kernel refuses to register (out of memory; EINVAL would be a
@@ -82,27 +84,32 @@
 #include <thread>
 #include <vector>
 
+#include "backends/fault_layer.h"
 #include "backends/thread_annotations.h"
+#include "fusefs/fuse_uring_abi.h"
 
 namespace mimicfs {
 
+class FuseChannel;
+
 class FuseRing {
  public:
-  // FUSE_OVER_IO_URING in the INIT flags (bit 9 of flags2): not in Debian
-  // 12's linux/fuse.h (6.1).
-  static constexpr uint64_t kInitFlag = uint64_t{1} << 41;
-  // Entries, each with its thread, per CPU queue: the 8 operations a frozen
+  // FUSE_OVER_IO_URING in the INIT flags (fuse_uring_abi.h).
+  static constexpr uint64_t kInitFlag = fuse_uring_abi::kInitFlag;
+  // Entries, each with its thread, per CPU queue: the operations a frozen
   // volume holds, the restart, and one to spare.
-  static constexpr int kEntriesPerQueue = 10;
+  static constexpr int kEntriesPerQueue = FaultLayer::kMaxFrozenOperations + 2;
   // An entry whose payload pages a large request or reply reached gives them
-  // back after this long without a request (as idle /dev/fuse workers do,
-  // request_buffers.h).
+  // back after this long without a request; smaller ones (under kLargeBytes)
+  // touch a few pages, which stay.
   static constexpr std::chrono::milliseconds kIdleBeforeRelease{1000};
+  static constexpr size_t kLargeBytes = 64 << 10;
   // Beyond this many possible CPUs the daemon keeps to /dev/fuse rather than
   // start kEntriesPerQueue threads for each.
   static constexpr size_t kMaxQueues = 64;
 
-  explicit FuseRing(fuse_session* session);
+  // Serves `session`, whose requests pass through `channel` as /dev/fuse's do.
+  FuseRing(fuse_session* session, FuseChannel& channel);
   ~FuseRing();  // stop()
   FuseRing(const FuseRing&) = delete;
   FuseRing& operator=(const FuseRing&) = delete;
@@ -132,7 +139,7 @@ class FuseRing {
 
   // libfuse's reply, as FuseChannel's writev sees it: true when it answers the
   // ring request the calling thread serves; it is then copied into the
-  // thread's entry (a read's data is already there: request_buffers::reply_in),
+  // thread's entry (a read's data is already there: read_replies_into, fuse_reply.h),
   // which the thread commits once libfuse returns.
   static bool take_reply(const iovec* iov, int count) noexcept;
 
@@ -156,6 +163,7 @@ class FuseRing {
   void refused(uint16_t queue, int error);
 
   fuse_session* const session_;
+  FuseChannel& channel_;
   size_t payload_bytes_ = 0;  // set by prepare, before any thread starts
   spdlog::level::level_enum refusal_ = spdlog::level::info;  // likewise
   size_t queue_count_ = 0;

@@ -12,7 +12,6 @@
 
 #include "backends/page_run_memory.h"
 #include "backends/timelines.h"  // Timelines::steady_ns, the engine's real clock
-#include "fusefs/request_buffers.h"
 
 namespace mimicfs {
 namespace {
@@ -33,8 +32,7 @@ uint64_t work_cpu_ns() {
 
 }  // namespace
 
-HeapTrimmer::HeapTrimmer(std::function<size_t()> end_idle_workers)
-    : end_idle_workers_(std::move(end_idle_workers)) {
+HeapTrimmer::HeapTrimmer() {
   // glibc raises the trim threshold each time it frees a large chunk (a
   // thread's request buffer), up to 64 MiB, and never gives back the top of a
   // thread's heap below it: set, it stays at glibc's default, 128 KiB.
@@ -56,9 +54,8 @@ HeapTrimmer::HeapTrimmer(std::function<size_t()> end_idle_workers)
     while (!stop_requested_.wait_for(lock, std::chrono::seconds(1), [this] { return stopping_; })) {
       lock.unlock();
       if (schedule.due(work_cpu_ns(), Timelines::steady_ns())) {
-        const bool ended_workers = give_back();
+        give_back();
         schedule.checked(work_cpu_ns(), Timelines::steady_ns());
-        if (ended_workers) schedule.check_again();
       }
       lock.lock();
     }
@@ -74,17 +71,11 @@ HeapTrimmer::~HeapTrimmer() {
   thread_.join();
 }
 
-bool HeapTrimmer::give_back() {
-  // Those that end give their caches back as they end, for the next check.
-  const size_t ended = end_idle_workers_ ? end_idle_workers_() : 0;
-  const size_t asked = request_buffers::release_idle();
+void HeapTrimmer::give_back() {
   malloc_trim(0);
   const uint64_t runs = PageRunMemory::instance().kept_bytes();
   PageRunMemory::instance().trim();
-  spdlog::debug("gave back malloc's free pages and {} bytes of saved-page runs, asked {} idle "
-                "workers to end and {} for their buffers'",
-                runs, ended, asked);
-  return ended > 0;
+  spdlog::debug("gave back malloc's free pages and {} bytes of saved-page runs", runs);
 }
 
 }  // namespace mimicfs

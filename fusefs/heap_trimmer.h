@@ -13,10 +13,8 @@
 // nothing can have been freed or faulted in otherwise, and an idle daemon is
 // left alone), the trimmer releases the pages of the free chunks inside the
 // heaps (malloc_trim), empties the runs the saved pages freed and kept warm
-// (page_run_memory.h), and asks the idle workers for the pages of their
-// request and reply buffers (request_buffers.h); first, it ends the workers
-// waiting for a request, all but one (fuse_workers.h), whose malloc caches
-// then go back as they end, for its next check. It runs on a thread of its own and
+// (page_run_memory.h). (The buffers of libfuse's workers stay theirs: their
+// number is bounded, FuseSession::kMaxThreads.) It runs on a thread of its own and
 // holds no engine lock. Its constructor also sets malloc's thresholds and its
 // number of arenas (heap_trimmer.cc says why).
 //
@@ -31,7 +29,6 @@
 
 #include <condition_variable>
 #include <cstddef>
-#include <functional>
 #include <cstdint>
 #include <mutex>
 #include <thread>
@@ -58,22 +55,16 @@ class TrimSchedule {
     const auto used = static_cast<double>(since(cpu_ns, cpu_ns_));
     const auto passed = static_cast<double>(since(wall_ns, wall_ns_));
     measure_from(cpu_ns, wall_ns);
-    // Nothing to give back, unless a check asked for the next.
-    if (!again_ && since(cpu_ns, checked_cpu_ns_) < kWorkCpuNs) return false;
+    // Nothing to give back.
+    if (since(cpu_ns, checked_cpu_ns_) < kWorkCpuNs) return false;
     if (skipped_ < kMaxSkips && used > kBusyCpuShare * passed) {
       ++skipped_;
       return false;
     }
     return true;
   }
-  // After checked(): the next tick checks though nothing was served since
-  // (unless busy): what this check set free comes back later (the workers it
-  // asked to end give their memory back as they end, maybe after its trim,
-  // and their ends may have been measured before it).
-  void check_again() { again_ = true; }
   // The check is done (at these clock readings): measuring starts again.
   void checked(uint64_t cpu_ns, uint64_t wall_ns) {
-    again_ = false;
     skipped_ = 0;
     checked_cpu_ns_ = cpu_ns;
     measure_from(cpu_ns, wall_ns);
@@ -92,25 +83,19 @@ class TrimSchedule {
   uint64_t wall_ns_;
   uint64_t checked_cpu_ns_;
   unsigned skipped_ = 0;
-  bool again_ = false;
 };
 
 class HeapTrimmer {
  public:
   // Starts the thread: call after fuse_daemonize (a thread does not survive its fork).
-  // `end_idle_workers` runs first at each check and returns how many it asked
-  // to end (FuseWorkers::end_idle): their malloc caches go back as they end.
-  explicit HeapTrimmer(std::function<size_t()> end_idle_workers = {});
+  HeapTrimmer();
   ~HeapTrimmer();  // stops and joins the thread
   HeapTrimmer(const HeapTrimmer&) = delete;
   HeapTrimmer& operator=(const HeapTrimmer&) = delete;
 
  private:
-  // Ends idle workers; gives back what malloc holds free, the saved pages'
-  // kept runs and the idle workers' buffer pages. True when it asked workers
-  // to end.
-  bool give_back();
-  const std::function<size_t()> end_idle_workers_;
+  // Gives back what malloc holds free and the saved pages' kept runs.
+  static void give_back();
   std::mutex mutex_;
   std::condition_variable stop_requested_;
   bool stopping_ = false;  // guarded by mutex_

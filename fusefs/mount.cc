@@ -7,6 +7,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <pthread.h>
+
 #include <csignal>
 #include <cstring>
 #include <memory>
@@ -15,11 +17,8 @@
 #include "backends/memory_data_store.h"
 #include "fusefs/control_files.h"
 #include "fusefs/exit_status.h"
-#include "fusefs/fuse_channel.h"
-#include "fusefs/fuse_ring.h"
-#include "fusefs/fuse_workers.h"
+#include "fusefs/fuse_session.h"
 #include "fusefs/heap_trimmer.h"
-#include "fusefs/request_buffers.h"
 
 namespace mimicfs {
 
@@ -130,76 +129,38 @@ int mount_and_serve(MountOptions options) {
     if (data_dir) data_dir->end_serving();
   };
 
-  // libfuse takes mount options as an argv.
-  std::vector<std::string> words = {
-      "mimicfs", "-o",
-      fmt::format("fsname=mimicfs-{},subtype=mimicfs,default_permissions", options.profile.name)};
-  if (geteuid() == 0) words.back() += ",allow_other";  // a database may run as another user
-  std::vector<char*> argv;
-  for (auto& w : words) argv.push_back(w.data());
-  fuse_args args = FUSE_ARGS_INIT(static_cast<int>(argv.size()), argv.data());
+  // The stop signals interrupt the loop's main thread, this one (libfuse's
+  // handler only marks the session exited): every other thread, those the
+  // engine, the trimmer and the loop start, keeps them blocked.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  for (int signal : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) sigaddset(&stop_signals, signal);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  int loop_status = 0;
+  {
+    FuseSession session(adapter, options.mountpoint, options.profile.name, options.io_uring);
+    if (!session.error().empty()) {
+      abandon_serving();
+      return kExitFailure;
+    }
+    if (fuse_set_signal_handlers(session.get()) != 0) {
+      spdlog::error("cannot install signal handlers");
+      abandon_serving();
+      return kExitFailure;
+    }
+    spdlog::info("mimicfs {} mounted on {} (latency {})", options.profile.name,
+                 options.mountpoint, options.latency.to_string());
+    // The mount exists now; the parent returns from here and the child serves it.
+    fuse_daemonize(options.foreground ? 1 : 0);
+    // Threads, after the fork.
+    HeapTrimmer heap_trimmer;
+    adapter.start();  // its invalidation thread
 
-  fuse_session* session =
-      fuse_session_new(&args, &FuseAdapter::operations(), sizeof(fuse_lowlevel_ops), &adapter);
-  fuse_opt_free_args(&args);
-  if (!session) {
-    spdlog::error("cannot create a FUSE session");
-    abandon_serving();
-    return kExitFailure;
-  }
-  if (fuse_set_signal_handlers(session) != 0) {
-    fuse_session_destroy(session);
-    spdlog::error("cannot install signal handlers");
-    abandon_serving();
-    return kExitFailure;
-  }
-  if (fuse_session_mount(session, options.mountpoint.c_str()) != 0) {
-    fuse_remove_signal_handlers(session);
-    fuse_session_destroy(session);
-    spdlog::error("cannot mount on {}", options.mountpoint);
-    abandon_serving();
-    return kExitFailure;
-  }
-  // FUSE_HANDLE_KILLPRIV_V2 (no security.capability round trip before each
-  // write) and O_TMPFILE, which libfuse 3.14 cannot serve.
-  fuse_channel::serve_tmpfile();
-  // FUSE over io_uring when the kernel offers it: set up at INIT, after the fork.
-  FuseRing ring(session);
-  // The threads that serve /dev/fuse (all of it, or what the ring leaves it).
-  FuseWorkers workers(session, 16);
-  adapter.control().describe_fuse([&ring, &workers] {
-    return nlohmann::json{{"transport", ring.serving() ? "io_uring" : "dev_fuse"},
-                          {"ring_queues", ring.queues()},
-                          {"ring_requests", ring.requests()},
-                          {"workers", workers.workers()},
-                          {"workers_started", workers.started()}};
-  });
-  using IoUring = MountOptions::IoUring;
-  if (!fuse_channel::attach(session, options.io_uring == IoUring::kOff ? nullptr : &ring,
-                            options.io_uring == IoUring::kOn)) {
-    fuse_session_unmount(session);
-    fuse_remove_signal_handlers(session);
-    fuse_session_destroy(session);
-    abandon_serving();
-    return kExitFailure;
-  }
-  adapter.set_session(session);
-  spdlog::info("mimicfs {} mounted on {} (latency {})", options.profile.name, options.mountpoint,
-               options.latency.to_string());
-  // The mount exists now; the parent returns from here and the child serves it.
-  fuse_daemonize(options.foreground ? 1 : 0);
-  request_buffers::block_release_signal();  // for every thread but the workers
-  // A thread, after the fork; at each check it also ends the idle workers.
-  HeapTrimmer heap_trimmer([&workers] { return workers.end_idle(); });
-  adapter.start();  // its invalidation thread, likewise
-
-  const int loop_status = workers.run();
-  ring.stop();  // its threads serve through the adapter
-  adapter.detach();
-
-  fuse_session_unmount(session);
-  fuse_remove_signal_handlers(session);
-  fuse_session_destroy(session);
+    pthread_sigmask(SIG_UNBLOCK, &stop_signals, nullptr);
+    loop_status = session.serve();
+    pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+    fuse_remove_signal_handlers(session.get());
+  }  // unmounted
   spdlog::info("unmounted {}", options.mountpoint);
   if (data_dir && !save_volume(engine, *data_dir, options.profile)) return kExitFailure;
   // The loop returns 0 after an unmount, the signal number after SIGINT/SIGTERM/SIGHUP

@@ -12,6 +12,7 @@
 #include "backends/host_data_store.h"
 #include "backends/profile.h"
 #include "fusefs/fuse_adapter.h"
+#include "fusefs/fuse_session.h"
 
 namespace mimicfs {
 
@@ -30,7 +31,7 @@ struct MountOptions {
   // --io-uring: FUSE over io_uring (fuse_ring.h) where the kernel offers it,
   // quietly (auto, the default) or with a warning where it does not (on); or
   // /dev/fuse alone (off).
-  enum class IoUring { kAuto, kOn, kOff };
+  using IoUring = mimicfs::IoUring;
   IoUring io_uring = IoUring::kAuto;
 };
 

@@ -71,22 +71,6 @@ TEST(TrimSchedule, TheChecksOwnTimeIsNotLoad) {
   EXPECT_TRUE(schedule.due(kSecond * 31 / 100 + kSecond / 20, kSecond * 23 / 10));
 }
 
-// A check that asked idle workers to end (FuseWorkers::end_idle): they give
-// their memory back as they end, after its trim; the next tick checks again,
-// once, though nothing was served.
-TEST(TrimSchedule, ChecksOnceMoreWhenACheckAsksForIt) {
-  Ticks ticks;
-  EXPECT_TRUE(ticks.tick(0.02));
-  ticks.schedule.check_again();
-  EXPECT_TRUE(ticks.tick(0.0));
-  EXPECT_FALSE(ticks.tick(0.0));
-  // Not while busy: the load is skipped as before.
-  EXPECT_TRUE(ticks.tick(0.02));
-  ticks.schedule.check_again();
-  EXPECT_FALSE(ticks.tick(0.5));
-  EXPECT_TRUE(ticks.tick(0.0));
-}
-
 TEST(TrimSchedule, AnIdleDaemonIsLeftAlone) {
   Ticks ticks;
   EXPECT_TRUE(ticks.tick(0.02));
