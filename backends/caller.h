@@ -29,6 +29,10 @@ class Credentials {
   [[nodiscard]] virtual bool has_fsetid() const = 0;
   // The caller holds CAP_SYS_ADMIN (trusted.* xattrs are its alone).
   [[nodiscard]] virtual bool has_sys_admin() const = 0;
+  // The caller is dying (a fatal signal is pending): it ends as soon as its
+  // operation returns and sees no answer, so an operation waiting on a frozen
+  // volume stops waiting for it. Asked anew each time.
+  [[nodiscard]] virtual bool dying() const { return false; }
 };
 
 class CallerScope {

@@ -3,6 +3,8 @@
 
 #include <chrono>
 
+#include "backends/caller.h"
+
 namespace mimicfs {
 
 bool FaultLayer::faultable(Op op) {
@@ -54,8 +56,12 @@ bool FaultLayer::wait_for_power_locked(std::unique_lock<std::mutex>& lock) {
   if (!frozen_ || frozen_operations_ >= kMaxFrozenOperations) return false;
   ++frozen_operations_;
   const uint64_t restarts = restarts_;
+  // A caller killed meanwhile ends once its operation returns: it is not
+  // kept waiting (in the kernel, uninterruptibly) for the restart.
+  const Credentials* caller = CallerScope::credentials();
   while (restarts_ == restarts && !(stopping_ && stopping_())) {
     powered_on_.wait_for(lock, std::chrono::milliseconds(100));
+    if (caller != nullptr && caller->dying()) break;
   }
   --frozen_operations_;
   return true;

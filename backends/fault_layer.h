@@ -47,7 +47,10 @@ class FaultLayer final : public Layer {
   // (`mimicfs crashtest`). A close's flush still gets EIO at once (a dying
   // process closes its files and the kernel cannot interrupt it), and past
   // kMaxFrozenOperations waiters the rest get EIO, so the daemon keeps threads
-  // for ctl and stats.json.
+  // for ctl and stats.json. An operation whose caller is killed meanwhile
+  // (Credentials::dying) stops waiting within 100 ms: the kernel keeps a
+  // killed process in an uninterruptible wait until its request is answered,
+  // and a test's timeout could never end it.
   // A hold after a freeze keeps the volume frozen until the restart.
   void power_off(bool freeze);
   bool frozen();

@@ -4,6 +4,7 @@
 #include <linux/capability.h>
 
 #include <algorithm>
+#include <csignal>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -44,6 +45,25 @@ const RequestCredentials::Status& RequestCredentials::status() const {
     }
   }
   return *status_;
+}
+
+bool RequestCredentials::dying() const {
+  if (tid_ <= 0) return false;
+  std::ifstream in(fmt::format("/proc/{}/task/{}/status", tid_, tid_));
+  if (!in) return true;
+  constexpr uint64_t kKill = uint64_t{1} << (SIGKILL - 1);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    std::string key;
+    fields >> key;
+    // The thread's own pending signals, and its process's.
+    if (key == "SigPnd:" || key == "ShdPnd:") {
+      unsigned long long mask = 0;
+      if (fields >> std::hex >> mask && (mask & kKill) != 0) return true;
+    }
+  }
+  return false;
 }
 
 }  // namespace mimicfs

@@ -3,7 +3,8 @@
 // FUSE request comes from. The kernel passes its filesystem uid and gid and
 // its thread id; its supplementary groups and capabilities are read from
 // /proc/TID/task/TID/status (as libfuse's fuse_req_getgroups reads the
-// groups), once, and only when a set-ID rule asks.
+// groups), once, and only when a set-ID rule asks; whether it is dying, each
+// time a frozen volume's wait asks.
 #pragma once
 
 #include <sys/types.h>
@@ -23,6 +24,9 @@ class RequestCredentials : public Credentials {
   bool in_group(uint32_t gid) const override;
   bool has_fsetid() const override;
   bool has_sys_admin() const override;
+  // SIGKILL pending for the thread (the kernel adds it to every thread of a
+  // process that a fatal signal ends, complete_signal), or the thread gone.
+  bool dying() const override;
 
  private:
   struct Status {

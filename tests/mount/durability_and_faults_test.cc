@@ -361,6 +361,47 @@ TEST(Crash, AFrozenVolumeHoldsOperationsUntilRestart) {
   EXPECT_EQ(read_file(vol.file("wal")), "committed");
 }
 
+// A program killed while its operation waits on a frozen volume ends at once,
+// not at the restart: the kernel keeps it in an uninterruptible wait until its
+// request is answered, where a CI job's timeout could never end it.
+TEST(Crash, AProgramKilledWhileFrozenEndsWithoutARestart) {
+  MIMICFS_REQUIRE_MOUNTABLE();
+  MountedVolume vol("ext4");
+  ASSERT_TRUE(vol.mounted()) << vol.error();
+  create_file(vol.file("f"));
+  ASSERT_EQ(vol.ctl("crash freeze"), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    const int fd = open(vol.file("f").c_str(), O_RDONLY);
+    char byte;
+    _exit(fd >= 0 && read(fd, &byte, 1) >= 0 ? 0 : 1);
+  }
+  for (int i = 0; i < 400 && vol.stats()["power"].value("frozen_operations", 0) != 1; ++i) {
+    usleep(10'000);
+  }
+  ASSERT_EQ(vol.stats()["power"].value("frozen_operations", 0), 1);
+  ASSERT_EQ(kill(child, SIGKILL), 0);
+  int status = 0;
+  pid_t reaped = 0;
+  const auto killed = std::chrono::steady_clock::now();
+  while (reaped == 0 && std::chrono::steady_clock::now() - killed < std::chrono::seconds(3)) {
+    reaped = waitpid(child, &status, WNOHANG);
+    if (reaped == 0) usleep(10'000);
+  }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count();
+  EXPECT_EQ(reaped, child) << "still waiting after " << seconds << " s";
+  EXPECT_LT(seconds, 1.0);
+  EXPECT_EQ(vol.stats()["power"].value("frozen_operations", 0), 0);
+  EXPECT_EQ(vol.stats()["power"]["on"], false) << "the volume stays frozen";
+  ASSERT_EQ(vol.ctl("restart"), 0);
+  if (reaped == 0) {
+    ASSERT_EQ(waitpid(child, &status, 0), child);
+  }
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << "status " << status;
+}
+
 // `ctl sync`: everything written becomes durable, as sync(1) makes it on the
 // real filesystem (FUSE passes no syncfs on).
 TEST(Crash, CtlSyncMakesEverythingDurable) {

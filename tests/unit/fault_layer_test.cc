@@ -3,11 +3,13 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <future>
 #include <thread>
 #include <vector>
 
+#include "backends/caller.h"
 #include "tests/unit/volume_fixture.h"
 
 namespace mimicfs {
@@ -131,6 +133,44 @@ TEST(FaultLayer, AFrozenVolumeMakesOperationsWaitForTheRestart) {
   s.layer.power_off(false);
   EXPECT_TRUE(s.layer.frozen()) << "a hold after a freeze keeps it frozen";
   s.layer.power_on();
+}
+
+// A caller that is killed while it waits (Credentials::dying) stops waiting:
+// its operation gets EIO without a restart, and the others wait on.
+TEST(FaultLayer, AFrozenOperationOfADyingCallerStopsWaiting) {
+  struct Caller : Credentials {
+    uint32_t uid() const override { return 0; }
+    bool in_group(uint32_t) const override { return true; }
+    bool has_fsetid() const override { return true; }
+    bool has_sys_admin() const override { return true; }
+    bool dying() const override { return killed.load(); }
+    std::atomic<bool> killed{false};
+  };
+  Stack s("ext4");
+  FileSystem& fs = s.layer;
+  const uint64_t f = fs.create(kRoot, "f", S_IFREG | 0644, 0, Owner{})->inode;
+  s.layer.power_off(true);
+  Caller doomed, other;
+  auto write_as = [&](Caller& caller, uint32_t id) {
+    return std::async(std::launch::async, [&, id] {
+      CallerScope scope(id, &caller);
+      return fs.write(f, 0, as_bytes("x"));
+    });
+  };
+  auto doomed_write = write_as(doomed, 1);
+  auto other_write = write_as(other, 2);
+  for (int waited = 0; waited < 2000; ++waited) {
+    if (s.layer.snapshot().power.value("frozen_operations", 0) == 2) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_EQ(s.layer.snapshot().power.value("frozen_operations", 0), 2);
+  doomed.killed = true;
+  ASSERT_EQ(doomed_write.wait_for(std::chrono::seconds(5)), std::future_status::ready);
+  EXPECT_EQ(error_of(doomed_write.get()), Errno{EIO});
+  EXPECT_EQ(other_write.wait_for(std::chrono::milliseconds(300)), std::future_status::timeout);
+  EXPECT_EQ(s.layer.snapshot().power.value("frozen_operations", 0), 1);
+  s.layer.power_on();
+  EXPECT_EQ(error_of(other_write.get()), Errno{EIO});
 }
 
 TEST(FaultLayer, CacheDrivenOperationsAreNeverFaulted) {
