@@ -196,25 +196,30 @@ int run(int argc, char** argv) {
   };
   add_time_options(mount, latency_text, fault_rules);
   mount->add_flag("-f,--foreground", foreground, "Serve in the foreground until unmounted");
-  mount->add_option("--log-level", log_level, "trace, debug, info, warn, error")
-      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
-  mount->add_option("--log-file", log_file, "Log here (a background mount has no stderr)");
-  mount
-      ->add_option("--attr-timeout", adapter.attr_timeout,
-                   "Seconds the kernel may cache attributes (default 1; st_blocks stays "
-                   "current: changes behind the kernel's back are invalidated; 0 sends every "
-                   "stat to the daemon)")
-      ->check(CLI::NonNegativeNumber);
+  // The daemon's options, as `mount` and `run` take them.
+  auto add_daemon_options = [](CLI::App* command, std::string& level, std::string& file,
+                               double& attr_timeout, std::string& io_uring) {
+    command->add_option("--log-level", level, "trace, debug, info, warn, error")
+        ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
+    command->add_option("--log-file", file, "Log here (a background mount has no stderr)");
+    command
+        ->add_option("--attr-timeout", attr_timeout,
+                     "Seconds the kernel may cache attributes (default 1; st_blocks stays "
+                     "current: changes behind the kernel's back are invalidated; 0 sends every "
+                     "stat to the daemon)")
+        ->check(CLI::NonNegativeNumber);
+    command
+        ->add_option("--io-uring", io_uring,
+                     "auto (default): take requests over FUSE io_uring, a queue per CPU, where "
+                     "the kernel offers it (Linux 6.14 and later with fuse.enable_uring=Y; the "
+                     "faster transport: its threads serve each caller on its own CPU), else "
+                     "/dev/fuse; on: the same, with a warning where the kernel does not offer "
+                     "it; off: /dev/fuse")
+        ->check(CLI::IsMember({"auto", "on", "off"}))
+        ->envname("MIMICFS_IO_URING");
+  };
   std::string io_uring_mode = "auto";
-  mount
-      ->add_option("--io-uring", io_uring_mode,
-                   "auto (default): take requests over FUSE io_uring, a queue per CPU, where the "
-                   "kernel offers it (Linux 6.14 and later with fuse.enable_uring=Y; the faster "
-                   "transport: its threads serve each caller on its own CPU), else /dev/fuse; "
-                   "on: the same, with a warning where the kernel does not offer it; "
-                   "off: /dev/fuse")
-      ->check(CLI::IsMember({"auto", "on", "off"}))
-      ->envname("MIMICFS_IO_URING");
+  add_daemon_options(mount, log_level, log_file, adapter.attr_timeout, io_uring_mode);
   std::string data_dir;
   constexpr const char* kDataDirHelp =
       "Keep file contents in sparse files under this directory (empty, or one a mimicfs "
@@ -246,6 +251,9 @@ int run(int argc, char** argv) {
   std::string run_latency_text = "virtual";
   std::vector<std::string> run_fault_rules;
   add_time_options(run_app, run_latency_text, run_fault_rules);
+  std::string run_log_level = "warn", run_log_file, run_io_uring = "auto";
+  double run_attr_timeout = AdapterOptions{}.attr_timeout;
+  add_daemon_options(run_app, run_log_level, run_log_file, run_attr_timeout, run_io_uring);
   run_app->add_option("COMMAND", run_args, "The command and its arguments, after --")->required();
 
   // crashtest
@@ -417,8 +425,19 @@ int run(int argc, char** argv) {
         }
       }
     }
+    if (auto why = check_writable("--log-file", run_log_file); !why.empty()) {
+      return usage_error(why);
+    }
+    // Passed on as given: the mount checks them as `mimicfs mount` does.
+    std::vector<std::string> mount_options = {"--log-level", run_log_level, "--io-uring",
+                                              run_io_uring};
+    if (run_app->count("--attr-timeout") > 0) {
+      mount_options.insert(mount_options.end(),
+                           {"--attr-timeout", fmt::format("{}", run_attr_timeout)});
+    }
     return run_with_mount(RunOptions{std::move(*profile), run_args, run_stats_out, *latency,
-                                     run_fault_rules, run_data_dir});
+                                     run_fault_rules, run_data_dir, std::move(mount_options),
+                                     run_log_file});
   }
   if (*crashtest_app) {
     auto profile = chosen_profile(crash_profile.name, crash_profile.file, crash_profile.overrides);

@@ -31,7 +31,7 @@ int run_with_mount(const RunOptions& options) {
   // command); the run itself always gets to unmount.
   SignalForwarding forwarding;
   auto mount = TemporaryMount::mount(options.profile, options.latency, options.faults,
-                                     options.data_dir);
+                                     options.data_dir, options.mount_options, options.log_file);
   if (!mount) {
     if (SignalForwarding::received() != 0) return 128 + SignalForwarding::received();
     return setup_error(mount.error());

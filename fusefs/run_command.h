@@ -24,6 +24,8 @@ struct RunOptions {
   LatencyMode latency;               // passed to the mount
   std::vector<std::string> faults;   // fault rules, passed to the mount
   std::string data_dir;              // --data-dir, passed to the mount ("" for none)
+  std::vector<std::string> mount_options;  // --io-uring, --attr-timeout, --log-level, as given
+  std::string log_file;              // --log-file: the mount's log, kept ("" for none)
 };
 
 int run_with_mount(const RunOptions& options);

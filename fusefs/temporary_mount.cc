@@ -64,33 +64,37 @@ std::expected<std::string, std::string> make_temporary_directory(std::string_vie
 
 std::expected<std::unique_ptr<TemporaryMount>, std::string> TemporaryMount::mount(
     const Profile& profile, const LatencyMode& latency, const std::vector<std::string>& faults,
-    const std::string& data_dir) {
+    const std::string& data_dir, const std::vector<std::string>& mount_options,
+    const std::string& log_file) {
   const auto made = make_temporary_directory("mimicfs-run");
   if (!made) return std::unexpected("cannot create a mount directory: " + made.error());
   const std::string dir = *made;
   // The effective profile, --set overrides included, for the mount to load.
   const std::string profile_file = dir + ".toml";
   std::ofstream(profile_file) << profile.to_toml();
-  std::vector<std::string> command = {self_path(),  "mount",     "--profile-file",
-                                      profile_file, dir,         "--log-file",
-                                      dir + ".log", "--latency", latency.to_string()};
+  const std::string log = log_file.empty() ? dir + ".log" : log_file;
+  const std::string own_log = log_file.empty() ? log : "";
+  std::vector<std::string> command = {self_path(), "mount",     "--profile-file",
+                                      profile_file, dir,        "--log-file",
+                                      log,          "--latency", latency.to_string()};
   for (const std::string& rule : faults) {
     command.push_back("--fault");
     command.push_back(rule);
   }
   if (!data_dir.empty()) command.insert(command.end(), {"--data-dir", data_dir});
+  command.insert(command.end(), mount_options.begin(), mount_options.end());
   const auto mounted = spawn_and_wait(command);
   remove_quietly(profile_file);
   const bool ok = mounted && mounted->status == kExitOk;
   if (ok && SignalForwarding::received() == 0)
-    return std::unique_ptr<TemporaryMount>(new TemporaryMount(dir, data_dir));
+    return std::unique_ptr<TemporaryMount>(new TemporaryMount(dir, data_dir, own_log));
   // A mount interrupted half-way may be in place: take it down before leaving.
   if (ok) unmount(dir);
   (void)spawn_and_wait({"fusermount3", "-u", "-q", dir});
-  std::ifstream log(dir + ".log");
+  std::ifstream log_lines(log);
   std::string last, line;
-  while (std::getline(log, line)) last = line;
-  remove_quietly(dir + ".log");
+  while (std::getline(log_lines, line)) last = line;
+  if (!own_log.empty()) remove_quietly(own_log);
   remove_quietly(dir);
   if (SignalForwarding::received() != 0) return std::unexpected("interrupted");
   return std::unexpected(fmt::format("could not mount {}{}", dir, last.empty() ? "" : ": " + last));
@@ -100,7 +104,7 @@ TemporaryMount::~TemporaryMount() {
   unmount(dir_);
   if (!data_dir_.empty()) wait_for_data_dir(data_dir_);
   remove_quietly(dir_);
-  remove_quietly(dir_ + ".log");
+  if (!own_log_.empty()) remove_quietly(own_log_);
 }
 
 std::string TemporaryMount::stats() const {

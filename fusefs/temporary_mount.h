@@ -24,12 +24,16 @@ std::expected<std::string, std::string> make_temporary_directory(std::string_vie
 class TemporaryMount {
  public:
   // Mounts `profile` with the latency mode and fault rules, file contents
-  // under `data_dir` when it is not empty. On failure one line
+  // under `data_dir` when it is not empty, and `mount_options` (words of
+  // `mimicfs mount`, already checked). The mount logs to `log_file`, which
+  // stays, or else to a file beside the directory that goes with it. On
+  // failure one line
   // saying why (with the mount log's last line), and nothing is left mounted;
   // an interruption by a signal says so (SignalForwarding::received()).
   static std::expected<std::unique_ptr<TemporaryMount>, std::string> mount(
       const Profile& profile, const LatencyMode& latency, const std::vector<std::string>& faults,
-      const std::string& data_dir = "");
+      const std::string& data_dir = "", const std::vector<std::string>& mount_options = {},
+      const std::string& log_file = "");
   ~TemporaryMount();
   TemporaryMount(const TemporaryMount&) = delete;
   TemporaryMount& operator=(const TemporaryMount&) = delete;
@@ -41,10 +45,11 @@ class TemporaryMount {
   int ctl(std::string_view command) const;
 
  private:
-  TemporaryMount(std::string dir, std::string data_dir)
-      : dir_(std::move(dir)), data_dir_(std::move(data_dir)) {}
+  TemporaryMount(std::string dir, std::string data_dir, std::string own_log)
+      : dir_(std::move(dir)), data_dir_(std::move(data_dir)), own_log_(std::move(own_log)) {}
   std::string dir_;
   std::string data_dir_;  // --data-dir, if any: waited for after the unmount
+  std::string own_log_;   // the mount's log when it is ours to remove ("": none)
 };
 
 }  // namespace mimicfs

@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <optional>
 #include <thread>
 
@@ -80,6 +81,26 @@ TEST_F(Run, ExitsWithTheCommandsStatusAndWritesTheStats) {
   EXPECT_EQ(stats["files"]["/t1.ibd"]["size"], 1 << 20);
   EXPECT_EQ(stats["files"]["/t1.ibd"]["extents"], 1) << "closed: allocated as one extent";
   std::filesystem::remove_all(std::filesystem::path(stats_file).parent_path());
+}
+
+// `run` takes the daemon's options as `mount` does, and keeps the log asked for.
+TEST_F(Run, TakesTheDaemonsOptions) {
+  const std::string dir = make_temp_dir();
+  const std::string log = dir + "/mount.log", stats_file = dir + "/stats.json";
+  auto r = run_command({mimicfs_binary(), "run", "--io-uring", "off", "--attr-timeout", "0",
+                        "--log-level", "info", "--log-file", log, "--stats-out", stats_file,
+                        "--", "true"});
+  EXPECT_EQ(r.exit_status, 0) << r.err;
+  std::ifstream in(stats_file);
+  ASSERT_TRUE(in) << "no stats written";
+  EXPECT_EQ(nlohmann::json::parse(in)["fuse"]["transport"], "dev_fuse");
+  std::ifstream log_in(log);
+  const std::string logged((std::istreambuf_iterator<char>(log_in)), {});
+  EXPECT_NE(logged.find("mounted on"), std::string::npos) << logged;
+  auto bad = run_command({mimicfs_binary(), "run", "--attr-timeout", "-1", "--", "true"});
+  EXPECT_EQ(bad.exit_status, 2);
+  EXPECT_NE(bad.err.find("--attr-timeout"), std::string::npos) << bad.err;
+  std::filesystem::remove_all(dir);
 }
 
 TEST_F(Run, SuccessIsZero) {
