@@ -302,7 +302,9 @@ int run(int argc, char** argv) {
   StatsView stats_view;
   stats->add_option("MOUNT", stats_mount, "The mountpoint")->required();
   stats->add_option("PATH", stats_view.path, "Only this file (inside the mount)");
-  stats->add_flag("--json", stats_view.json, "Print the stats.json document");
+  stats->add_flag("--json", stats_view.json,
+                  "Print the stats.json document (with --sort, --top or --by-dir, also the "
+                  "table's lines as \"rows\")");
   stats
       ->add_option("--sort", stats_view.sort,
                    "Order the files by name (default), or largest first by size, allocated, "
@@ -310,8 +312,10 @@ int run(int argc, char** argv) {
       ->check(CLI::IsMember({"name", "size", "allocated", "extents", "emulated", "unsynced"}));
   stats->add_option("--top", stats_view.top, "Only the first N files; the rest summed on one line");
   stats->add_flag("--by-dir", stats_view.by_directory, "A line per directory instead of per file");
-  stats->add_option("--width", stats_view.width,
-                    "Fit the table in N columns (default: the terminal's; unlimited in a pipe)");
+  auto* width_option = stats->add_option(
+      "--width", stats_view.width, "Fit the table in N columns (default: the terminal's; 100 in a pipe)");
+  stats->add_flag("--wide", stats_view.wide, "No width limit: every column and whole paths")
+      ->excludes(width_option);
 
   // report
   CLI::App* report = app.add_subcommand("report", "Draw a mounted volume's device layout as SVG");

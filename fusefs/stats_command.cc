@@ -136,13 +136,15 @@ std::string fit(const std::string& name, size_t width) {
   return name.substr(0, width - 3 - tail) + "..." + name.substr(name.size() - tail);
 }
 
-// The terminal's width, or 0 (no limit) when standard output is not a terminal.
+// The terminal's width, or kPipeWidth when standard output is not a terminal
+// (a CI log, a file): wide enough for the figures, narrow enough to read.
+constexpr size_t kPipeWidth = 100;
 size_t terminal_width() {
   winsize size{};
   if (isatty(STDOUT_FILENO) && ioctl(STDOUT_FILENO, TIOCGWINSZ, &size) == 0 && size.ws_col > 0) {
     return size.ws_col;
   }
-  return 0;
+  return kPipeWidth;
 }
 
 struct Column {
@@ -217,8 +219,16 @@ void print_rows(const std::vector<FileRow>& rows, const std::vector<FileRow>& su
   for (const FileRow& r : summaries) print(r, true);
 }
 
-void print_files(const nlohmann::json& files, const StatsView& view) {
+// The file lines as the view asks for them (per file or per directory, sorted,
+// the first --top of them), and the summary lines: the rest, then the total.
+struct FileTable {
   std::vector<FileRow> rows;
+  std::vector<FileRow> summaries;
+};
+
+FileTable table_of(const nlohmann::json& files, const StatsView& view) {
+  FileTable table;
+  std::vector<FileRow>& rows = table.rows;
   FileRow total;
   total.files = 0;
   for (const auto& [path, f] : files.items()) {
@@ -226,8 +236,6 @@ void print_files(const nlohmann::json& files, const StatsView& view) {
     total.add(rows.back());
   }
   total.name = "total";
-  const size_t width = view.width != 0 ? view.width : terminal_width();
-  fmt::print("\n");
   if (view.by_directory) {
     std::map<std::string, FileRow> by_directory;
     for (const FileRow& r : rows) {
@@ -244,7 +252,6 @@ void print_files(const nlohmann::json& files, const StatsView& view) {
     for (auto& [dir, r] : by_directory) rows.push_back(std::move(r));
   }
   sort_rows(rows, view.sort);
-  std::vector<FileRow> summaries;
   if (view.top > 0 && rows.size() > view.top) {
     FileRow rest;
     rest.files = 0;
@@ -253,10 +260,56 @@ void print_files(const nlohmann::json& files, const StatsView& view) {
     rest.name =
         fmt::format("({} more {})", more, noun(more, view.by_directory ? "directory" : "file"));
     rows.resize(view.top);
-    summaries.push_back(std::move(rest));
+    table.summaries.push_back(std::move(rest));
   }
-  summaries.push_back(std::move(total));
-  print_rows(rows, summaries, view.by_directory ? "directory" : "file", view.by_directory, width);
+  table.summaries.push_back(std::move(total));
+  return table;
+}
+
+void print_files(const nlohmann::json& files, const StatsView& view) {
+  const FileTable table = table_of(files, view);
+  const size_t width = view.wide ? 0 : view.width != 0 ? view.width : terminal_width();
+  fmt::print("\n");
+  print_rows(table.rows, table.summaries, view.by_directory ? "directory" : "file",
+             view.by_directory, width);
+}
+
+// A line of the table as JSON, with stats.json's names for the figures.
+nlohmann::json row_json(const FileRow& r, std::string_view key) {
+  return nlohmann::json{{std::string(key), r.name},
+                        {"files", r.files},
+                        {"size", r.size},
+                        {"allocated_bytes", r.allocated},
+                        {"extents", r.extents},
+                        {"fragments", r.fragments},
+                        {"unwritten_extents", r.unwritten},
+                        {"holes", r.holes},
+                        {"delayed_bytes", r.delayed},
+                        {"preallocated_bytes", r.preallocated},
+                        {"dirty_bytes", r.dirty},
+                        {"unsynced_bytes", r.unsynced},
+                        {"emulated_ns", r.emulated_ns}};
+}
+
+// --json with --sort, --top or --by-dir: the lines the table would print, in
+// its order, as "rows" (each file's or directory's sums; "rest" and "total"
+// the summary lines); with --top per file, "files" keeps those files alone.
+void add_table(nlohmann::json& stats, const StatsView& view) {
+  const FileTable table = table_of(stats["files"], view);
+  const std::string_view key = view.by_directory ? "directory" : "path";
+  nlohmann::json rows = nlohmann::json::array();
+  for (const FileRow& r : table.rows) rows.push_back(row_json(r, key));
+  nlohmann::json summary = {{"by", view.by_directory ? "directory" : "file"},
+                            {"sort", view.sort},
+                            {"lines", std::move(rows)}};
+  if (table.summaries.size() == 2) summary["rest"] = row_json(table.summaries[0], "line");
+  summary["total"] = row_json(table.summaries.back(), "line");
+  if (view.top > 0 && !view.by_directory) {
+    nlohmann::json kept = nlohmann::json::object();
+    for (const FileRow& r : table.rows) kept[r.name] = stats["files"][r.name];
+    stats["files"] = std::move(kept);
+  }
+  stats["rows"] = std::move(summary);
 }
 
 void print_tables(const nlohmann::json& s, const StatsView& view) {
@@ -325,6 +378,7 @@ int print_stats(const std::string& mountpoint, const StatsView& view) {
     stats["files"] = only;
   }
   if (view.json) {
+    if (view.top > 0 || view.by_directory || view.sort != "name") add_table(stats, view);
     fmt::print("{}\n", stats.dump(2));
   } else {
     print_tables(stats, view);

@@ -11,13 +11,16 @@ namespace mimicfs {
 // What `mimicfs stats` prints of the volume.
 struct StatsView {
   std::string path;   // only this file (inside the mount, absolute or relative to it)
-  bool json = false;  // the stats.json document, whole
+  // The stats.json document; with --sort, --top or --by-dir, also the table's
+  // lines in its order ("rows"), and with --top only those files.
+  bool json = false;
   // The file lines' order: name, or largest first by size, allocated, extents,
   // emulated or unsynced.
   std::string sort = "name";
   size_t top = 0;             // only the first N lines, the rest summed on one (0: all)
   bool by_directory = false;  // a line per directory instead of per file
-  size_t width = 0;           // columns; 0: the terminal's, unlimited when not a terminal
+  size_t width = 0;           // columns; 0: the terminal's, 100 when not a terminal
+  bool wide = false;          // no limit: every column, whole paths
 };
 
 // Prints MOUNT/.mimicfs/stats.json as tables (operations, device, files with a

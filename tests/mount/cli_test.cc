@@ -301,6 +301,40 @@ TEST(MountLifecycle, StatsTableSortsSumsAndFits) {
   EXPECT_TRUE(dir_header[3].starts_with("total ")) << by_dir.out;
   const auto bad = run_command({mimicfs_binary(), "stats", vol.path(), "--sort", "colour"});
   EXPECT_EQ(bad.exit_status, 2) << bad.err;
+
+  // --json follows --sort, --top and --by-dir: the table's lines as "rows".
+  const auto top_json = run_command(
+      {mimicfs_binary(), "stats", vol.path(), "--json", "--sort", "size", "--top", "2"});
+  ASSERT_EQ(top_json.exit_status, 0) << top_json.err;
+  const nlohmann::json top = nlohmann::json::parse(top_json.out);
+  ASSERT_EQ(top["rows"]["lines"].size(), 2u) << top["rows"];
+  EXPECT_EQ(top["rows"]["lines"][0]["path"], "/base/big");
+  EXPECT_EQ(top["rows"]["lines"][1]["path"], "/" + long_name);
+  EXPECT_EQ(top["rows"]["rest"]["files"], 1);
+  EXPECT_EQ(top["rows"]["total"]["files"], 3);
+  EXPECT_EQ(top["files"].size(), 2u) << "only the top files";
+  const auto dir_json = run_command(
+      {mimicfs_binary(), "stats", vol.path(), "--json", "--by-dir", "--sort", "allocated"});
+  ASSERT_EQ(dir_json.exit_status, 0) << dir_json.err;
+  const nlohmann::json dirs = nlohmann::json::parse(dir_json.out)["rows"];
+  EXPECT_EQ(dirs["by"], "directory");
+  ASSERT_EQ(dirs["lines"].size(), 2u) << dirs;
+  EXPECT_EQ(dirs["lines"][0]["directory"], "/base");
+  EXPECT_EQ(dirs["lines"][0]["files"], 2);
+  EXPECT_FALSE(dirs.contains("rest"));
+
+  // In a pipe the table fits 100 columns, unless --wide.
+  const auto piped = run_command({mimicfs_binary(), "stats", vol.path()});
+  ASSERT_EQ(piped.exit_status, 0) << piped.err;
+  bool long_name_whole = false;
+  for (const std::string& line : lines_of(piped.out)) {
+    EXPECT_LE(line.size(), 100u) << line;
+    long_name_whole |= Contains(line, long_name);
+  }
+  EXPECT_FALSE(long_name_whole) << "cut in the middle at 100 columns";
+  const auto wide = run_command({mimicfs_binary(), "stats", vol.path(), "--wide"});
+  ASSERT_EQ(wide.exit_status, 0) << wide.err;
+  EXPECT_TRUE(Contains(wide.out, long_name)) << wide.out;
 }
 
 TEST(MountLifecycle, StatsAndCtlCommandsReadTheMount) {
