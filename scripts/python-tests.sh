@@ -19,4 +19,4 @@ cp -r "$root/python" "$work/src"
 # From elsewhere than the sources, so the installed package is what is tested.
 cd "$work"
 MIMICFS_BINARY="$root/build/fusefs/mimicfs" \
-  "$work/venv/bin/python" -m pytest -q -p no:cacheprovider "$work/src/tests" "$@"
+  "$work/venv/bin/python" -m pytest -q -p no:cacheprovider -p pytester "$work/src/tests" "$@"

@@ -18,7 +18,7 @@ import subprocess
 import tempfile
 import time
 
-__all__ = ["ControlError", "Mount", "MountError", "mount"]
+__all__ = ["ControlError", "Mount", "MountError", "mount", "unusable_reason"]
 
 
 class MountError(RuntimeError):
@@ -32,6 +32,20 @@ class ControlError(OSError):
 
 def _binary():
     return os.environ.get("MIMICFS_BINARY") or shutil.which("mimicfs") or "mimicfs"
+
+
+def unusable_reason(binary=None):
+    """Why a volume cannot be mounted here (no mimicfs binary, no usable
+    /dev/fuse), as one line; None when it can."""
+    binary = binary or _binary()
+    found = shutil.which(binary) if os.sep not in binary else binary
+    if not found or not os.access(found, os.X_OK):
+        return "no mimicfs binary: {} (set MIMICFS_BINARY or --mimicfs-binary)".format(binary)
+    try:
+        os.close(os.open("/dev/fuse", os.O_RDWR | os.O_CLOEXEC))
+    except OSError as e:
+        return "cannot use /dev/fuse: {}".format(e.strerror)
+    return None
 
 
 class Mount:
@@ -105,14 +119,15 @@ def _unmount(path):
 
 
 @contextlib.contextmanager
-def mount(profile="nfs", profile_file=None, extra_arguments=(), **settings):
+def mount(profile="nfs", profile_file=None, extra_arguments=(), binary=None, **settings):
     """Mounts `profile` (or `profile_file`) with `settings` as --set KEY=VALUE.
 
     Keys with dots are passed as keyword arguments through a dict:
     mount("xfs", **{"allocation.speculative_preallocation": False}).
+    `binary` is the mimicfs to run (default: $MIMICFS_BINARY, else PATH's).
     Raises MountError with mimicfs's message when the mount fails."""
     path = tempfile.mkdtemp(prefix="mimicfs-py.")
-    argv = [_binary(), "mount"]
+    argv = [binary or _binary(), "mount"]
     argv += ["--profile-file", profile_file] if profile_file else ["--profile", profile]
     for key, value in settings.items():
         if isinstance(value, bool):

@@ -74,3 +74,42 @@ def test_an_unlinked_file_holds_its_blocks_until_released():
             assert held["unlinked_bytes"] >= 1 << 20
         assert vol.wait_for_releases()
         assert vol.stats()["open"]["unlinked_bytes"] == 0
+
+
+# The plugin as a project's test run meets it (pytester runs pytest in a
+# subprocess, with the installed plugin).
+def test_the_fixtures_skip_saying_why_when_the_binary_is_missing(pytester):
+    pytester.makepyfile("def test_uses(mimicfs_mount):\n    mimicfs_mount('nfs')\n")
+    result = pytester.runpytest_subprocess("--mimicfs-binary", "/nonexistent/mimicfs", "-rs")
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(["*no mimicfs binary: /nonexistent/mimicfs*"])
+
+
+def test_a_module_scoped_volume_lasts_the_module(pytester):
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.fixture(scope="module")
+        def vol(mimicfs_mount_module):
+            return mimicfs_mount_module("ext4")
+
+        def test_first(vol):
+            with open(vol.file("a"), "w") as f:
+                f.write("x")
+
+        def test_second(vol):
+            assert vol.stats()["profile"] == "ext4"
+            assert "/a" in vol.stats()["files"]
+        """
+    )
+    result = pytester.runpytest_subprocess("--mimicfs-binary", mimicfs._binary())
+    result.assert_outcomes(passed=2)
+
+
+def test_the_fixtures_are_documented(pytester):
+    result = pytester.runpytest_subprocess("--fixtures")
+    result.stdout.fnmatch_lines([
+        "*mimicfs_mount*", "*Mounts mimicfs volumes for one test*",
+        "*mimicfs_mount_module*", "*mimicfs_mount_session*", "*for the whole run*",
+    ])
