@@ -9,5 +9,9 @@
 # Without --scenario every scenario but mariadb runs (scripts/mariadb-on-mimicfs.sh runs that).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-"$root/scripts/build.sh" >/dev/null
+# The driver and the binary it mounts, not the tests; quiet unless it fails.
+if ! log="$("$root/scripts/build.sh" --target mimicfs-scenarios --target mimicfs 2>&1)"; then
+  printf '%s\n' "$log" >&2
+  exit 1
+fi
 exec "$root/build/tools/mimicfs-scenarios" "$@"

@@ -15,6 +15,7 @@
 #include <CLI/CLI.hpp>
 #include <cerrno>
 #include <cstdlib>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -274,6 +275,9 @@ void print_table(const Scenario& scenario, const nlohmann::json& rows) {
         r["device_allocated_bytes"].get<uint64_t>(), r["emulated_ns"].get<uint64_t>() / 1e9,
         r["unlink_emulated_ns"].get<uint64_t>() / 1e6);
   }
+  // Each table as its scenario ends, also in a pipe (a CI log): a scenario
+  // may take minutes.
+  std::fflush(stdout);
 }
 
 std::vector<std::string> split(const std::string& list) {
