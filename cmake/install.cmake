@@ -48,9 +48,45 @@ if(HELP2MAN)
     COMMAND ${GZIP} -9nf ${CMAKE_CURRENT_BINARY_DIR}/mimicfs.1
     DEPENDS mimicfs ${PROJECT_SOURCE_DIR}/cmake/mimicfs.h2m
     VERBATIM)
-  add_custom_target(mimicfs_man ALL DEPENDS ${CMAKE_CURRENT_BINARY_DIR}/mimicfs.1.gz)
-  install(FILES ${CMAKE_CURRENT_BINARY_DIR}/mimicfs.1.gz DESTINATION ${CMAKE_INSTALL_MANDIR}/man1)
+  # A page per command, from `mimicfs COMMAND --help`, with its exit statuses,
+  # environment and examples (cmake/man/COMMAND.h2m).
+  set(pages ${CMAKE_CURRENT_BINARY_DIR}/mimicfs.1.gz)
+  set(name_mount "mount an emulated volume (NFS, ext4, xfs, btrfs) on an empty directory")
+  set(name_run "run a command on a temporary emulated volume")
+  set(name_crashtest "cut the power at many points of a workload and check the volume after each")
+  set(name_stats "print a mounted volume's statistics")
+  set(name_ctl "send a command to a mounted volume: crashes, faults, syncs, latency")
+  set(name_report "draw a mounted volume's device layout as SVG")
+  set(name_profiles "list the built-in profiles, or show one")
+  set(name_completion "print a bash completion script for mimicfs")
+  foreach(command mount run crashtest stats ctl report profiles completion)
+    set(page ${CMAKE_CURRENT_BINARY_DIR}/mimicfs-${command}.1)
+    add_custom_command(OUTPUT ${page}.gz
+      COMMAND ${HELP2MAN} --no-info --no-discard-stderr
+        --help-option "${command} --help"
+        --version-string "mimicfs-${command} ${PROJECT_VERSION}"
+        --name "${name_${command}}"
+        --include ${PROJECT_SOURCE_DIR}/cmake/man/${command}.h2m
+        --include ${PROJECT_SOURCE_DIR}/cmake/man/see_also.h2m
+        --output ${page} $<TARGET_FILE:mimicfs>
+      COMMAND ${GZIP} -9nf ${page}
+      DEPENDS mimicfs ${PROJECT_SOURCE_DIR}/cmake/man/${command}.h2m
+        ${PROJECT_SOURCE_DIR}/cmake/man/see_also.h2m
+      VERBATIM)
+    list(APPEND pages ${page}.gz)
+  endforeach()
+  add_custom_target(mimicfs_man ALL DEPENDS ${pages})
+  install(FILES ${pages} DESTINATION ${CMAKE_INSTALL_MANDIR}/man1)
 endif()
+
+# Bash completion, from the command line's own definitions.
+add_custom_command(OUTPUT ${CMAKE_CURRENT_BINARY_DIR}/mimicfs.bash
+  COMMAND $<TARGET_FILE:mimicfs> completion bash > ${CMAKE_CURRENT_BINARY_DIR}/mimicfs.bash
+  DEPENDS mimicfs
+  VERBATIM)
+add_custom_target(mimicfs_completion ALL DEPENDS ${CMAKE_CURRENT_BINARY_DIR}/mimicfs.bash)
+install(FILES ${CMAKE_CURRENT_BINARY_DIR}/mimicfs.bash
+  DESTINATION ${CMAKE_INSTALL_DATAROOTDIR}/bash-completion/completions RENAME mimicfs)
 
 set(CPACK_GENERATOR DEB)
 set(CPACK_STRIP_FILES ON)  # the binary without its debug sections (a tenth of the size)

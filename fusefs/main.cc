@@ -22,6 +22,7 @@
 #include "backends/host_data_store.h"
 #include "backends/profile.h"
 #include "backends/profile_schema.h"
+#include "fusefs/completion_command.h"
 #include "fusefs/crashtest_command.h"
 #include "fusefs/exit_status.h"
 #include "fusefs/mount.h"
@@ -339,6 +340,16 @@ int run(int argc, char** argv) {
                   "virtual|real|real:SCALE")
       ->required();
 
+  // completion
+  CLI::App* completion = app.add_subcommand(
+      "completion",
+      "Print a bash completion script (install it as "
+      "/usr/share/bash-completion/completions/mimicfs, or source it)");
+  std::string completion_shell;
+  completion->add_option("SHELL", completion_shell, "bash")
+      ->required()
+      ->check(CLI::IsMember({"bash"}));
+
   // help
   CLI::App* help = app.add_subcommand("help", "Print this help, or a command's");
   std::string help_topic;
@@ -352,6 +363,12 @@ int run(int argc, char** argv) {
     return usage_error(fmt::format("{} (try --help)", e.what()));
   }
 
+  if (*completion) {
+    std::vector<std::string> profiles;
+    for (const BuiltinProfile& profile : builtin_profiles()) profiles.emplace_back(profile.name);
+    fmt::print("{}", bash_completion(app, profiles));
+    return kExitOk;
+  }
   if (*help) {
     // Not app.help(): it prints the help of the command parsed, `help` itself.
     if (help_topic.empty()) {

@@ -42,7 +42,7 @@ else
   # Configured again so that it finds help2man, which it may have been without.
   cmake -S "$root" -B "$out" >/dev/null
 fi
-cmake --build "$out" --target mimicfs mimicfs_man mimicfs_changelog
+cmake --build "$out" --target mimicfs mimicfs_man mimicfs_changelog mimicfs_completion
 rm -f "$out"/mimicfs_*.deb
 (cd "$out" && cpack -G DEB >/dev/null)
 deb="$(ls "$out"/mimicfs_*.deb)"
@@ -61,7 +61,7 @@ dpkg-deb -x "$deb" "$work/root"
 usr="$work/root/usr"
 for file in bin/mimicfs include/mimicfs/scoped_mount.h share/cmake/mimicfs/mimicfsConfig.cmake \
     share/doc/mimicfs/README.md share/doc/mimicfs/copyright share/doc/mimicfs/changelog.gz \
-    share/man/man1/mimicfs.1.gz; do
+    share/man/man1/mimicfs.1.gz share/bash-completion/completions/mimicfs; do
   [ -s "$usr/$file" ] || fail "the package lacks /usr/$file"
 done
 if readelf -S "$usr/bin/mimicfs" | grep -q '\.debug_info'; then fail "the binary is not stripped"; fi
@@ -69,6 +69,12 @@ if readelf -S "$usr/bin/mimicfs" | grep -q '\.debug_info'; then fail "the binary
 "$usr/bin/mimicfs" run -- true || fail "mimicfs run -- true"
 man -l "$usr/share/man/man1/mimicfs.1.gz" >/dev/null 2>&1 ||
   zgrep -q '^\.TH MIMICFS' "$usr/share/man/man1/mimicfs.1.gz" || fail "the man page"
+for command in mount run crashtest stats ctl report profiles completion; do
+  zgrep -q "^\.TH MIMICFS-${command^^}" "$usr/share/man/man1/mimicfs-$command.1.gz" ||
+    fail "the man page of mimicfs $command"
+done
+bash -c "source '$usr/share/bash-completion/completions/mimicfs' && COMP_WORDS=(mimicfs mo) &&
+  COMP_CWORD=1 && _mimicfs && [ \"\${COMPREPLY[*]}\" = mount ]" || fail "the bash completion"
 grep -q "License: Apache-2.0" "$usr/share/doc/mimicfs/copyright" || fail "the copyright file"
 cmake -S "$root/tests/downstream" -B "$work/downstream" -DCMAKE_PREFIX_PATH="$usr" >/dev/null
 cmake --build "$work/downstream" >/dev/null

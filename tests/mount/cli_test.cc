@@ -114,6 +114,25 @@ TEST_F(CommandLine, HelpAndVersionSucceed) {
 }
 
 // `mimicfs help` is --help; `help COMMAND` the command's.
+// `mimicfs completion bash`: generated from the command line's definitions,
+// it completes subcommands, nested ones, option names and profile names.
+TEST_F(CommandLine, BashCompletionOffersCommandsOptionsAndProfiles) {
+  const std::string script = dir_ + ".bash";
+  const CommandResult generated = Mimicfs({"completion", "bash"});
+  ASSERT_EQ(generated.exit_status, 0) << generated.err;
+  std::ofstream(script) << generated.out;
+  const auto completed = run_command(
+      {"bash", "-c",
+       "source '" + script +
+           "' && t() { COMP_WORDS=(\"$@\"); COMP_CWORD=$(($# - 1)); _mimicfs; "
+           "echo \"${COMPREPLY[*]}\"; } && t mimicfs mo && t mimicfs mount --pro && "
+           "t mimicfs run --profile nfs && t mimicfs profiles s && t mimicfs stats /m --so"});
+  std::filesystem::remove(script);
+  ASSERT_EQ(completed.exit_status, 0) << completed.err;
+  EXPECT_EQ(completed.out, "mount\n--profile --profile-file\nnfs nfs42\nshow\n--sort\n");
+  ExpectUsageError(Mimicfs({"completion", "zsh"}), "zsh");
+}
+
 TEST_F(CommandLine, HelpCommandPrintsTheHelp) {
   auto all = Mimicfs({"help"});
   EXPECT_EQ(all.exit_status, 0) << all.err;
