@@ -61,7 +61,12 @@ bool FaultLayer::wait_for_power_locked(std::unique_lock<std::mutex>& lock) {
   const Credentials* caller = CallerScope::credentials();
   while (restarts_ == restarts && !(stopping_ && stopping_())) {
     powered_on_.wait_for(lock, std::chrono::milliseconds(100));
-    if (caller != nullptr && caller->dying()) break;
+    if (caller == nullptr || restarts_ != restarts) continue;
+    // Read without the lock: it reads /proc.
+    lock.unlock();
+    const bool dying = caller->dying();
+    lock.lock();
+    if (dying) break;
   }
   --frozen_operations_;
   return true;

@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
 #include <vector>
 
@@ -81,10 +82,11 @@ FuseSession::FuseSession(FuseAdapter& adapter, const std::string& mountpoint,
 FuseSession::~FuseSession() { tear_down(); }
 
 void FuseSession::tear_down() {
+  if (session_ != nullptr) adapter_.control().describe_fuse({});  // it reads the ring
   if (ring_) ring_->stop();
+  adapter_.channel().offer_ring(nullptr, false);
   ring_.reset();
   if (session_ == nullptr) return;
-  adapter_.control().describe_fuse({});
   adapter_.detach();
   if (mounted_) fuse_session_unmount(session_);
   mounted_ = false;
@@ -93,6 +95,7 @@ void FuseSession::tear_down() {
 }
 
 int FuseSession::serve() {
+  if (session_ == nullptr || !error_.empty()) return -ENOTCONN;  // never mounted
   fuse_loop_config* config = fuse_loop_cfg_create();
   if (config == nullptr) {
     spdlog::error("cannot serve /dev/fuse: no memory for the loop's configuration");

@@ -6,9 +6,9 @@
 // several, each on a thread of its own calling serve().
 //
 // libfuse's loop starts a worker when a request finds none waiting, up to
-// kMaxThreads, and keeps them until the loop ends (max_idle_threads is left
-// unlimited: an idle limit makes the loop end and start a thread per request
-// under a load of a few callers). A worker keeps its request buffer (1 MiB
+// kMaxThreads, and keeps them until the loop ends (max_idle_threads is
+// kMaxThreads, so none ends: a lower idle limit makes libfuse 3.14 end and
+// start a thread per request under a load of a few callers). A worker keeps its request buffer (1 MiB
 // and a page), its read-reply buffer and malloc's per-thread caches, so the
 // memory the workers hold is bounded by their number, not returned once the
 // load has gone.
@@ -16,7 +16,8 @@
 // The stop signals are the process's, not the session's: the caller that
 // wants them installs libfuse's handlers on one session (mount.cc) and keeps
 // them blocked in every other thread, since the loop's main thread is the one
-// they must interrupt.
+// they must interrupt. (So is FuseRing::fail's SIGTERM to the process, when a
+// ring fails after it served: it ends every session of the process.)
 #pragma once
 
 #define FUSE_USE_VERSION 314
@@ -61,7 +62,8 @@ class FuseSession {
   // Serves until the session exits (an unmount, a stop signal, a failed
   // read); every worker and ring thread has ended when it returns, and the
   // adapter is detached. libfuse's result: 0 after an unmount, the stop
-  // signal's number, or a negative errno when serving failed.
+  // signal's number, or a negative errno when serving failed (-ENOTCONN: the
+  // session never mounted).
   int serve();
 
  private:

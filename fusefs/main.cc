@@ -487,7 +487,10 @@ int run(int argc, char** argv) {
     }
     return kExitOk;
   }
-  if (*stats) return print_stats(stats_mount, stats_view);
+  if (*stats) {
+    stats_view.sort_given = stats->count("--sort") > 0;
+    return print_stats(stats_mount, stats_view);
+  }
   if (*ctl) return send_control(ctl_mount, ctl_words);
   if (*report) {
     return write_report(

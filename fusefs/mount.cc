@@ -134,7 +134,7 @@ int mount_and_serve(MountOptions options) {
   // engine, the trimmer and the loop start, keeps them blocked.
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
-  for (int signal : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) sigaddset(&stop_signals, signal);
+  for (int signal : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&stop_signals, signal);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   int loop_status = 0;
   {

@@ -2,8 +2,10 @@
 #include "fusefs/request_credentials.h"
 
 #include <linux/capability.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <csignal>
 #include <fstream>
 #include <sstream>
@@ -49,8 +51,11 @@ const RequestCredentials::Status& RequestCredentials::status() const {
 
 bool RequestCredentials::dying() const {
   if (tid_ <= 0) return false;
-  std::ifstream in(fmt::format("/proc/{}/task/{}/status", tid_, tid_));
-  if (!in) return true;
+  const std::string path = fmt::format("/proc/{}/task/{}/status", tid_, tid_);
+  std::ifstream in(path);
+  // Gone (ENOENT): nobody waits for the answer. Unreadable for another
+  // reason (/proc mounted hidepid, out of descriptors): not known to be dying.
+  if (!in) return ::access(path.c_str(), F_OK) != 0 && errno == ENOENT;
   constexpr uint64_t kKill = uint64_t{1} << (SIGKILL - 1);
   std::string line;
   while (std::getline(in, line)) {

@@ -24,8 +24,11 @@ class RequestCredentials : public Credentials {
   bool in_group(uint32_t gid) const override;
   bool has_fsetid() const override;
   bool has_sys_admin() const override;
-  // SIGKILL pending for the thread (the kernel adds it to every thread of a
-  // process that a fatal signal ends, complete_signal), or the thread gone.
+  // SIGKILL pending for the thread, or the thread gone. The kernel adds
+  // SIGKILL to every thread of a process that SIGKILL or a fatal signal that
+  // dumps no core ends (complete_signal): kill -9, SIGTERM and SIGINT left at
+  // their default, what a CI job's timeout sends. A core-dumping signal's
+  // process is not seen as dying here.
   bool dying() const override;
 
  private:

@@ -378,7 +378,7 @@ int print_stats(const std::string& mountpoint, const StatsView& view) {
     stats["files"] = only;
   }
   if (view.json) {
-    if (view.top > 0 || view.by_directory || view.sort != "name") add_table(stats, view);
+    if (view.top > 0 || view.by_directory || view.sort_given) add_table(stats, view);
     fmt::print("{}\n", stats.dump(2));
   } else {
     print_tables(stats, view);

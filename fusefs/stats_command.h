@@ -17,6 +17,7 @@ struct StatsView {
   // The file lines' order: name, or largest first by size, allocated, extents,
   // emulated or unsynced.
   std::string sort = "name";
+  bool sort_given = false;    // --sort was given (--sort name too: --json adds the rows)
   size_t top = 0;             // only the first N lines, the rest summed on one (0: all)
   bool by_directory = false;  // a line per directory instead of per file
   size_t width = 0;           // columns; 0: the terminal's, 100 when not a terminal

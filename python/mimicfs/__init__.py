@@ -39,7 +39,7 @@ def unusable_reason(binary=None):
     /dev/fuse), as one line; None when it can."""
     binary = binary or _binary()
     found = shutil.which(binary) if os.sep not in binary else binary
-    if not found or not os.access(found, os.X_OK):
+    if not found or not os.path.isfile(found) or not os.access(found, os.X_OK):
         return "no mimicfs binary: {} (set MIMICFS_BINARY or --mimicfs-binary)".format(binary)
     try:
         os.close(os.open("/dev/fuse", os.O_RDWR | os.O_CLOEXEC))

@@ -341,6 +341,10 @@ TEST(MountLifecycle, StatsTableSortsSumsAndFits) {
   EXPECT_EQ(dirs["lines"][0]["directory"], "/base");
   EXPECT_EQ(dirs["lines"][0]["files"], 2);
   EXPECT_FALSE(dirs.contains("rest"));
+  const auto by_name =
+      run_command({mimicfs_binary(), "stats", vol.path(), "--json", "--sort", "name"});
+  ASSERT_EQ(by_name.exit_status, 0) << by_name.err;
+  EXPECT_EQ(nlohmann::json::parse(by_name.out)["rows"]["lines"].size(), 3u) << "--sort name too";
 
   // In a pipe the table fits 100 columns, unless --wide.
   const auto piped = run_command({mimicfs_binary(), "stats", vol.path()});

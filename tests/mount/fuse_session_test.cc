@@ -6,13 +6,16 @@
 // set-ID clearing flags) and which volume answers are checked through real
 // syscalls on each mount.
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <thread>
@@ -44,6 +47,9 @@ class ServedVolume {
   }
   ~ServedVolume() {
     if (server_.joinable()) {
+      // A test that failed half-way may have left the mount busy: the
+      // connection's abort ends the loop whatever holds the mount.
+      abort_connection();
       (void)umount2(path().c_str(), MNT_DETACH);
       server_.join();
     }
@@ -58,12 +64,24 @@ class ServedVolume {
   const std::string& path() const { return directory_.path; }
   // Unmounts as fusermount3 -u does and waits for the loop: its result.
   int unmount() {
-    EXPECT_EQ(umount2(path().c_str(), 0), 0) << std::strerror(errno);
+    if (umount2(path().c_str(), 0) != 0) {
+      ADD_FAILURE() << "umount " << path() << ": " << std::strerror(errno);
+      abort_connection();
+      (void)umount2(path().c_str(), MNT_DETACH);
+    }
     server_.join();
     return status_;
   }
 
  private:
+  // /sys/fs/fuse/connections/N/abort, N the mount's device minor: every read
+  // of its /dev/fuse then fails (ENODEV) and the loop ends.
+  void abort_connection() const {
+    struct stat st {};
+    if (stat(path().c_str(), &st) != 0) return;
+    std::ofstream(fmt::format("/sys/fs/fuse/connections/{}/abort", minor(st.st_dev))) << "1";
+  }
+
   struct Directory {
     std::string path;
     ~Directory() { (void)rmdir(path.c_str()); }
