@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // Engine: a Volume and its layers, stacked as a mount uses them:
 //
-//   CountingLayer -> CostLayer -> FaultLayer -> Volume
+//   [NfsClientLayer ->] CountingLayer -> CostLayer -> FaultLayer -> Volume
 //
+// The client layer is there on profiles with client.silly_rename: what it
+// sends is what the layers below (the server) see, count and charge.
 // fs() is the top, what the FUSE adapter and the engine tests call. The layers
 // are also reachable by name for what only they know (fault rules, the clock).
 #pragma once
@@ -18,6 +20,7 @@
 #include "backends/counting_layer.h"
 #include "backends/data_store.h"
 #include "backends/fault_layer.h"
+#include "backends/nfs_client_layer.h"
 #include "backends/power_cut.h"
 #include "backends/volume.h"
 #include "backends/wall_clock.h"
@@ -34,11 +37,12 @@ class Engine {
         counting_(cost_) {
     faults_.set_clock([this] { return cost_.emulated_ns(); });
     faults_.set_crash_hook([this](const PowerCut& cut) { crash(cut, true); });
+    if (volume_.profile().silly_rename) client_ = std::make_unique<NfsClientLayer>(counting_);
   }
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
-  FileSystem& fs() { return counting_; }
+  FileSystem& fs() { return client_ ? static_cast<FileSystem&>(*client_) : counting_; }
   Volume& volume() { return volume_; }
   FaultInjector& faults() { return faults_.rules(); }
   CostLayer& cost() { return cost_; }
@@ -73,7 +77,7 @@ class Engine {
     if (cut.hold || cut.freeze) faults_.power_off(cut.freeze);
     const uint64_t written_back =
         cut.writeback > 0 ? counting_.write_back_at_random(cut.writeback, cut.seed) : 0;
-    CrashReport report = counting_.crash();
+    CrashReport report = fs().crash();
     faults_.crashed(cut.cause);
     spdlog::warn(
         "power cut: {}{}{}", cut.cause,
@@ -107,6 +111,7 @@ class Engine {
   FaultLayer faults_;
   CostLayer cost_;
   CountingLayer counting_;
+  std::unique_ptr<NfsClientLayer> client_;  // NFS profiles
   CrashObserver crash_observer_;
 };
 

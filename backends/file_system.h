@@ -285,6 +285,9 @@ class FileSystem {
   // The path of an inode from the root ("/dir/file"), "/" for the root, "" when
   // it has no entry.
   virtual std::string path(uint64_t inode) = 0;
+  // What `name` in directory `parent` is, as a client's own caches know it
+  // (NfsClientLayer): unlike lookup(), no reference is taken.
+  [[nodiscard]] virtual Result<Attributes> entry(uint64_t parent, const std::string& name) = 0;
   [[nodiscard]] virtual Result<FileStats> file_stats(uint64_t inode) = 0;
   [[nodiscard]] virtual Result<std::vector<Extent>> file_extents(uint64_t inode) = 0;
   // Each layer adds its part: the core the device and files, the cost layer the

@@ -6,7 +6,7 @@
 // time, count), and any single operation it changes.
 //
 // The stack a mount uses (engine.h), top first:
-//   CountingLayer -> CostLayer -> FaultLayer -> Volume
+//   [NfsClientLayer ->] CountingLayer -> CostLayer -> FaultLayer -> Volume
 // so a fault's error and latency are charged and counted like the core's work.
 //
 // Thread-safety: as FileSystem. Hooks run on the calling thread, with no lock of
@@ -83,6 +83,9 @@ class Layer : public FileSystem {
   bool complete_deferred(uint64_t id) override { return target_.complete_deferred(id); }
   size_t complete_all_deferred() override { return target_.complete_all_deferred(); }
   std::string path(uint64_t inode) override { return target_.path(inode); }
+  Result<Attributes> entry(uint64_t parent, const std::string& name) override {
+    return target_.entry(parent, name);
+  }
   Result<FileStats> file_stats(uint64_t inode) override { return target_.file_stats(inode); }
   Result<std::vector<Extent>> file_extents(uint64_t inode) override {
     return target_.file_extents(inode);

@@ -305,7 +305,7 @@ std::shared_ptr<Inode> Namespace::entry(uint64_t parent, const std::string& name
   return it == (*dir)->entries.end() ? nullptr : it->second;
 }
 
-Result<Attributes> Namespace::lookup(uint64_t parent, const std::string& name) {
+Result<Attributes> Namespace::lookup(uint64_t parent, const std::string& name, bool reference) {
   std::lock_guard lock(mutex_);
   auto dir = directory_locked(parent);
   if (!dir) return std::unexpected(dir.error());
@@ -320,7 +320,7 @@ Result<Attributes> Namespace::lookup(uint64_t parent, const std::string& name) {
     if (it != (*dir)->entries.end()) child = it->second;
   }
   if (!child) return fail(ENOENT);
-  ++child->references;
+  if (reference) ++child->references;
   std::lock_guard inode_lock(child->mutex);
   return child->attributes(profile_);
 }

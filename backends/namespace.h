@@ -54,7 +54,9 @@ class Namespace {
   std::shared_ptr<Inode> find_locked(uint64_t inode) REQUIRES(mutex_);
 
   // FileSystem's operations of the same names (file_system.h has the contracts).
-  Result<Attributes> lookup(uint64_t parent, const std::string& name) EXCLUDES(mutex_);
+  // With `reference`, the kernel's lookup count of the child grows by one.
+  Result<Attributes> lookup(uint64_t parent, const std::string& name, bool reference = true)
+      EXCLUDES(mutex_);
   // The inode `name` in `parent` names, or null; takes no kernel reference.
   std::shared_ptr<Inode> entry(uint64_t parent, const std::string& name) EXCLUDES(mutex_);
   void forget(uint64_t inode, uint64_t references, Work& work) EXCLUDES(mutex_);

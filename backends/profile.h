@@ -118,6 +118,9 @@ struct Profile {
   bool trusted_xattrs_listed_to_all = false;      // btrfs
   std::string rename_onto_nonempty = "ENOTEMPTY";  // or "EEXIST" (xfs)
 
+  // [client]: what the NFS client does on its own (NfsClientLayer, docs/nfs.md).
+  bool silly_rename = false;  // unlink or rename over a file open here renames it to .nfsXXXX
+
   bool supports(FallocateMode mode) const {
     return (fallocate_modes & static_cast<uint8_t>(mode)) != 0;
   }

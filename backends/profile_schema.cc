@@ -151,6 +151,12 @@ const std::vector<ProfileKey>& profile_keys() {
        "the error of a rename onto a directory that is not empty (POSIX allows either): "
        "`ENOTEMPTY` (ext4, btrfs, tmpfs) or `EEXIST` (xfs_rename)",
        false, 0, 0, false, kNonEmptyTargetErrors, "error"},
+      flag("client.silly_rename", &Profile::silly_rename,
+           "the NFS client's silly rename (nfs_sillyrename): unlink of a file open on this "
+           "mount, or a rename onto it, renames it to `.nfs` + its file id + a counter in the "
+           "same directory, removed at its last close; unlink of that name while open gets "
+           "EBUSY, rmdir of its directory ENOTEMPTY. false: removed at once, as a local "
+           "filesystem does"),
       {"fallocate.modes", FallocateModesField{}, "list",
        "which fallocate calls exist: `allocate` (mode 0), `keep_size`, `punch_hole` "
        "(PUNCH_HOLE\\|KEEP_SIZE), `zero_range` (with or without KEEP_SIZE); the rest get "

@@ -101,6 +101,12 @@ nlohmann::json to_json(const StatsSnapshot& s) {
       {"unlinked_files", s.open.unlinked_files},
       {"unlinked_bytes", s.open.unlinked_bytes},
   };
+  if (s.client) {
+    j["client"] = {
+        {"silly_renames", s.client->silly_renames},
+        {"silly_renamed_open", s.client->silly_renamed_open},
+    };
+  }
   j["ops"] = nlohmann::json::object();
   for (const auto& [name, op] : s.ops) {
     nlohmann::json errors = nlohmann::json::object();

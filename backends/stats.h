@@ -124,6 +124,12 @@ struct OpenStats {
   uint64_t unlinked_bytes = 0;  // their allocated blocks: freed at the last release
 };
 
+// The NFS client's own work (NfsClientLayer), on profiles with client.silly_rename.
+struct ClientStats {
+  uint64_t silly_renames = 0;       // open files renamed to .nfsXXXX instead of removed
+  uint64_t silly_renamed_open = 0;  // such files still open: their .nfs names are still there
+};
+
 struct ClockStats {
   std::string mode = "virtual";  // "virtual", "real" or "real:SCALE"
   uint64_t emulated_ns = 0;      // every operation's emulated time
@@ -137,6 +143,7 @@ struct StatsSnapshot {
   DeferredStats deferred;
   BackgroundStats background;
   OpenStats open;
+  std::optional<ClientStats> client;                // NFS profiles only
   std::map<std::string, OperationStats> ops;        // only operations that happened
   std::map<std::string, FileStats> files;           // by path, "/" rooted; regular files only
   nlohmann::json faults = nlohmann::json::array();  // FaultInjector::to_json()

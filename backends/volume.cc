@@ -267,6 +267,10 @@ Result<Attributes> Volume::lookup(uint64_t parent, const std::string& name, Work
   return namespace_.lookup(parent, name);
 }
 
+Result<Attributes> Volume::entry(uint64_t parent, const std::string& name) {
+  return namespace_.lookup(parent, name, /*reference=*/false);
+}
+
 void Volume::forget(uint64_t inode, uint64_t references, Work& work) {
   namespace_.forget(inode, references, work);
 }

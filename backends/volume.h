@@ -109,6 +109,7 @@ class Volume final : public FileSystem {
   // Throws ImageError (or nlohmann::json::exception) when the image is malformed.
   void load_image(const ImageJson& image);
   std::string path(uint64_t inode) override;
+  Result<Attributes> entry(uint64_t parent, const std::string& name) override;
   Result<FileStats> file_stats(uint64_t inode) override;
   Result<std::vector<Extent>> file_extents(uint64_t inode) override;
   StatsSnapshot snapshot() override;

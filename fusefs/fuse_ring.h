@@ -97,7 +97,10 @@ class FuseRing {
   // FUSE_OVER_IO_URING in the INIT flags (fuse_uring_abi.h).
   static constexpr uint64_t kInitFlag = fuse_uring_abi::kInitFlag;
   // Entries, each with its thread, per CPU queue: the operations a frozen
-  // volume holds, the restart, and one to spare.
+  // volume holds, the restart, and one to spare. An NFS client's removals
+  // waiting for a close (NfsClientLayer::kMaxWaiters) need none of their own:
+  // they wait at most kCloseGrace, so a RELEASE queued behind them is late,
+  // never lost.
   static constexpr int kEntriesPerQueue = FaultLayer::kMaxFrozenOperations + 2;
   // An entry whose payload pages a large request or reply reached gives them
   // back after this long without a request; smaller ones (under kLargeBytes)

@@ -27,6 +27,7 @@
 #include <string>
 
 #include "backends/fault_layer.h"
+#include "backends/nfs_client_layer.h"
 #include "fusefs/fuse_ring.h"
 
 namespace mimicfs {
@@ -41,10 +42,11 @@ enum class IoUring {
 
 class FuseSession {
  public:
-  // libfuse's workers at most: more than the operations a frozen volume holds
-  // waiting, so that ctl and stats.json still find one.
+  // libfuse's workers at most: more than the operations a frozen volume and
+  // an NFS client's removals waiting for a close hold, so that ctl, stats.json
+  // and the RELEASE awaited still find one.
   static constexpr unsigned kMaxThreads = 16;
-  static_assert(kMaxThreads > FaultLayer::kMaxFrozenOperations + 1);
+  static_assert(kMaxThreads > FaultLayer::kMaxFrozenOperations + NfsClientLayer::kMaxWaiters + 1);
 
   // Mounts `adapter` on `mountpoint` (fsname mimicfs-`profile`); error() says
   // why not, logged. `adapter` outlives the session.

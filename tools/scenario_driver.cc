@@ -5,10 +5,12 @@
 // `mimicfs run`, which re-invokes this program with --perform to do the
 // strategy's syscalls on $MIMICFS_MOUNT; the final stats.json is what the table
 // shows. One table per scenario, or --json for machines.
+#include <dirent.h>
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <linux/falloc.h>
 #include <spawn.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -48,7 +50,42 @@ struct Scenario {
   std::string seed_and_question;
   std::vector<std::string> default_profiles;
   std::vector<std::pair<std::string, Strategy>> strategies;
+  // The table's columns after strategy and profile, as (header, note): what the
+  // strategy noted (note()) rather than the stats' usual columns.
+  std::vector<std::pair<std::string, std::string>> noted_columns = {};
 };
+
+// What a strategy saw for its table (noted_columns), kept in the file
+// $MIMICFS_SCENARIO_NOTES that the driver reads after the run.
+void note(const std::string& key, const nlohmann::json& value) {
+  const char* path = std::getenv("MIMICFS_SCENARIO_NOTES");
+  if (path == nullptr) return;
+  nlohmann::json notes = nlohmann::json::object();
+  if (std::ifstream in(path); in) notes = nlohmann::json::parse(in, nullptr, false);
+  if (!notes.is_object()) notes = nlohmann::json::object();
+  notes[key] = value;
+  std::ofstream(path) << notes.dump();
+}
+
+std::string errno_name(int error) {
+  if (error == 0) return "ok";
+  const char* name = strerrorname_np(error);
+  return name != nullptr ? name : std::to_string(error);
+}
+
+// The names in `dir` but "." and "..".
+std::vector<std::string> names_in(const std::string& dir) {
+  std::vector<std::string> names;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (const dirent* e = readdir(d)) {
+      if (std::string_view(e->d_name) != "." && std::string_view(e->d_name) != "..") {
+        names.emplace_back(e->d_name);
+      }
+    }
+    closedir(d);
+  }
+  return names;
+}
 
 // A strategy's outcome: true, or false after saying what failed.
 bool succeeded(const workloads::Outcome& outcome) {
@@ -144,6 +181,78 @@ Scenario punch_scenario() {
           {{"plain_pages", table(false)}, {"punch_half_of_each_page", table(true)}}};
 }
 
+// A database of 4 tables of 4 MiB dropped as `rm -r` does (each entry, then the
+// directory), while another process holds one table open or after it closed
+// it: InfluxDB's DROP DATABASE, MonetDB's DELETE_ME, DuckDB's workspace on NFS.
+// Notes the drop's rmdir, the names it left, the unlink of those names, the
+// space still taken, and an rmdir once the holder has closed the table.
+bool drop_database(const std::string& mount, bool hold_open) {
+  constexpr int kTables = 4;
+  const std::string db = mount + "/db";
+  if (mkdir(db.c_str(), 0755) != 0) {
+    return succeeded(std::unexpected(fmt::format("mkdir {}: {}", db, strerror(errno))));
+  }
+  for (int i = 1; i <= kTables; ++i) {
+    if (!on_file(fmt::format("{}/t{}.ibd", db, i),
+                 [](int fd) { return workloads::write_range(fd, 0, 4 * kMiB, kMiB, 't'); })) {
+      return false;
+    }
+  }
+  // The holder: another process with t1.ibd open until its pipe closes.
+  int ready[2], release[2];
+  if (pipe2(ready, O_CLOEXEC) != 0 || pipe2(release, O_CLOEXEC) != 0) return false;
+  pid_t holder = -1;
+  if (hold_open) {
+    holder = fork();
+    if (holder == 0) {
+      close(release[1]);  // else its read would wait for itself
+      const int fd = open((db + "/t1.ibd").c_str(), O_RDONLY | O_CLOEXEC);
+      char c = fd >= 0 ? 'r' : 'x';
+      (void)!write(ready[1], &c, 1);
+      (void)!read(release[0], &c, 1);
+      _exit(0);
+    }
+    char c = 'x';
+    if (holder < 0 || read(ready[0], &c, 1) != 1 || c != 'r') return false;
+  }
+  for (const auto& name : names_in(db)) (void)unlink((db + "/" + name).c_str());
+  const int dropped = rmdir(db.c_str()) == 0 ? 0 : errno;
+  note("rmdir", errno_name(dropped));
+  const auto left = names_in(db);
+  note("left", left.size());
+  int removal = 0;
+  for (const auto& name : left) {
+    if (unlink((db + "/" + name).c_str()) != 0 && removal == 0) removal = errno;
+  }
+  note("unlink_left", left.empty() ? "-" : errno_name(removal));
+  // Still taken: by names under db/ and by files open with no name.
+  std::ifstream in(mount + "/.mimicfs/stats.json");
+  const auto stats = nlohmann::json::parse(in);
+  uint64_t kept = stats["open"]["unlinked_bytes"].get<uint64_t>();
+  for (const auto& [path, file] : stats["files"].items()) {
+    if (path.starts_with("/db/")) kept += file["allocated_bytes"].get<uint64_t>();
+  }
+  note("kept_mib", fmt::format("{:.1f}", static_cast<double>(kept) / kMiB));
+  close(release[1]);
+  if (holder > 0) waitpid(holder, nullptr, 0);
+  note("rmdir_after_close", dropped == 0 ? "-" : errno_name(rmdir(db.c_str()) == 0 ? 0 : errno));
+  for (const int fd : {ready[0], ready[1], release[0]}) close(fd);
+  return true;
+}
+
+Scenario drop_scenario() {
+  return {"drop",
+          "DROP DATABASE while another process holds a table open (InfluxDB, MonetDB)",
+          {"nfs", "ext4"},
+          {{"drop_after_close", [](const std::string& m) { return drop_database(m, false); }},
+           {"drop_while_open", [](const std::string& m) { return drop_database(m, true); }}},
+          {{"rmdir", "rmdir"},
+           {"names left", "left"},
+           {"unlink them", "unlink_left"},
+           {"kept MiB", "kept_mib"},
+           {"rmdir after close", "rmdir_after_close"}}};
+}
+
 // Runs `argv` (argv[0] searched in PATH) to completion, with `extra_env`
 // ("NAME=VALUE") added to the environment and, when `quiet`, its standard output
 // discarded. No shell: arguments pass as they are. Returns the exit status, 128+N
@@ -213,8 +322,8 @@ Scenario mariadb_scenario() {
 }
 
 std::vector<Scenario> all_scenarios() {
-  return {extend_scenario(), grow_scenario(), concurrent_scenario(),
-          punch_scenario(),  fio_scenario(),  mariadb_scenario()};
+  return {extend_scenario(), grow_scenario(), concurrent_scenario(), punch_scenario(),
+          fio_scenario(),    drop_scenario(), mariadb_scenario()};
 }
 
 uint64_t op_field(const nlohmann::json& stats, const char* op, const char* field) {
@@ -260,6 +369,23 @@ nlohmann::json row_of(const std::string& strategy, const std::string& profile,
 
 void print_table(const Scenario& scenario, const nlohmann::json& rows) {
   fmt::print("\n{} ({})\n", scenario.name, scenario.seed_and_question);
+  if (!scenario.noted_columns.empty()) {
+    fmt::print("{:<28} {:<8}", "strategy", "profile");
+    for (const auto& [header, key] : scenario.noted_columns) fmt::print(" {:>12}", header);
+    fmt::print("\n");
+    for (const auto& r : rows) {
+      fmt::print("{:<28} {:<8}", r["strategy"].get<std::string>(), r["profile"].get<std::string>());
+      const nlohmann::json notes = r.value("notes", nlohmann::json::object());
+      for (const auto& [header, key] : scenario.noted_columns) {
+        const nlohmann::json value = notes.value(key, nlohmann::json("?"));
+        fmt::print(" {:>{}}", value.is_string() ? value.get<std::string>() : value.dump(),
+                   std::max<size_t>(12, header.size()));
+      }
+      fmt::print("\n");
+    }
+    std::fflush(stdout);
+    return;
+  }
   fmt::print("{:<28} {:<8} {:>8} {:>7} {:>8} {:>8} {:>8} {:>8} {:>8} {:>14} {:>14} {:>12} {:>11}\n",
              "strategy", "profile", "writes", "fsyncs", "refused", "punches", "unlinks", "extents",
              "of .ibd", "allocated", "device", "emulated s", "unlink ms");
@@ -296,7 +422,7 @@ int run(int argc, char** argv) {
   std::vector<std::string> perform;
   bool json = false;
   app.add_option("--scenario", only,
-                 "Only this scenario: extend, grow, concurrent, punch, fio, mariadb");
+                 "Only this scenario: extend, grow, concurrent, punch, fio, drop, mariadb");
   app.add_option("--profiles", profiles, "Comma-separated profiles instead of each scenario's own");
   app.add_option("--mimicfs", mimicfs, "The mimicfs binary");
   app.add_flag("--json", json, "Print one JSON document instead of tables");
@@ -318,10 +444,9 @@ int run(int argc, char** argv) {
   }
   if (!only.empty() && std::none_of(scenarios.begin(), scenarios.end(),
                                     [&](const Scenario& s) { return s.name == only; })) {
-    fmt::print(stderr,
-               "mimicfs-scenarios: unknown scenario \"{}\" (known: extend, grow, "
-               "concurrent, punch)\n",
-               only);
+    std::string known;
+    for (const auto& s : scenarios) known += (known.empty() ? "" : ", ") + s.name;
+    fmt::print(stderr, "mimicfs-scenarios: unknown scenario \"{}\" (known: {})\n", only, known);
     return 2;
   }
 
@@ -340,6 +465,8 @@ int run(int argc, char** argv) {
     }
   } cleanup{private_dir};
   const std::string stats_file = std::string(private_dir) + "/stats.json";
+  const std::string notes_file = std::string(private_dir) + "/notes.json";
+  setenv("MIMICFS_SCENARIO_NOTES", notes_file.c_str(), 1);
   setenv("MIMICFS", mimicfs.c_str(), 1);  // for strategies that call mimicfs (mariadb)
   nlohmann::json document = {{"scenarios", nlohmann::json::array()}};
   for (const auto& scenario : scenarios) {
@@ -348,6 +475,7 @@ int run(int argc, char** argv) {
     nlohmann::json rows = nlohmann::json::array();
     for (const auto& profile : profiles.empty() ? scenario.default_profiles : split(profiles)) {
       for (const auto& [strategy, perform_strategy] : scenario.strategies) {
+        std::filesystem::remove(notes_file);
         const int code = run({mimicfs, "run", "--profile", profile, "--stats-out", stats_file, "--",
                               self, "--perform", scenario.name, strategy});
         if (code != 0) {
@@ -358,6 +486,7 @@ int run(int argc, char** argv) {
         }
         std::ifstream in(stats_file);
         rows.push_back(row_of(strategy, profile, nlohmann::json::parse(in)));
+        if (std::ifstream notes(notes_file); notes) rows.back()["notes"] = nlohmann::json::parse(notes);
       }
     }
     if (json) {

@@ -49,6 +49,36 @@ TEST(ScenarioDriver, ExtendTableShowsTheSeed000Pattern) {
   for (const auto& each : extend["rows"]) EXPECT_EQ(each["allocated_bytes"], 64 << 20);
 }
 
+// A database dropped while another process holds a table open: on nfs the
+// drop's rmdir fails (ENOTEMPTY) on the silly-renamed table, whose .nfs name
+// cannot be removed (EBUSY) and keeps its 4 MiB until the holder closes it;
+// on ext4 the drop succeeds and the open table keeps its space with no name.
+TEST(ScenarioDriver, DropWhileOpenShowsTheSillyRename) {
+  MIMICFS_REQUIRE_MOUNTABLE();
+  auto r = run_command({MIMICFS_SCENARIOS_BINARY, "--scenario", "drop", "--json"});
+  ASSERT_EQ(r.exit_status, 0) << r.err;
+  const nlohmann::json doc = nlohmann::json::parse(r.out);
+  ASSERT_EQ(doc["scenarios"].size(), 1u);
+  const auto& drop = doc["scenarios"][0];
+  const auto* nfs = row(drop, "drop_while_open", "nfs");
+  ASSERT_NE(nfs, nullptr);
+  EXPECT_EQ((*nfs)["notes"]["rmdir"], "ENOTEMPTY");
+  EXPECT_EQ((*nfs)["notes"]["left"], 1);
+  EXPECT_EQ((*nfs)["notes"]["unlink_left"], "EBUSY");
+  EXPECT_EQ((*nfs)["notes"]["kept_mib"], "4.0");
+  EXPECT_EQ((*nfs)["notes"]["rmdir_after_close"], "ok");
+  const auto* ext4 = row(drop, "drop_while_open", "ext4");
+  ASSERT_NE(ext4, nullptr);
+  EXPECT_EQ((*ext4)["notes"]["rmdir"], "ok");
+  EXPECT_EQ((*ext4)["notes"]["kept_mib"], "4.0");
+  for (const char* profile : {"nfs", "ext4"}) {
+    const auto* closed = row(drop, "drop_after_close", profile);
+    ASSERT_NE(closed, nullptr);
+    EXPECT_EQ((*closed)["notes"]["rmdir"], "ok") << profile;
+    EXPECT_EQ((*closed)["notes"]["kept_mib"], "0.0") << profile;
+  }
+}
+
 // fio, real software: --fallocate=posix on nfs is the pattern from before
 // MDEV-32268's fix (refused, then glibc's byte per 4 KiB: an extent per 2 KiB once
 // written); native is refused and fio writes its blocks alone (one extent); on

@@ -1264,9 +1264,12 @@ TEST(Locks, FcntlWriteLockAndFlockSucceed) {
 
 // --- unlink -------------------------------------------------------------------------
 
+// A file removed while open lives on with no name until its last close, as
+// on a local filesystem (on NFS with the client's silly rename off: the
+// server's side; nfs_client_test.cc has the client's).
 TEST(Unlink, OpenFileStaysReadableUntilClosed) {
   MIMICFS_REQUIRE_MOUNTABLE();
-  MountedVolume vol("nfs");
+  MountedVolume vol("nfs", {"--set", "client.silly_rename=false"});
   ASSERT_TRUE(vol.mounted()) << vol.error();
   const std::string path = vol.file("#sql-ib123.ibd");
   Fd fd(open(path.c_str(), O_CREAT | O_RDWR, 0644));

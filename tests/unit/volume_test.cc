@@ -628,8 +628,10 @@ TEST(Volume, SeekWithOtherWhenceIsEinval) {
 
 // An unlinked file that is open keeps its blocks until its last handle is
 // released; the inode itself lives until the kernel forgets it.
+// The server's side: a file removed while open (by another client, or with
+// the client's silly rename off) lives on with no name.
 TEST(Volume, UnlinkedOpenFileStaysReadableUntilReleased) {
-  Fs fs("nfs");
+  Fs fs(with("nfs", {"client.silly_rename=false"}));
   const uint64_t file = fs.create("file");  // the caller holds one reference
   ASSERT_TRUE(fs.volume.open(file, O_RDWR).has_value());
   ASSERT_TRUE(fs.write(file, 0, "still here").has_value());
@@ -712,7 +714,7 @@ TEST(Volume, RenameOfMissingSourceIsEnoent) {
 }
 
 TEST(Volume, RenameOntoExistingFileReplacesItAndFreesItsBlocksWhenClosed) {
-  Fs fs("nfs");
+  Fs fs(with("nfs", {"client.silly_rename=false"}));  // the server's side, as above
   const uint64_t a = fs.create("a");
   const uint64_t b = fs.create("b");
   ASSERT_TRUE(fs.volume.open(b, O_RDONLY).has_value());

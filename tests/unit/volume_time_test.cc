@@ -982,7 +982,8 @@ TEST(VolumeCrash, RemovalsCommittedByTheirOwnRules) {
   EXPECT_EQ(btrfs.read(btrfs.inode_of("b"), 0, 10), "new");
   EXPECT_FALSE(exists(btrfs, "a"));
 
-  Fs nfs("nfs");
+  // The server's REMOVE (the client's silly rename would keep the open file).
+  Fs nfs(with("nfs", {"client.silly_rename=false"}));
   const uint64_t f = nfs.create_open("f");
   ASSERT_TRUE(nfs.write(f, 0, "data").has_value());
   nfs.fsync(f);

@@ -1,0 +1,111 @@
+// SPDX-License-Identifier: Apache-2.0
+// NfsClientLayer: what a Linux NFS client does between the program and the
+// server, on profiles with `client.silly_rename` (docs/nfs.md). The layers
+// below are the server: they see, count and charge the client's requests.
+//
+// Silly rename (fs/nfs/unlink.c, nfs_sillyrename): the server keeps no state of
+// which files a client has open, so removing an open file would pull it from
+// under its reader. The client renames it instead, to `.nfs` + 16 hex digits
+// of the file id + 8 of a counter, in the same directory, and removes that name
+// at the last close (nfs_complete_unlink). Unlink of that name while the file
+// is open gets EBUSY; the directory cannot be removed (ENOTEMPTY); a client
+// that crashes first leaves the file behind, holding its space. A rename onto
+// an open file renames the target away the same way first (nfs_rename).
+//
+// Which files are open comes from OPEN and RELEASE. FUSE sends RELEASE after
+// close(2) has returned (fuse_file_put, in the background), so it may reach the
+// daemon after the program's next request. A file whose every handle was
+// flushed (a FLUSH comes with each close(2), before it returns) less than
+// kCloseGrace ago is probably closing: a removal, rmdir or listing waits for
+// its RELEASE, at most until then. An exec'd file gets no FLUSH; it counts as
+// flushed at its open.
+//
+// Thread-safety: one mutex for the open-file table, never held across a call
+// to the server (which may wait: real latency, a frozen volume).
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "backends/layer.h"
+#include "backends/thread_annotations.h"
+
+namespace mimicfs {
+
+class NfsClientLayer final : public Layer {
+ public:
+  // How long after its last FLUSH a file counts as being closed.
+  static constexpr std::chrono::seconds kCloseGrace{1};
+  // Requests waiting for a close at once. A wait holds the thread serving the
+  // request, and the RELEASE it waits for needs one (FuseSession::kMaxThreads
+  // counts them); past this, requests do not wait.
+  static constexpr int kMaxWaiters = 2;
+
+  explicit NfsClientLayer(FileSystem& server) : Layer(server) {}
+
+  Result<Attributes> create(uint64_t parent, const std::string& name, uint32_t mode, uint64_t rdev,
+                            Owner owner, bool open_handle, Work& work) override;
+  Result<Attributes> tmpfile(uint64_t parent, uint32_t mode, Owner owner, Work& work) override;
+  Result<void> open(uint64_t inode, int flags, Work& work) override;
+  Result<void> flush(uint64_t inode, bool writer, Work& work) override;
+  void release(uint64_t inode, Work& work) override;
+  Result<void> unlink(uint64_t parent, const std::string& name, Work& work) override;
+  Result<void> rmdir(uint64_t parent, const std::string& name, Work& work) override;
+  Result<std::vector<DirectoryEntry>> read_directory(uint64_t inode, Work& work) override;
+  Result<void> rename(uint64_t parent, const std::string& name, uint64_t new_parent,
+                      const std::string& new_name, unsigned flags, Work& work) override;
+  // The client reboots with the server: its silly-renamed files stay behind.
+  CrashReport crash(Work& work) override;
+
+  // Adds the client's counters ("client").
+  StatsSnapshot snapshot() override;
+  void reset_statistics() override;
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  struct OpenFile {
+    uint32_t handles = 0;  // OPENs not yet RELEASEd
+    uint32_t flushes = 0;  // FLUSHes of handles that may be closing
+    Clock::time_point last_flush{};
+    // Opened before the last power cut: their RELEASEs still come, but the
+    // rebooted client does not count them as open.
+    uint32_t stale_handles = 0;
+    // Set once renamed away: the name its last close removes.
+    uint64_t silly_parent = 0;
+    std::string silly_name;
+    bool renaming = false;  // a silly rename of it is under way
+    bool removing = false;  // its last close is removing its silly name
+  };
+  // What a name's file is to a removal: not open here, open (the caller
+  // renames it away), already under a silly name, or renamed meanwhile.
+  enum class Busy { kNo, kOpen, kRenamed, kMoved };
+
+  void opened(uint64_t inode, bool flushed) EXCLUDES(mutex_);
+  // Whether `inode` (named `name` in `parent`) is open here, after waiting
+  // for the RELEASE of a file being closed or for a rename of it under way.
+  Busy busy(uint64_t parent, const std::string& name, uint64_t inode) EXCLUDES(mutex_);
+  // Renames the open file `name` (inode `inode`) of `parent` away.
+  Result<void> silly_rename(uint64_t parent, const std::string& name, uint64_t inode, Work& work);
+  // The REMOVE of a closed file's silly name, if it is still that file's.
+  void remove_silly_name(uint64_t inode, uint64_t parent, const std::string& name, Work& work);
+  void finished_removal(uint64_t inode) REQUIRES(mutex_);
+  // Waits, at most kCloseGrace, until no silly-renamed file of `directory` is
+  // being closed or removed.
+  void wait_for_silly_deletes(uint64_t directory) EXCLUDES(mutex_);
+  bool closing(const OpenFile& file) const;
+  bool silly_delete_pending(uint64_t directory) const REQUIRES(mutex_);
+  // Waits on released_ until `deadline`, unless kMaxWaiters already do.
+  bool wait(std::unique_lock<std::mutex>& lock, Clock::time_point deadline) REQUIRES(mutex_);
+
+  mutable std::mutex mutex_;
+  std::condition_variable released_;
+  std::unordered_map<uint64_t, OpenFile> open_ GUARDED_BY(mutex_);
+  uint32_t silly_counter_ GUARDED_BY(mutex_) = 0;  // as nfs_sillyrename's static sillycounter
+  uint64_t silly_renames_ GUARDED_BY(mutex_) = 0;
+  int waiters_ GUARDED_BY(mutex_) = 0;
+};
+
+}  // namespace mimicfs
