@@ -3,24 +3,29 @@
 //
 //   [NfsClientLayer ->] CountingLayer -> CostLayer -> FaultLayer -> Volume
 //
-// The client layer is there on profiles with client.silly_rename: what it
-// sends is what the layers below (the server) see, count and charge.
-// fs() is the top, what the FUSE adapter and the engine tests call. The layers
-// are also reachable by name for what only they know (fault rules, the clock).
+// On profiles with client.nfs the layers below the client are the server, and
+// each mount is a client of it (NfsClients): what a client sends is what the
+// server sees, counts and charges. fs() is the first client (or the top, on a
+// local profile): what the FUSE adapter of the first mount and the engine
+// tests call; add_client() makes another. The layers are also reachable by
+// name for what only they know (fault rules, the clock).
 #pragma once
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <condition_variable>
 #include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "backends/cost_layer.h"
 #include "backends/counting_layer.h"
 #include "backends/data_store.h"
 #include "backends/fault_layer.h"
-#include "backends/nfs_client_layer.h"
+#include "backends/nfs_clients.h"
 #include "backends/power_cut.h"
 #include "backends/volume.h"
 #include "backends/wall_clock.h"
@@ -37,12 +42,30 @@ class Engine {
         counting_(cost_) {
     faults_.set_clock([this] { return cost_.emulated_ns(); });
     faults_.set_crash_hook([this](const PowerCut& cut) { crash(cut, true); });
-    if (volume_.profile().silly_rename) client_ = std::make_unique<NfsClientLayer>(counting_);
+    if (volume_.profile().nfs) {
+      clients_ = std::make_unique<NfsClients>(counting_, volume_.profile().silly_rename);
+      first_client_ = &clients_->add("");
+    }
   }
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
-  FileSystem& fs() { return client_ ? static_cast<FileSystem&>(*client_) : counting_; }
+  FileSystem& fs() { return first_client_ ? static_cast<FileSystem&>(*first_client_) : counting_; }
+  // True where the volume can have several mounts: an NFS server's clients.
+  bool has_clients() const { return clients_ != nullptr; }
+  // Names the first client (by its mount point, for stats.json).
+  void name_first_client(std::string name) {
+    if (first_client_) first_client_->set_name(std::move(name));
+  }
+  // Another client of the server, named by its mount point; has_clients()
+  // must be true. It serves until remove_client().
+  FileSystem& add_client(std::string name) { return clients_->add(std::move(name)); }
+  // A client's mount has gone; not the first one (fs()), which the engine keeps.
+  void remove_client(FileSystem& client) {
+    if (clients_ && &client != first_client_) {
+      clients_->remove(static_cast<const NfsClientLayer&>(client));
+    }
+  }
   Volume& volume() { return volume_; }
   FaultInjector& faults() { return faults_.rules(); }
   CostLayer& cost() { return cost_; }
@@ -62,14 +85,28 @@ class Engine {
   // operation (a crash rule), or operations wait on the frozen volume, holding
   // page locks the kernel's invalidation needs.
   using CrashObserver = std::function<void(const CrashReport&, bool later)>;
-  // Set once, before any operation (the FUSE adapter's cache invalidation).
-  void on_crash(CrashObserver observer) { crash_observer_ = std::move(observer); }
+  // Each mount's adapter invalidates its kernel's caches. Returns the id that
+  // removes it; a removal waits for a crash telling observers meanwhile.
+  int on_crash(CrashObserver observer) {
+    std::lock_guard lock(observers_mutex_);
+    crash_observers_.emplace(++last_observer_, std::move(observer));
+    return last_observer_;
+  }
+  void remove_crash_observer(int id) {
+    std::unique_lock lock(observers_mutex_);
+    assert_held(observers_mutex_);
+    while (observers_busy_ > 0) observers_idle_.wait(lock);
+    crash_observers_.erase(id);
+  }
 
   // A power cut of the whole stack: `ctl crash` (cause "ctl") or a crash rule.
   // With `hold` the volume stays off (EIO) until power_on(), with `freeze` its
   // operations wait for it (FaultLayer::power_off); with `writeback`
   // part of the unsynced overwrites persist first (torn and reordered writes).
-  CrashReport crash(const PowerCut& cut, bool during_operation = false) {
+  // `caller`, the observer of the mount whose `ctl crash` this is, may be told
+  // at once; every other mount's is told to invalidate later, from its own
+  // thread (its session may be ending).
+  CrashReport crash(const PowerCut& cut, bool during_operation = false, int caller = 0) {
     // Operations already waiting on a frozen volume hold page locks the
     // kernel's invalidation needs, whatever this cut is.
     const bool frozen = faults_.frozen() || cut.freeze;
@@ -85,7 +122,23 @@ class Engine {
         cut.freeze ? "; the volume stays off, its operations waiting, until `restart`"
         : cut.hold ? "; the volume stays off until `restart`"
                    : "");
-    if (crash_observer_) crash_observer_(report, during_operation || frozen);
+    // Told without the lock (an invalidation may wait for page locks that a
+    // request holds, and that request may be cut by a crash rule); a removal
+    // waits for it.
+    std::vector<std::pair<int, CrashObserver*>> observers;
+    {
+      std::lock_guard lock(observers_mutex_);
+      ++observers_busy_;
+      for (auto& [id, observer] : crash_observers_) observers.emplace_back(id, &observer);
+    }
+    for (auto& [id, observer] : observers) {
+      (*observer)(report, during_operation || frozen || id != caller);
+    }
+    {
+      std::lock_guard lock(observers_mutex_);
+      --observers_busy_;
+    }
+    observers_idle_.notify_all();
     return report;
   }
 
@@ -111,8 +164,13 @@ class Engine {
   FaultLayer faults_;
   CostLayer cost_;
   CountingLayer counting_;
-  std::unique_ptr<NfsClientLayer> client_;  // NFS profiles
-  CrashObserver crash_observer_;
+  std::unique_ptr<NfsClients> clients_;      // NFS profiles
+  NfsClientLayer* first_client_ = nullptr;  // fs(), owned by clients_
+  std::mutex observers_mutex_;
+  std::map<int, CrashObserver> crash_observers_ GUARDED_BY(observers_mutex_);
+  int last_observer_ GUARDED_BY(observers_mutex_) = 0;
+  int observers_busy_ GUARDED_BY(observers_mutex_) = 0;  // crashes telling them now
+  std::condition_variable observers_idle_;
 };
 
 }  // namespace mimicfs

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "backends/nfs_client_layer.h"
 
+#include "backends/nfs_clients.h"
+
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -34,10 +36,50 @@ Result<Attributes> NfsClientLayer::tmpfile(uint64_t parent, uint32_t mode, Owner
   return created;
 }
 
+// nfs_open revalidates the file with the server (close-to-open): pages
+// cached before another client changed the data are dropped, with the
+// attributes. An O_TRUNC open changes the data for the others.
 Result<void> NfsClientLayer::open(uint64_t inode, int flags, Work& work) {
   auto result = Layer::open(inode, flags, work);
-  if (result) opened(inode, (flags & kOpenForExec) != 0);
+  if (!result) return result;
+  opened(inode, (flags & kOpenForExec) != 0);
+  {
+    std::lock_guard lock(mutex_);
+    if (changed_elsewhere_.erase(inode) > 0 || all_changed_elsewhere_) {
+      work.drop_cached_pages = true;
+      work.changed_attributes.push_back(inode);
+    }
+  }
+  if ((flags & O_TRUNC) != 0) peers_.changed(inode, *this);
   return result;
+}
+
+void NfsClientLayer::changed_elsewhere(uint64_t inode) {
+  std::lock_guard lock(mutex_);
+  if (all_changed_elsewhere_) return;
+  if (changed_elsewhere_.size() >= kMaxChangedElsewhere) {
+    changed_elsewhere_.clear();
+    all_changed_elsewhere_ = true;
+    return;
+  }
+  changed_elsewhere_.insert(inode);
+}
+
+void NfsClientLayer::leave(const Call& call, Work& work, int error) {
+  if (error == 0) {
+    switch (call.op) {
+      case Op::kWrite:
+      case Op::kTruncate:
+      case Op::kFallocate:
+      case Op::kPunch:
+      case Op::kCopyFileRange:
+        peers_.changed(call.inode, *this);
+        break;
+      default:
+        break;
+    }
+  }
+  Layer::leave(call, work, error);
 }
 
 void NfsClientLayer::opened(uint64_t inode, bool flushed) {
@@ -58,6 +100,11 @@ Result<void> NfsClientLayer::flush(uint64_t inode, bool writer, Work& work) {
     OpenFile& file = it->second;
     file.flushes = std::min(file.flushes + 1, file.handles);
     file.last_flush = Clock::now();
+    // nfs_file_flush: the close of a writer reports the writeback's error.
+    if (writer && file.lost_write && result) {
+      file.lost_write = false;
+      return fail(ESTALE);
+    }
   }
   return result;
 }
@@ -74,15 +121,15 @@ void NfsClientLayer::release(uint64_t inode, Work& work) {
     if (auto it = open_.find(inode); it != open_.end()) {
       OpenFile& file = it->second;
       // Which handle this was is not known here: one from before a power cut first.
-      if (file.stale_handles > 0) {
-        --file.stale_handles;
+      if (file.handles_before_crash > 0) {
+        --file.handles_before_crash;
       } else if (file.handles > 0) {
         --file.handles;
       }
       file.flushes = std::min(file.flushes > 0 ? file.flushes - 1 : 0, file.handles);
-      if (file.handles == 0 && file.stale_handles == 0 && !file.renaming && !file.removing) {
+      if (file.handles == 0 && file.handles_before_crash == 0 && !file.renaming && !file.removing) {
         if (file.silly_name.empty()) {
-          open_.erase(it);
+          forget_file(it);
         } else {
           // Kept until the REMOVE is done: an rmdir of its directory waits for
           // it, as nfs_rmdir does (it takes rmdir_sem, which a silly delete holds).
@@ -110,6 +157,8 @@ void NfsClientLayer::remove_silly_name(uint64_t inode, uint64_t parent, const st
   if (auto removed = target().unlink(parent, name, work); !removed) {
     spdlog::warn("nfs client: removing {} at its last close: {}", name,
                  std::strerror(removed.error().value));
+  } else {
+    peers_.removed(inode, *this);
   }
 }
 
@@ -118,7 +167,7 @@ void NfsClientLayer::finished_removal(uint64_t inode) {
     OpenFile& file = it->second;
     file.removing = false;
     file.silly_parent = 0;
-    if (file.handles == 0 && file.stale_handles == 0 && !file.renaming) open_.erase(it);
+    if (file.handles == 0 && file.handles_before_crash == 0 && !file.renaming) forget_file(it);
   }
   released_.notify_all();
 }
@@ -196,15 +245,15 @@ Result<void> NfsClientLayer::silly_rename(uint64_t parent, const std::string& na
     if (renamed) ++silly_renames_;
     if (renamed && !crashed) {
       file.silly_parent = parent;
-      if (file.handles > 0 || file.stale_handles > 0) {
+      if (file.handles > 0 || file.handles_before_crash > 0) {
         file.silly_name = silly;
       } else {
         // Closed while it was being renamed: its last close had no name to remove.
         file.removing = true;
         remove_now = true;
       }
-    } else if (file.handles == 0 && file.stale_handles == 0 && !file.removing) {
-      open_.erase(it);
+    } else if (file.handles == 0 && file.handles_before_crash == 0 && !file.removing) {
+      forget_file(it);
     }
     released_.notify_all();
   }
@@ -223,9 +272,9 @@ Result<void> NfsClientLayer::unlink(uint64_t parent, const std::string& name, Wo
   for (int attempt = 0; attempt < 3; ++attempt) {
     auto entry = target().entry(parent, name);
     if (!entry || S_ISDIR(entry->mode) || entry->nlink != 1) break;
-    switch (busy(parent, name, entry->inode)) {
+    switch (silly_rename_ ? busy(parent, name, entry->inode) : Busy::kNo) {
       case Busy::kNo:
-        return Layer::unlink(parent, name, work);
+        return remove(parent, name, entry->inode, work);
       case Busy::kRenamed:
         return fail(EBUSY);
       case Busy::kOpen:
@@ -235,6 +284,13 @@ Result<void> NfsClientLayer::unlink(uint64_t parent, const std::string& name, Wo
     }
   }
   return Layer::unlink(parent, name, work);
+}
+
+Result<void> NfsClientLayer::remove(uint64_t parent, const std::string& name, uint64_t inode,
+                                    Work& work) {
+  auto removed = Layer::unlink(parent, name, work);
+  if (removed) peers_.removed(inode, *this);
+  return removed;
 }
 
 void NfsClientLayer::wait_for_silly_deletes(uint64_t directory) {
@@ -248,6 +304,7 @@ void NfsClientLayer::wait_for_silly_deletes(uint64_t directory) {
 // nfs_rmdir waits for the silly deletes pending in the directory: a program
 // that closes its last file there and removes the directory succeeds.
 Result<void> NfsClientLayer::rmdir(uint64_t parent, const std::string& name, Work& work) {
+  if (!silly_rename_) return Layer::rmdir(parent, name, work);
   if (auto dir = target().entry(parent, name); dir && S_ISDIR(dir->mode)) {
     wait_for_silly_deletes(dir->inode);
   }
@@ -258,7 +315,7 @@ Result<void> NfsClientLayer::rmdir(uint64_t parent, const std::string& name, Wor
 // program's next request on a LAN; here that close's RELEASE may come after
 // it. A listing waits for it, so that what a test sees does not depend on it.
 Result<std::vector<DirectoryEntry>> NfsClientLayer::read_directory(uint64_t inode, Work& work) {
-  wait_for_silly_deletes(inode);
+  if (silly_rename_) wait_for_silly_deletes(inode);
   return Layer::read_directory(inode, work);
 }
 
@@ -266,58 +323,160 @@ Result<std::vector<DirectoryEntry>> NfsClientLayer::read_directory(uint64_t inod
 // the rename does not remove it from under its reader.
 Result<void> NfsClientLayer::rename(uint64_t parent, const std::string& name, uint64_t new_parent,
                                     const std::string& new_name, unsigned flags, Work& work) {
+  uint64_t removed = 0;  // the target the server removes, stale on the other clients
   for (int attempt = 0; attempt < 3 && flags == 0; ++attempt) {
     auto replaced = target().entry(new_parent, new_name);
     if (!replaced || S_ISDIR(replaced->mode) || replaced->nlink != 1) break;
     auto source = target().entry(parent, name);
     if (!source || source->inode == replaced->inode) break;
-    const Busy state = busy(new_parent, new_name, replaced->inode);
+    const Busy state = silly_rename_ ? busy(new_parent, new_name, replaced->inode) : Busy::kNo;
     if (state == Busy::kMoved) continue;
     if (state == Busy::kRenamed) return fail(EBUSY);
     if (state == Busy::kOpen) {
       if (auto moved = silly_rename(new_parent, new_name, replaced->inode, work); !moved) {
         return moved;
       }
+    } else {
+      removed = replaced->inode;
     }
     break;
   }
-  return Layer::rename(parent, name, new_parent, new_name, flags, work);
+  auto renamed = Layer::rename(parent, name, new_parent, new_name, flags, work);
+  if (renamed && removed != 0) peers_.removed(removed, *this);
+  return renamed;
 }
 
 CrashReport NfsClientLayer::crash(Work& work) {
-  {
-    std::lock_guard lock(mutex_);
-    for (auto& [inode, file] : open_) {
-      file.stale_handles += file.handles;
-      file.handles = 0;
-      file.flushes = 0;
-      if (!file.removing) {
-        file.silly_name.clear();  // the server keeps the file; nobody removes it now
-        file.silly_parent = 0;
-      }
-    }
-    released_.notify_all();
-  }
+  peers_.reboot_all();
   return Layer::crash(work);
 }
 
-StatsSnapshot NfsClientLayer::snapshot() {
-  StatsSnapshot snapshot = Layer::snapshot();
+void NfsClientLayer::reboot() {
+  std::lock_guard lock(mutex_);
+  for (auto& [inode, file] : open_) {
+    file.handles_before_crash += file.handles;
+    file.handles = 0;
+    file.flushes = 0;
+    if (!file.removing) {
+      file.silly_name.clear();  // the server keeps the file; nobody removes it now
+      file.silly_parent = 0;
+    }
+  }
+  released_.notify_all();
+}
+
+void NfsClientLayer::forget_file(std::unordered_map<uint64_t, OpenFile>::iterator it) {
+  if (it->second.stale) stale_files_.fetch_sub(1, std::memory_order_relaxed);
+  open_.erase(it);
+}
+
+// The server removed a file this client has open: its handle is stale from
+// now on (nfs_revalidate_inode's ESTALE marks the inode, NFS_INO_STALE).
+void NfsClientLayer::removed_elsewhere(uint64_t inode) {
+  std::lock_guard lock(mutex_);
+  auto it = open_.find(inode);
+  if (it == open_.end() || it->second.handles == 0 || it->second.stale) return;
+  it->second.stale = true;
+  stale_files_.fetch_add(1, std::memory_order_relaxed);
+}
+
+bool NfsClientLayer::stale(uint64_t inode, StaleUse use) {
+  std::lock_guard lock(mutex_);
+  auto it = open_.find(inode);
+  if (it == open_.end() || !it->second.stale) return false;
+  OpenFile& file = it->second;
+  if (use == StaleUse::kCachedWrite) file.lost_write = true;
+  if (use == StaleUse::kFsync) {
+    // nfs_file_fsync sends nothing for a clean file: only a lost write fails it.
+    if (!file.lost_write) return false;
+    file.lost_write = false;  // reported now
+  }
+  ++stale_requests_;
+  return true;
+}
+
+namespace {
+
+// The requests about one file that go to the server with its file handle. A
+// RELEASE does not (NFSv3 has no CLOSE), nor does a FLUSH of a file with no
+// dirty pages; a write goes to the page cache (NfsClientLayer::write).
+bool uses_file_handle(Op op) {
+  switch (op) {
+    case Op::kGetattr:
+    case Op::kSetattr:
+    case Op::kTruncate:
+    case Op::kOpen:
+    case Op::kRead:
+    case Op::kFsync:
+    case Op::kFallocate:
+    case Op::kPunch:
+    case Op::kLseek:
+    case Op::kSetxattr:
+    case Op::kGetxattr:
+    case Op::kListxattr:
+    case Op::kRemovexattr:
+    case Op::kCopyFileRange:
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+Result<void> NfsClientLayer::enter(const Call& call, Work& work) {
+  if (stale_files_.load(std::memory_order_relaxed) > 0 && uses_file_handle(call.op) &&
+      stale(call.inode, call.op == Op::kFsync ? StaleUse::kFsync : StaleUse::kRequest)) {
+    return fail(ESTALE);
+  }
+  return Layer::enter(call, work);
+}
+
+// A write to a stale file lands in the page cache and is lost at its
+// writeback (nfs_writeback_done gets ESTALE); the next close or fsync reports
+// it (nfs_file_flush, nfs_file_fsync). An O_SYNC or O_DIRECT write is sent at
+// once and fails at once.
+Result<size_t> NfsClientLayer::write(uint64_t inode, uint64_t offset,
+                                     std::span<const std::byte> data, int flags, Work& work) {
+  if (stale_files_.load(std::memory_order_relaxed) > 0) {
+    const bool synchronous = (flags & (O_SYNC | O_DSYNC | O_DIRECT)) != 0;
+    if (stale(inode, synchronous ? StaleUse::kRequest : StaleUse::kCachedWrite)) {
+      if (synchronous) return fail(ESTALE);
+      return data.size();
+    }
+  }
+  return Layer::write(inode, offset, data, flags, work);
+}
+
+ClientStats NfsClientLayer::client_stats() {
   std::lock_guard lock(mutex_);
   ClientStats client;
+  client.mount = name_;
   client.silly_renames = silly_renames_;
   client.silly_renamed_open = static_cast<uint64_t>(
       std::count_if(open_.begin(), open_.end(), [](const auto& open) {
         return !open.second.silly_name.empty() || open.second.removing;
       }));
-  snapshot.client = client;
+  client.stale_handles = stale_requests_;
+  return client;
+}
+
+StatsSnapshot NfsClientLayer::snapshot() {
+  StatsSnapshot snapshot = Layer::snapshot();
+  snapshot.client = client_stats();
+  snapshot.clients = peers_.stats();
   return snapshot;
 }
 
 void NfsClientLayer::reset_statistics() {
   Layer::reset_statistics();
+  peers_.reset_statistics();
+}
+
+void NfsClientLayer::reset_client_statistics() {
   std::lock_guard lock(mutex_);
   silly_renames_ = 0;
+  stale_requests_ = 0;
 }
 
 }  // namespace mimicfs

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // NfsClientLayer: what a Linux NFS client does between the program and the
-// server, on profiles with `client.silly_rename` (docs/nfs.md). The layers
-// below are the server: they see, count and charge the client's requests.
+// server, on profiles with `client.nfs` (docs/nfs.md): one per mount of the
+// volume (NfsClients). The layers below are the server: they see, count and
+// charge every client's requests.
 //
 // Silly rename (fs/nfs/unlink.c, nfs_sillyrename): the server keeps no state of
 // which files a client has open, so removing an open file would pull it from
@@ -24,16 +25,20 @@
 // to the server (which may wait: real latency, a frozen volume).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "backends/layer.h"
 #include "backends/thread_annotations.h"
 
 namespace mimicfs {
+
+class NfsClients;
 
 class NfsClientLayer final : public Layer {
  public:
@@ -44,7 +49,18 @@ class NfsClientLayer final : public Layer {
   // counts them); past this, requests do not wait.
   static constexpr int kMaxWaiters = 2;
 
-  explicit NfsClientLayer(FileSystem& server) : Layer(server) {}
+  // A client of `server`, one of `peers`, named by its mount point.
+  NfsClientLayer(FileSystem& server, NfsClients& peers, std::string name, bool silly_rename)
+      : Layer(server), peers_(peers), silly_rename_(silly_rename), name_(std::move(name)) {}
+
+  std::string name() const EXCLUDES(mutex_) {
+    std::lock_guard lock(mutex_);
+    return name_;
+  }
+  void set_name(std::string name) EXCLUDES(mutex_) {
+    std::lock_guard lock(mutex_);
+    name_ = std::move(name);
+  }
 
   Result<Attributes> create(uint64_t parent, const std::string& name, uint32_t mode, uint64_t rdev,
                             Owner owner, bool open_handle, Work& work) override;
@@ -57,12 +73,28 @@ class NfsClientLayer final : public Layer {
   Result<std::vector<DirectoryEntry>> read_directory(uint64_t inode, Work& work) override;
   Result<void> rename(uint64_t parent, const std::string& name, uint64_t new_parent,
                       const std::string& new_name, unsigned flags, Work& work) override;
-  // The client reboots with the server: its silly-renamed files stay behind.
+  Result<size_t> write(uint64_t inode, uint64_t offset, std::span<const std::byte> data, int flags,
+                       Work& work) override;
+  // Every client reboots with the server: their silly-renamed files stay behind.
   CrashReport crash(Work& work) override;
 
-  // Adds the client's counters ("client").
+  // Adds this client's counters ("client") and every client's ("clients").
   StatsSnapshot snapshot() override;
+  // Every client's counters and the server's.
   void reset_statistics() override;
+
+  // What NfsClients tells one client of the others and of a power cut.
+  void removed_elsewhere(uint64_t inode) EXCLUDES(mutex_);
+  void changed_elsewhere(uint64_t inode) EXCLUDES(mutex_);
+  ClientStats client_stats() EXCLUDES(mutex_);
+  void reboot() EXCLUDES(mutex_);
+  void reset_client_statistics() EXCLUDES(mutex_);
+
+ protected:
+  // ESTALE for a request about a stale file.
+  Result<void> enter(const Call& call, Work& work) override;
+  // Tells the other clients of a change of a file's data.
+  void leave(const Call& call, Work& work, int error) override;
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -72,7 +104,10 @@ class NfsClientLayer final : public Layer {
     Clock::time_point last_flush{};
     // Opened before the last power cut: their RELEASEs still come, but the
     // rebooted client does not count them as open.
-    uint32_t stale_handles = 0;
+    uint32_t handles_before_crash = 0;
+    // Removed on the server by another client while open here.
+    bool stale = false;
+    bool lost_write = false;  // a write to it was lost: the next close says so
     // Set once renamed away: the name its last close removes.
     uint64_t silly_parent = 0;
     std::string silly_name;
@@ -84,6 +119,16 @@ class NfsClientLayer final : public Layer {
   enum class Busy { kNo, kOpen, kRenamed, kMoved };
 
   void opened(uint64_t inode, bool flushed) EXCLUDES(mutex_);
+  // Unlinks `name` of `parent`, file `inode`, and tells the other clients.
+  Result<void> remove(uint64_t parent, const std::string& name, uint64_t inode, Work& work);
+  // What a use of a stale file leaves to report: nothing (a request refused
+  // now), a write lost at its writeback (the next close reports it), or the
+  // report itself (an fsync).
+  enum class StaleUse { kRequest, kCachedWrite, kFsync };
+  // Whether `inode` is stale here; counts the request when it is.
+  bool stale(uint64_t inode, StaleUse use) EXCLUDES(mutex_);
+  // Erases a file no handle holds any more.
+  void forget_file(std::unordered_map<uint64_t, OpenFile>::iterator it) REQUIRES(mutex_);
   // Whether `inode` (named `name` in `parent`) is open here, after waiting
   // for the RELEASE of a file being closed or for a rename of it under way.
   Busy busy(uint64_t parent, const std::string& name, uint64_t inode) EXCLUDES(mutex_);
@@ -100,12 +145,24 @@ class NfsClientLayer final : public Layer {
   // Waits on released_ until `deadline`, unless kMaxWaiters already do.
   bool wait(std::unique_lock<std::mutex>& lock, Clock::time_point deadline) REQUIRES(mutex_);
 
+  NfsClients& peers_;
+  const bool silly_rename_;
   mutable std::mutex mutex_;
+  std::string name_ GUARDED_BY(mutex_);
   std::condition_variable released_;
   std::unordered_map<uint64_t, OpenFile> open_ GUARDED_BY(mutex_);
   uint32_t silly_counter_ GUARDED_BY(mutex_) = 0;  // as nfs_sillyrename's static sillycounter
   uint64_t silly_renames_ GUARDED_BY(mutex_) = 0;
+  uint64_t stale_requests_ GUARDED_BY(mutex_) = 0;
+  // Files whose data another client changed since this one last opened them.
+  // Past kMaxChangedElsewhere, every open drops its pages: bounded memory, and
+  // a page cache never older than the server.
+  static constexpr size_t kMaxChangedElsewhere = 1 << 16;
+  std::unordered_set<uint64_t> changed_elsewhere_ GUARDED_BY(mutex_);
+  bool all_changed_elsewhere_ GUARDED_BY(mutex_) = false;
   int waiters_ GUARDED_BY(mutex_) = 0;
+  // Stale files in open_: while 0, no request looks for one.
+  std::atomic<uint32_t> stale_files_{0};
 };
 
 }  // namespace mimicfs

@@ -193,6 +193,10 @@ std::expected<void, std::string> validate(const Profile& p, std::string_view sou
                              "device.allocation_unit ({})",
                              p.logical_block_size, unit));
   }
+  if (p.silly_rename && !p.nfs) {
+    return error({"client.silly_rename", "client.nfs"},
+                 "client.silly_rename needs client.nfs (only an NFS client renames open files)");
+  }
   if (p.speculative_preallocation_min_bytes > p.speculative_preallocation_max_bytes) {
     return error({"allocation.speculative_preallocation_min_bytes",
                   "allocation.speculative_preallocation_max_bytes"},

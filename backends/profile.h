@@ -119,6 +119,7 @@ struct Profile {
   std::string rename_onto_nonempty = "ENOTEMPTY";  // or "EEXIST" (xfs)
 
   // [client]: what the NFS client does on its own (NfsClientLayer, docs/nfs.md).
+  bool nfs = false;           // each mount is a client of the emulated server (--client-of)
   bool silly_rename = false;  // unlink or rename over a file open here renames it to .nfsXXXX
 
   bool supports(FallocateMode mode) const {

@@ -151,6 +151,11 @@ const std::vector<ProfileKey>& profile_keys() {
        "the error of a rename onto a directory that is not empty (POSIX allows either): "
        "`ENOTEMPTY` (ext4, btrfs, tmpfs) or `EEXIST` (xfs_rename)",
        false, 0, 0, false, kNonEmptyTargetErrors, "error"},
+      flag("client.nfs", &Profile::nfs,
+           "the mount is an NFS client of the emulated server: `mount --client-of` mounts "
+           "more clients of the same server, each with its own open files; a file one "
+           "client removes while another has it open is stale there (ESTALE). false: a "
+           "local filesystem, one mount"),
       flag("client.silly_rename", &Profile::silly_rename,
            "the NFS client's silly rename (nfs_sillyrename): unlink of a file open on this "
            "mount, or a rename onto it, renames it to `.nfs` + its file id + a counter in the "

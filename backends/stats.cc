@@ -101,11 +101,20 @@ nlohmann::json to_json(const StatsSnapshot& s) {
       {"unlinked_files", s.open.unlinked_files},
       {"unlinked_bytes", s.open.unlinked_bytes},
   };
-  if (s.client) {
-    j["client"] = {
-        {"silly_renames", s.client->silly_renames},
-        {"silly_renamed_open", s.client->silly_renamed_open},
-    };
+  auto client_json = [](const ClientStats& c) {
+    return nlohmann::json{{"silly_renames", c.silly_renames},
+                          {"silly_renamed_open", c.silly_renamed_open},
+                          {"stale_handles", c.stale_handles}};
+  };
+  // The mount's own client; every client, by mount point, where there are
+  // several (a volume's stats do not depend on where it is mounted).
+  if (s.client) j["client"] = client_json(*s.client);
+  if (s.clients.size() > 1) {
+    j["clients"] = nlohmann::json::array();
+    for (const ClientStats& c : s.clients) {
+      j["clients"].push_back(client_json(c));
+      j["clients"].back()["mount"] = c.mount;
+    }
   }
   j["ops"] = nlohmann::json::object();
   for (const auto& [name, op] : s.ops) {

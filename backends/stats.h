@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "backends/result.h"
 #include "backends/thread_annotations.h"
@@ -124,10 +125,13 @@ struct OpenStats {
   uint64_t unlinked_bytes = 0;  // their allocated blocks: freed at the last release
 };
 
-// The NFS client's own work (NfsClientLayer), on profiles with client.silly_rename.
+// One NFS client's own work (NfsClientLayer), on profiles with client.nfs.
 struct ClientStats {
+  std::string mount;                // the client's mount point
   uint64_t silly_renames = 0;       // open files renamed to .nfsXXXX instead of removed
   uint64_t silly_renamed_open = 0;  // such files still open: their .nfs names are still there
+  // Requests answered ESTALE: about a file open here that another client removed.
+  uint64_t stale_handles = 0;
 };
 
 struct ClockStats {
@@ -143,7 +147,8 @@ struct StatsSnapshot {
   DeferredStats deferred;
   BackgroundStats background;
   OpenStats open;
-  std::optional<ClientStats> client;                // NFS profiles only
+  std::optional<ClientStats> client;                // NFS profiles: this mount's client
+  std::vector<ClientStats> clients;                 // and every client of the server
   std::map<std::string, OperationStats> ops;        // only operations that happened
   std::map<std::string, FileStats> files;           // by path, "/" rooted; regular files only
   nlohmann::json faults = nlohmann::json::array();  // FaultInjector::to_json()

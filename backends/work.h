@@ -108,6 +108,10 @@ struct Work {
   // The size, blocks and times a write, truncate or fallocate changes on its
   // own inode are not listed: the FUSE kernel drops those itself.
   std::vector<uint64_t> changed_attributes;
+  // Set by an NFS client's open (close-to-open): the file's data changed on
+  // the server since this client last had it, through another client. The
+  // caller drops the pages it cached (and the inode is in changed_attributes).
+  bool drop_cached_pages = false;
 };
 
 }  // namespace mimicfs

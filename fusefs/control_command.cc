@@ -59,6 +59,13 @@ std::expected<ControlCommand, std::string> parse_control_command(std::string_vie
     if (!mode) return std::unexpected(mode.error());
     return LatencyCommand{*mode};
   }
+  if (constexpr std::string_view kClientMount = "client mount "; text.starts_with(kClientMount)) {
+    const std::string_view path = text.substr(kClientMount.size());
+    if (!path.starts_with('/')) {
+      return std::unexpected(fmt::format("client mount: \"{}\" is not an absolute path", path));
+    }
+    return ClientMountCommand{std::string(path)};
+  }
   return std::unexpected(fmt::format("unknown command \"{}\" (known: {})", text, kControlCommands));
 }
 

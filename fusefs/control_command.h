@@ -15,6 +15,8 @@
 //   fault add RULE   add a fault rule (fault_injector.h)
 //   fault clear      remove every fault rule
 //   latency MODE     virtual, real or real:SCALE
+//   client mount DIR mount another NFS client of this volume's server on DIR
+//                    (an absolute path; `mimicfs mount --client-of` sends it)
 #pragma once
 
 #include <expected>
@@ -41,16 +43,17 @@ struct FaultAddCommand {
 struct LatencyCommand {
   LatencyMode mode;
 };
+struct ClientMountCommand {
+  std::string mountpoint;  // absolute
+};
 
 using ControlCommand =
     std::variant<ResetCommand, CrashCommand, RestartCommand, SyncCommand, SettleCommand,
-                 FaultClearCommand, FaultAddCommand, LatencyCommand>;
+                 FaultClearCommand, FaultAddCommand, LatencyCommand, ClientMountCommand>;
 
 inline constexpr std::string_view kControlCommands =
     "reset, crash [hold|freeze] [writeback=P] [seed=S], restart, sync, settle, fault add RULE, "
-    "fault "
-    "clear, latency "
-    "virtual|real|real:SCALE";
+    "fault clear, latency virtual|real|real:SCALE, client mount DIR";
 
 // Parses one command (trailing newlines and spaces ignored). On error, one line
 // saying what is wrong: an unknown command, a malformed fault rule or latency mode.

@@ -33,7 +33,7 @@ std::optional<Result<Attributes>> ControlFiles::lookup(uint64_t parent,
   if (name == "ctl") return attributes(kCtlInode);
   if (name == "layout.json") return attributes(kLayoutInode);
   if (name == ".") return attributes(kDirectoryInode);
-  if (name == "..") return engine_.fs().getattr(FileSystem::kRootInode);
+  if (name == "..") return fs_.getattr(FileSystem::kRootInode);
   return fail(ENOENT);
 }
 
@@ -53,13 +53,13 @@ Result<std::string> ControlFiles::open_contents(uint64_t inode, int flags) const
   if (inode == kDirectoryInode) return fail(EISDIR);
   if (inode == kStatsInode) {
     if (access != O_RDONLY) return fail(EACCES);
-    nlohmann::json stats = to_json(engine_.fs().snapshot());
+    nlohmann::json stats = to_json(fs_.snapshot());
     if (describe_fuse_) stats["fuse"] = describe_fuse_();
     return stats.dump(2) + "\n";
   }
   if (inode == kLayoutInode) {
     if (access != O_RDONLY) return fail(EACCES);
-    return to_json(engine_.fs().layout()).dump() + "\n";
+    return to_json(fs_.layout()).dump() + "\n";
   }
   if (access == O_RDONLY) return fail(EACCES);
   return std::string();
@@ -72,20 +72,20 @@ Result<void> ControlFiles::execute(std::string_view text, Work& work) {
     return fail(EINVAL);
   }
   if (std::holds_alternative<ResetCommand>(*command)) {
-    engine_.fs().reset_statistics();
+    fs_.reset_statistics();  // an NFS client's resets every client's
     spdlog::info("ctl: counters reset");
   } else if (const auto* crash = std::get_if<CrashCommand>(&*command)) {
-    engine_.crash(crash->cut);
+    engine_.crash(crash->cut, false, crash_observer_);
   } else if (std::holds_alternative<SyncCommand>(*command)) {
     if (!engine_.powered()) return fail(EIO);  // held off: nothing reaches the volume
-    engine_.fs().sync_all(work);
+    fs_.sync_all(work);
     spdlog::info("ctl: everything is durable");
   } else if (std::holds_alternative<RestartCommand>(*command)) {
     engine_.power_on();
     if (after_restart_) after_restart_();
     spdlog::info("ctl: powered on");
   } else if (std::holds_alternative<SettleCommand>(*command)) {
-    spdlog::info("ctl: {} deferred tasks completed", engine_.fs().complete_all_deferred());
+    spdlog::info("ctl: {} deferred tasks completed", fs_.complete_all_deferred());
   } else if (std::holds_alternative<FaultClearCommand>(*command)) {
     engine_.faults().clear();
     spdlog::info("ctl: fault rules cleared");
@@ -98,6 +98,9 @@ Result<void> ControlFiles::execute(std::string_view text, Work& work) {
   } else if (const auto* latency = std::get_if<LatencyCommand>(&*command)) {
     engine_.cost().set_latency(latency->mode);
     spdlog::info("ctl: latency {}", latency->mode.to_string());
+  } else if (const auto* client = std::get_if<ClientMountCommand>(&*command)) {
+    if (!mount_client_) return fail(EOPNOTSUPP);
+    return mount_client_(client->mountpoint);
   }
   return {};
 }
@@ -105,7 +108,7 @@ Result<void> ControlFiles::execute(std::string_view text, Work& work) {
 std::optional<Result<std::string>> ControlFiles::virtual_xattr(uint64_t inode,
                                                                const std::string& name) {
   if (!name.starts_with(kXattrPrefix)) return std::nullopt;
-  auto stats = engine_.fs().file_stats(inode);
+  auto stats = fs_.file_stats(inode);
   if (!stats) return std::unexpected(stats.error());
   const std::string key = name.substr(kXattrPrefix.size());
   uint64_t value;

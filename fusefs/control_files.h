@@ -34,7 +34,9 @@ class ControlFiles {
   static constexpr uint64_t kCtlInode = 4;
   static constexpr uint64_t kLayoutInode = 5;
 
-  explicit ControlFiles(Engine& engine) : engine_(engine) {}
+  // The control files of the mount whose view of the volume is `fs` (its NFS
+  // client, or the engine's top).
+  ControlFiles(Engine& engine, FileSystem& fs) : engine_(engine), fs_(fs) {}
 
   static bool owns(uint64_t inode) { return inode >= kDirectoryInode && inode <= kLayoutInode; }
   // True for the name that may not be created in the root: ".mimicfs".
@@ -57,6 +59,16 @@ class ControlFiles {
   // on, before the ctl write is answered (the adapter's pending invalidations).
   void after_restart(std::function<void()> hook) { after_restart_ = std::move(hook); }
 
+  // Set once, before any operation: the crash observer (Engine::on_crash) of
+  // this mount, told of a `ctl crash` written here at once.
+  void set_crash_observer(int id) { crash_observer_ = id; }
+
+  // Set once, before any operation: what `client mount DIR` calls (the
+  // daemon's); an errno, logged, when the client cannot be mounted. Without
+  // it the command gets EOPNOTSUPP.
+  using ClientMounter = std::function<Result<void>(const std::string& mountpoint)>;
+  void mount_clients_with(ClientMounter mounter) { mount_client_ = std::move(mounter); }
+
   // Set once, before any operation: stats.json's "fuse" object, what the
   // daemon's side of FUSE says of itself (the transport), which the engine
   // knows nothing of.
@@ -70,7 +82,10 @@ class ControlFiles {
  private:
   Attributes attributes(uint64_t inode) const;
   Engine& engine_;
+  FileSystem& fs_;
   std::function<void()> after_restart_;
+  ClientMounter mount_client_;
+  int crash_observer_ = 0;
   std::function<nlohmann::json()> describe_fuse_;
 };
 

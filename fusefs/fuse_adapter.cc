@@ -346,8 +346,9 @@ void on_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     if (!opened) return ErrorReply{opened.error().value};
     // As for explicit_inval_data above: the pages cached from an earlier open
     // are still the file's, unless a crash rule's invalidation may not have
-    // reached the kernel yet.
-    reply.info.keep_cache = self.invalidations_pending() ? 0 : 1;
+    // reached the kernel yet, or another NFS client changed the file since
+    // (close-to-open; the kernel drops them as it opens).
+    reply.info.keep_cache = self.invalidations_pending() || work.drop_cached_pages ? 0 : 1;
     reply.interrupted = [&self, ino] { self.fs().release(ino); };
     return reply;
   });
@@ -616,24 +617,24 @@ void on_lseek(fuse_req_t req, fuse_ino_t ino, off_t offset, int whence, fuse_fil
 
 }  // namespace
 
-FuseAdapter::FuseAdapter(Engine& engine, AdapterOptions options)
-    : engine_(engine), control_(engine), options_(options) {
-  engine_.on_crash([this](const CrashReport& report, bool later) {
+FuseAdapter::FuseAdapter(Engine& engine, FileSystem& fs, AdapterOptions options)
+    : engine_(engine), fs_(fs), control_(engine, fs), options_(options) {
+  crash_observer_ = engine_.on_crash([this](const CrashReport& report, bool later) {
     if (later) {
       invalidate_later(report);
     } else {
       invalidate(report);  // the ctl write holds no lock on these files
     }
   });
-  engine_.stop_waiting_when([this] {
-    fuse_session* session = session_.load();
-    return session == nullptr || fuse_session_exited(session);
-  });
+  control_.set_crash_observer(crash_observer_);
   // What a restart's caller reads next must not come from pages of the crashed world.
   control_.after_restart([this] { wait_for_invalidations(std::chrono::seconds(10)); });
 }
 
-FuseAdapter::~FuseAdapter() { detach(); }
+FuseAdapter::~FuseAdapter() {
+  engine_.remove_crash_observer(crash_observer_);
+  detach();
+}
 
 void FuseAdapter::detach() {
   {

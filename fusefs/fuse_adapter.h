@@ -39,7 +39,9 @@ struct AdapterOptions {
 
 class FuseAdapter {
  public:
-  FuseAdapter(Engine& engine, AdapterOptions options);
+  // The adapter of one mount, whose view of the volume is `fs`: engine.fs(),
+  // or another NFS client (Engine::add_client). Both outlive the adapter.
+  FuseAdapter(Engine& engine, FileSystem& fs, AdapterOptions options);
   ~FuseAdapter();
   FuseAdapter(const FuseAdapter&) = delete;
   FuseAdapter& operator=(const FuseAdapter&) = delete;
@@ -60,7 +62,7 @@ class FuseAdapter {
   // What passes between the kernel and libfuse for this adapter's session.
   FuseChannel& channel() { return channel_; }
 
-  FileSystem& fs() { return engine_.fs(); }
+  FileSystem& fs() { return fs_; }
   Engine& engine() { return engine_; }
   ControlFiles& control() { return control_; }
   const AdapterOptions& options() const { return options_; }
@@ -75,6 +77,9 @@ class FuseAdapter {
   // does not wait for the worker: under a freeze that waits for the restart.
   bool invalidations_pending() const { return pending_.load() > 0; }
 
+  // Waits until the worker told the kernel everything queued, at most `limit`.
+  void wait_for_invalidations(std::chrono::milliseconds limit);
+
  private:
   // Tells the kernel to forget entries and file pages a crash undid.
   void invalidate(const CrashReport& report);
@@ -83,11 +88,11 @@ class FuseAdapter {
   // worker does it after.
   void invalidate_later(CrashReport report);
   void start_worker_locked();  // with queue_mutex_ held
-  // Waits until the worker told the kernel everything queued, at most `limit`.
-  void wait_for_invalidations(std::chrono::milliseconds limit);
 
   Engine& engine_;
+  FileSystem& fs_;
   ControlFiles control_;
+  int crash_observer_ = 0;
   const AdapterOptions options_;
   FuseChannel channel_;
   std::atomic<fuse_session*> session_{nullptr};

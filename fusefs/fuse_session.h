@@ -13,11 +13,10 @@
 // memory the workers hold is bounded by their number, not returned once the
 // load has gone.
 //
-// The stop signals are the process's, not the session's: the caller that
-// wants them installs libfuse's handlers on one session (mount.cc) and keeps
-// them blocked in every other thread, since the loop's main thread is the one
-// they must interrupt. (So is FuseRing::fail's SIGTERM to the process, when a
-// ring fails after it served: it ends every session of the process.)
+// The stop signals are the process's, not the session's: Daemon reads them on
+// its main thread and ends every session (fuse_session_exit, then a signal
+// that interrupts the loop's wait). So does FuseRing::fail's SIGTERM to the
+// process, when a ring fails after it served.
 #pragma once
 
 #define FUSE_USE_VERSION 314

@@ -22,6 +22,7 @@
 #include "backends/host_data_store.h"
 #include "backends/profile.h"
 #include "backends/profile_schema.h"
+#include "fusefs/client_command.h"
 #include "fusefs/completion_command.h"
 #include "fusefs/crashtest_command.h"
 #include "fusefs/exit_status.h"
@@ -226,6 +227,10 @@ int run(int argc, char** argv) {
       "Keep file contents in sparse files under this directory (empty, or one a mimicfs "
       "used before) instead of in memory; see docs/architecture.md";
   mount->add_option("--data-dir", data_dir, kDataDirHelp);
+  std::string client_of;
+  mount->add_option("--client-of", client_of,
+                    "Mount DIR as another NFS client of the volume mounted on this directory, "
+                    "served by its daemon (nfs profiles; see docs/nfs.md)");
   mount->add_option("DIR", mountpoint, "Empty directory to mount on")->required();
 
   // run
@@ -255,6 +260,10 @@ int run(int argc, char** argv) {
   std::string run_log_level = "warn", run_log_file, run_io_uring = "auto";
   double run_attr_timeout = AdapterOptions{}.attr_timeout;
   add_daemon_options(run_app, run_log_level, run_log_file, run_attr_timeout, run_io_uring);
+  std::string run_client_of;
+  run_app->add_option("--client-of", run_client_of,
+                      "Mount another NFS client of the volume mounted on this directory instead "
+                      "of a new volume (nfs profiles; see docs/nfs.md)");
   run_app->add_option("COMMAND", run_args, "The command and its arguments, after --")->required();
 
   // crashtest
@@ -384,6 +393,19 @@ int run(int argc, char** argv) {
     }
     return usage_error(fmt::format("help: no command \"{}\" (try --help)", help_topic));
   }
+  if (*mount && !client_of.empty()) {
+    // The daemon of CLIENT_OF serves the new client with its own settings.
+    for (const char* option : {"--profile", "--profile-file", "--set", "--latency", "--fault",
+                               "--foreground", "--log-level", "--log-file", "--attr-timeout",
+                               "--data-dir"}) {
+      if (mount->count(option) > 0) {
+        return usage_error(fmt::format("mount: {} cannot be given with --client-of: a client is "
+                                       "served by the daemon of {}, with its settings",
+                                       option, client_of));
+      }
+    }
+    return mount_client_of(client_of, mountpoint);
+  }
   if (*mount) {
     set_up_logging(log_level, log_file);
     auto profile = chosen_profile(profile_name, profile_file, overrides);
@@ -426,6 +448,16 @@ int run(int argc, char** argv) {
   }
   if (*run_app) {
     set_up_logging("warn", "");
+    if (!run_client_of.empty()) {
+      for (const char* option : {"--profile", "--profile-file", "--set", "--latency", "--fault",
+                                 "--log-level", "--log-file", "--attr-timeout", "--data-dir"}) {
+        if (run_app->count(option) > 0) {
+          return usage_error(fmt::format("run: {} cannot be given with --client-of: the client "
+                                         "is served by the daemon of {}, with its settings",
+                                         option, run_client_of));
+        }
+      }
+    }
     auto profile = chosen_profile(run_profile.name, run_profile.file, run_profile.overrides);
     if (!profile) return usage_error(profile.error());
     auto latency = LatencyMode::parse(run_latency_text);
@@ -458,7 +490,7 @@ int run(int argc, char** argv) {
     }
     return run_with_mount(RunOptions{std::move(*profile), run_args, run_stats_out, *latency,
                                      run_fault_rules, run_data_dir, std::move(mount_options),
-                                     run_log_file});
+                                     run_log_file, run_client_of});
   }
   if (*crashtest_app) {
     auto profile = chosen_profile(crash_profile.name, crash_profile.file, crash_profile.overrides);

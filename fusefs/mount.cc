@@ -16,6 +16,7 @@
 
 #include "backends/memory_data_store.h"
 #include "fusefs/control_files.h"
+#include "fusefs/daemon.h"
 #include "fusefs/exit_status.h"
 #include "fusefs/fuse_session.h"
 #include "fusefs/heap_trimmer.h"
@@ -104,7 +105,6 @@ int mount_and_serve(MountOptions options) {
       return kExitUsage;
     }
   }
-  FuseAdapter adapter(engine, options.adapter);
   HostDataStore* const data_dir = options.data_dir;
   if (options.image) {
     try {
@@ -129,22 +129,18 @@ int mount_and_serve(MountOptions options) {
     if (data_dir) data_dir->end_serving();
   };
 
-  // The stop signals interrupt the loop's main thread, this one (libfuse's
-  // handler only marks the session exited): every other thread, those the
-  // engine, the trimmer and the loop start, keeps them blocked.
+  // The stop signals are read by the daemon's main thread (Daemon::serve):
+  // every thread, those the engine, the trimmer and the sessions start,
+  // keeps them blocked.
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
   for (int signal : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&stop_signals, signal);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);  // a reply or a log line to a process that went away
   int loop_status = 0;
   {
-    FuseSession session(adapter, options.mountpoint, options.profile.name, options.io_uring);
-    if (!session.error().empty()) {
-      abandon_serving();
-      return kExitFailure;
-    }
-    if (fuse_set_signal_handlers(session.get()) != 0) {
-      spdlog::error("cannot install signal handlers");
+    Daemon daemon(engine, options.profile.name, options.adapter, options.io_uring);
+    if (auto error = daemon.mount_first(options.mountpoint); !error.empty()) {
       abandon_serving();
       return kExitFailure;
     }
@@ -154,17 +150,10 @@ int mount_and_serve(MountOptions options) {
     fuse_daemonize(options.foreground ? 1 : 0);
     // Threads, after the fork.
     HeapTrimmer heap_trimmer;
-    adapter.start();  // its invalidation thread
-
-    pthread_sigmask(SIG_UNBLOCK, &stop_signals, nullptr);
-    loop_status = session.serve();
-    pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
-    fuse_remove_signal_handlers(session.get());
-  }  // unmounted
-  spdlog::info("unmounted {}", options.mountpoint);
+    loop_status = daemon.serve(stop_signals);
+  }  // every session unmounted
   if (data_dir && !save_volume(engine, *data_dir, options.profile)) return kExitFailure;
-  // The loop returns 0 after an unmount, the signal number after SIGINT/SIGTERM/SIGHUP
-  // (a clean stop too), and a negative errno when serving failed.
+  // 0 after the unmounts or a stop signal, a negative errno when serving failed.
   return loop_status >= 0 ? kExitOk : kExitFailure;
 }
 

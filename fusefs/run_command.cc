@@ -30,8 +30,11 @@ int run_with_mount(const RunOptions& options) {
   // From here on a terminating signal goes to whatever runs (the mount, then the
   // command); the run itself always gets to unmount.
   SignalForwarding forwarding;
-  auto mount = TemporaryMount::mount(options.profile, options.latency, options.faults,
-                                     options.data_dir, options.mount_options, options.log_file);
+  auto mount = options.client_of.empty()
+                   ? TemporaryMount::mount(options.profile, options.latency, options.faults,
+                                           options.data_dir, options.mount_options,
+                                           options.log_file)
+                   : TemporaryMount::client_of(options.client_of);
   if (!mount) {
     if (SignalForwarding::received() != 0) return 128 + SignalForwarding::received();
     return setup_error(mount.error());

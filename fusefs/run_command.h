@@ -6,7 +6,9 @@
 // directory whatever the command did (failed, was killed, or was interrupted:
 // SIGINT, SIGTERM and SIGHUP are passed on to it). Returns the command's exit
 // status (128+N when signal N ended it), or kExitUsage after a one-line message
-// when the set-up fails.
+// when the set-up fails. With `client_of` the temporary mount is another NFS
+// client of the volume mounted there, and the profile and mount settings are
+// that volume's.
 #pragma once
 
 #include <string>
@@ -26,6 +28,7 @@ struct RunOptions {
   std::string data_dir;              // --data-dir, passed to the mount ("" for none)
   std::vector<std::string> mount_options;  // --io-uring, --attr-timeout, --log-level, as given
   std::string log_file;              // --log-file: the mount's log, kept ("" for none)
+  std::string client_of;             // --client-of: a client of this mount's server instead
 };
 
 int run_with_mount(const RunOptions& options);

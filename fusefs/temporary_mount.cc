@@ -100,6 +100,22 @@ std::expected<std::unique_ptr<TemporaryMount>, std::string> TemporaryMount::moun
   return std::unexpected(fmt::format("could not mount {}{}", dir, last.empty() ? "" : ": " + last));
 }
 
+std::expected<std::unique_ptr<TemporaryMount>, std::string> TemporaryMount::client_of(
+    const std::string& server) {
+  const auto made = make_temporary_directory("mimicfs-run");
+  if (!made) return std::unexpected("cannot create a mount directory: " + made.error());
+  const std::string dir = *made;
+  // Its one-line refusal goes to stderr as it is.
+  const auto mounted = spawn_and_wait({self_path(), "mount", "--client-of", server, dir});
+  if (mounted && mounted->status == kExitOk && SignalForwarding::received() == 0) {
+    return std::unique_ptr<TemporaryMount>(new TemporaryMount(dir, "", ""));
+  }
+  if (mounted && mounted->status == kExitOk) unmount(dir);
+  remove_quietly(dir);
+  if (SignalForwarding::received() != 0) return std::unexpected("interrupted");
+  return std::unexpected(fmt::format("could not mount {} as a client of {}", dir, server));
+}
+
 TemporaryMount::~TemporaryMount() {
   unmount(dir_);
   if (!data_dir_.empty()) wait_for_data_dir(data_dir_);

@@ -34,6 +34,10 @@ class TemporaryMount {
       const Profile& profile, const LatencyMode& latency, const std::vector<std::string>& faults,
       const std::string& data_dir = "", const std::vector<std::string>& mount_options = {},
       const std::string& log_file = "");
+  // Mounts another NFS client of the volume mounted on `server` on a new
+  // directory (`mimicfs mount --client-of`): the daemon of `server` serves it.
+  static std::expected<std::unique_ptr<TemporaryMount>, std::string> client_of(
+      const std::string& server);
   ~TemporaryMount();
   TemporaryMount(const TemporaryMount&) = delete;
   TemporaryMount& operator=(const TemporaryMount&) = delete;

@@ -32,7 +32,9 @@
 # PARTS, comma-separated (default all): io, pgbench, stats, extents, commit.
 #   io       the workloads (tests/bench/mimicfs_bench.cc) on every target, N
 #            rounds (default 5), with % of tmpfs and the ratios of mimicfs to both
-#            passthrough_ll runs; then each mimicfs daemon's RSS before the
+#            passthrough_ll runs, and mimicfs-nfs-b, a second NFS client of the
+#            nfs mount's server (mount --client-of; the first idle meanwhile),
+#            with its ratio to mimicfs-nfs; then each mimicfs daemon's RSS before the
 #            workloads (at mount), warm (after one round of them on the mimicfs
 #            mounts alone, run first, its files deleted), at the peak of the N
 #            rounds, and after they deleted their files; each time once `ctl
@@ -212,6 +214,7 @@ trap 'exit 143' TERM
 work="$(mktemp -d "${TMPDIR:-/tmp}/mimicfs-bench.XXXXXX")"
 chmod 755 "$work"
 mkdir "$work/tmpfs" "$work/passthrough_ll" "$work/passthrough_ll-xattr" "$work/ideal" "$work/nfs" \
+  "$work/nfs-b" \
   "$work/ideal-ring" \
   "$work/nfs-data-dir" "$work/data"
 mount -t tmpfs -o size=6g tmpfs "$work/tmpfs"
@@ -329,6 +332,12 @@ if [[ -n "$halt_poll_ns" ]]; then
 fi
 mount_mimicfs ideal "$work/ideal" --io-uring off
 mount_mimicfs nfs "$work/nfs" --io-uring off
+# A second client of the nfs mount's server, served by the same daemon; its
+# workloads run in a directory of their own.
+"$mimicfs" mount --client-of "$work/nfs" "$work/nfs-b"
+fuse_mounts+=("$work/nfs-b")
+is_mounted "$work/nfs-b" || die "mimicfs mount --client-of returned but $work/nfs-b is not mounted"
+mkdir "$work/nfs-b/b" && chmod 1777 "$work/nfs-b/b"
 # The ideal profile over FUSE io_uring, beside /dev/fuse.
 ring=()
 if [[ "$io_uring" == on ]]; then
@@ -356,15 +365,18 @@ if wants io; then
   ((json)) && bench_args+=(--json)
   label="io workloads"
   # One round of every workload on the mimicfs mounts first: the `warm` RSS.
-  warm_up=("$bench" --repetitions 1 mimicfs-ideal="$work/ideal" mimicfs-nfs="$work/nfs" "${ring[@]}")
+  warm_up=("$bench" --repetitions 1 mimicfs-ideal="$work/ideal" mimicfs-nfs="$work/nfs"
+    mimicfs-nfs-b="$work/nfs-b/b" "${ring[@]}")
   with_rss "$work/ideal $work/nfs${ring:+ $work/ideal-ring}" \
     "$bench" "${bench_args[@]}" \
     --ratio mimicfs-ideal/passthrough_ll-xattr --ratio mimicfs-nfs/passthrough_ll-xattr \
     --ratio mimicfs-ideal/passthrough_ll --ratio mimicfs-nfs/passthrough_ll \
+    --ratio mimicfs-nfs-b/mimicfs-nfs \
     ${ring:+--ratio mimicfs-ideal-ring/passthrough_ll-xattr --ratio mimicfs-ideal-ring/mimicfs-ideal} \
     tmpfs="$work/tmpfs/ref" passthrough_ll="$work/passthrough_ll" \
     passthrough_ll-xattr="$work/passthrough_ll-xattr" \
-    mimicfs-ideal="$work/ideal" mimicfs-nfs="$work/nfs" "${ring[@]}" || status=$?
+    mimicfs-ideal="$work/ideal" mimicfs-nfs="$work/nfs" mimicfs-nfs-b="$work/nfs-b/b" \
+    "${ring[@]}" || status=$?
   warm_up=()
   ((status <= 1)) || exit "$status"
 fi

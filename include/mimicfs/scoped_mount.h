@@ -47,6 +47,10 @@ class ScopedMount {
     std::vector<std::string> extra_arguments;  // more `mimicfs mount` options (--latency ...)
     std::string binary;  // the mimicfs to run; empty: $MIMICFS_BINARY, else `mimicfs` in PATH
     std::string data_dir;  // file contents in sparse files here (--data-dir); empty: in memory
+    // The path of a mounted nfs volume: mount another NFS client of its server
+    // (--client-of), served by its daemon; profile, overrides and data_dir
+    // are then not used.
+    std::string client_of;
   };
 
   // Mounts built-in `profile` with `--set` overrides ("allocation.placement=goal").
@@ -65,14 +69,18 @@ class ScopedMount {
     }
     path_ = dir;
     std::vector<std::string> argv = {options.binary.empty() ? binary() : options.binary, "mount"};
-    if (options.profile_file.empty()) {
+    if (!options.client_of.empty()) {
+      argv.insert(argv.end(), {"--client-of", options.client_of});
+    } else if (options.profile_file.empty()) {
       argv.insert(argv.end(), {"--profile", options.profile});
     } else {
       argv.insert(argv.end(), {"--profile-file", options.profile_file});
     }
-    for (const auto& o : options.overrides) argv.insert(argv.end(), {"--set", o});
-    if (!options.data_dir.empty()) argv.insert(argv.end(), {"--data-dir", options.data_dir});
-    data_dir_ = options.data_dir;
+    if (options.client_of.empty()) {
+      for (const auto& o : options.overrides) argv.insert(argv.end(), {"--set", o});
+      if (!options.data_dir.empty()) argv.insert(argv.end(), {"--data-dir", options.data_dir});
+      data_dir_ = options.data_dir;
+    }
     for (size_t i = 0; i + 1 < options.extra_arguments.size(); ++i) {
       if (options.extra_arguments[i] == "--data-dir") data_dir_ = options.extra_arguments[i + 1];
     }

@@ -84,6 +84,11 @@ class Mount:
             message = (done.stderr or done.stdout).strip() or "mimicfs ctl failed"
             raise ControlError(errno.EINVAL if done.returncode == 2 else errno.EIO, message)
 
+    def client(self):
+        """Another NFS client of this volume's server, as a context manager:
+        with a.client() as b: ... (see mount's client_of)."""
+        return mount(client_of=self.path, binary=self.binary)
+
     def reset(self):
         """Zeroes the operation counters (the allocation state is kept)."""
         self.ctl("reset")
@@ -119,16 +124,23 @@ def _unmount(path):
 
 
 @contextlib.contextmanager
-def mount(profile="nfs", profile_file=None, extra_arguments=(), binary=None, **settings):
+def mount(profile="nfs", profile_file=None, extra_arguments=(), binary=None, client_of=None,
+          **settings):
     """Mounts `profile` (or `profile_file`) with `settings` as --set KEY=VALUE.
 
     Keys with dots are passed as keyword arguments through a dict:
     mount("xfs", **{"allocation.speculative_preallocation": False}).
     `binary` is the mimicfs to run (default: $MIMICFS_BINARY, else PATH's).
+    With `client_of` (a mounted nfs volume's path, or its Mount) the mount is
+    another NFS client of that volume's server, served by its daemon, and takes
+    no profile or settings (Mount.client() does the same).
     Raises MountError with mimicfs's message when the mount fails."""
     path = tempfile.mkdtemp(prefix="mimicfs-py.")
     argv = [binary or _binary(), "mount"]
-    argv += ["--profile-file", profile_file] if profile_file else ["--profile", profile]
+    if client_of is not None:
+        argv += ["--client-of", getattr(client_of, "path", client_of)]
+    else:
+        argv += ["--profile-file", profile_file] if profile_file else ["--profile", profile]
     for key, value in settings.items():
         if isinstance(value, bool):
             value = "true" if value else "false"

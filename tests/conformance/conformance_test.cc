@@ -17,6 +17,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 #include <sstream>
 #include <toml++/toml.h>
 
@@ -34,6 +35,8 @@ struct Variant {
   std::string name;     // the test's name
   std::string profile;  // the built-in profile
   std::vector<std::string> extra;  // more `mimicfs mount` arguments
+  // The scripts run on a second NFS client of the mount (--client-of).
+  bool second_client = false;
 };
 
 std::ostream& operator<<(std::ostream& out, const Variant& v) { return out << v.name; }
@@ -157,8 +160,14 @@ class Conformance : public ::testing::TestWithParam<Variant> {
       if (word == "{data_dir}") word = data_dir = testing::make_temp_dir();
     }
     {
-      MountedVolume mounted(v.profile, extra);
-      ASSERT_TRUE(mounted.mounted()) << mounted.error();
+      MountedVolume server(v.profile, extra);
+      ASSERT_TRUE(server.mounted()) << server.error();
+      std::optional<MountedVolume> client;
+      if (v.second_client) {
+        client.emplace(testing::ClientOf{server});
+        ASSERT_TRUE(client->mounted()) << client->error();
+      }
+      const MountedVolume& mounted = client ? *client : server;
       std::vector<std::string> differences;
       size_t statements = 0;
       const char* only = std::getenv("MIMICFS_CONFORMANCE_ONLY");
@@ -212,7 +221,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Variant{"nfs42", "nfs42", {"--set", "client.silly_rename=false"}},
                       Variant{"ideal", "ideal", {}}, Variant{"ext4", "ext4", {}},
                       Variant{"xfs", "xfs", {}}, Variant{"btrfs", "btrfs", {}},
-                      Variant{"ext4_data_dir", "ext4", {"--data-dir", "{data_dir}"}}),
+                      Variant{"ext4_data_dir", "ext4", {"--data-dir", "{data_dir}"}},
+                      Variant{"nfs_second_client", "nfs", {"--set", "client.silly_rename=false"},
+                              true}),
     [](const ::testing::TestParamInfo<Variant>& info) { return info.param.name; });
 
 }  // namespace

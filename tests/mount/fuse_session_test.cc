@@ -38,7 +38,7 @@ class ServedVolume {
       : directory_{testing::make_temp_dir()},
         engine_(load_builtin_profile(profile).value(), std::make_unique<MemoryDataStore>(),
                 clock_),
-        adapter_(engine_, AdapterOptions{}),
+        adapter_(engine_, engine_.fs(), AdapterOptions{}),
         session_(adapter_, path(), profile, io_uring) {
     if (session_.error().empty()) {
       adapter_.start();

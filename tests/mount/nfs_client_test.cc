@@ -18,21 +18,10 @@
 namespace {
 
 using mimicfs::testing::MountedVolume;
+using mimicfs::testing::names_in;
 
 std::string errno_text() { return std::strerror(errno); }
 
-// The names in `dir` but "." and "..", in readdir's order.
-std::vector<std::string> names_in(const std::string& dir) {
-  std::vector<std::string> names;
-  DIR* d = opendir(dir.c_str());
-  if (d == nullptr) return names;
-  while (const dirent* e = readdir(d)) {
-    const std::string name = e->d_name;
-    if (name != "." && name != "..") names.push_back(name);
-  }
-  closedir(d);
-  return names;
-}
 
 // A new file holding `text`, open for reading and writing.
 int create_with(const std::string& path, const std::string& text) {

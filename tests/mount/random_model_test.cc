@@ -18,6 +18,7 @@
 #include <deque>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -135,6 +136,8 @@ struct ModelCase {
   bool exact_allocation = true;
   // File contents in a host directory (--data-dir) rather than in memory.
   bool data_dir = false;
+  // Through a second NFS client of the mount (--client-of), the first idle.
+  bool second_client = false;
 };
 
 void PrintTo(const ModelCase& c, std::ostream* out) {
@@ -190,9 +193,15 @@ TEST_P(RandomModel, FileMatchesInMemoryReferenceAfterEveryStep) {
       if (!dir.empty()) std::filesystem::remove_all(dir, ec);
     }
   } remove_data_dir{data_dir};
-  MountedVolume vol(c.profile, c.data_dir ? std::vector<std::string>{"--data-dir", data_dir}
-                                          : std::vector<std::string>{});
-  ASSERT_TRUE(vol.mounted()) << vol.error();
+  MountedVolume server(c.profile, c.data_dir ? std::vector<std::string>{"--data-dir", data_dir}
+                                             : std::vector<std::string>{});
+  ASSERT_TRUE(server.mounted()) << server.error();
+  std::optional<MountedVolume> client;
+  if (c.second_client) {
+    client.emplace(mimicfs::testing::ClientOf{server});
+    ASSERT_TRUE(client->mounted()) << client->error();
+  }
+  const MountedVolume& vol = client ? *client : server;
   ASSERT_EQ(vol.stats()["device"]["allocation_unit"].get<uint64_t>(), c.allocation_unit);
 
   const uint64_t seed = seed_for(c);
@@ -431,9 +440,12 @@ INSTANTIATE_TEST_SUITE_P(
                       ModelCase{"ext4", 4096, /*fallocate=*/true, 0x65787434'6464, false,
                                 /*data_dir=*/true},
                       ModelCase{"nfs", 512, /*fallocate=*/false, 0x6e6673'6464, true,
-                                /*data_dir=*/true}),
+                                /*data_dir=*/true},
+                      ModelCase{"nfs", 512, /*fallocate=*/false, 0x6e6673'4232, true, false,
+                                /*second_client=*/true}),
     [](const ::testing::TestParamInfo<ModelCase>& info) {
-      return std::string(info.param.profile) + (info.param.data_dir ? "_data_dir" : "");
+      return std::string(info.param.profile) + (info.param.data_dir ? "_data_dir" : "") +
+             (info.param.second_client ? "_second_client" : "");
     });
 
 }  // namespace

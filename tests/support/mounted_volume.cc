@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "tests/support/mounted_volume.h"
 
+#include <dirent.h>
+
 #include <fcntl.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -36,6 +38,18 @@ std::string make_temp_dir() {
   std::string pattern = (std::filesystem::temp_directory_path() / "mimicfs-test-XXXXXX").string();
   if (!mkdtemp(pattern.data())) throw std::runtime_error("mkdtemp failed");
   return pattern;
+}
+
+std::vector<std::string> names_in(const std::string& dir) {
+  std::vector<std::string> names;
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return names;
+  while (const dirent* e = readdir(d)) {
+    const std::string name = e->d_name;
+    if (name != "." && name != "..") names.push_back(name);
+  }
+  closedir(d);
+  return names;
 }
 
 bool is_mounted(const std::string& path) {
@@ -111,6 +125,20 @@ MountedVolume::MountedVolume(const ProfileFile& profile, std::vector<std::string
   mount(std::move(options), extra);
 }
 
+MountedVolume::MountedVolume(const ClientOf& client) {
+  ScopedMount::Options options;
+  options.binary = mimicfs_binary();
+  options.client_of = client.server.path();
+  try {
+    mount_.emplace(options);
+    path_ = mount_->path();
+  } catch (const std::exception& e) {
+    error_ = e.what();
+  }
+  log_ = client.server.log();
+  owns_log_ = false;
+}
+
 void MountedVolume::mount(ScopedMount::Options options, const std::vector<std::string>& extra) {
   options.binary = mimicfs_binary();
   log_ = make_temp_dir() + "/mimicfs.log";
@@ -127,7 +155,7 @@ void MountedVolume::mount(ScopedMount::Options options, const std::vector<std::s
 MountedVolume::~MountedVolume() {
   mount_.reset();  // unmounts and removes the directory
   std::error_code ec;
-  std::filesystem::remove_all(std::filesystem::path(log_).parent_path(), ec);
+  if (owns_log_) std::filesystem::remove_all(std::filesystem::path(log_).parent_path(), ec);
 }
 
 nlohmann::json MountedVolume::file_stats(const std::string& name) const {

@@ -40,12 +40,20 @@ CommandResult run_command(const std::vector<std::string>& argv);
 // The mimicfs binary under test.
 std::string mimicfs_binary();
 bool is_mounted(const std::string& path);
+// The names in directory `dir` but "." and "..", in readdir's order.
+std::vector<std::string> names_in(const std::string& dir);
 std::string make_temp_dir();
 
 // A profile given as a TOML file (`mimicfs mount --profile-file PATH`) rather
 // than a built-in name.
 struct ProfileFile {
   std::string path;
+};
+
+class MountedVolume;
+// Another NFS client of a mounted volume's server (`mount --client-of`).
+struct ClientOf {
+  const MountedVolume& server;
 };
 
 class MountedVolume {
@@ -55,6 +63,9 @@ class MountedVolume {
   explicit MountedVolume(const std::string& profile, std::vector<std::string> extra = {});
   // Mounts the profile in a TOML file, otherwise as above.
   explicit MountedVolume(const ProfileFile& profile, std::vector<std::string> extra = {});
+  // Mounts another NFS client of `client.server`, served by its daemon (whose
+  // log() this one shares).
+  explicit MountedVolume(const ClientOf& client);
   ~MountedVolume();  // unmounts and removes the directory
   MountedVolume(const MountedVolume&) = delete;
   MountedVolume& operator=(const MountedVolume&) = delete;
@@ -86,6 +97,7 @@ class MountedVolume {
   std::optional<ScopedMount> mount_;
   std::string path_;
   std::string log_;
+  bool owns_log_ = true;  // a client's is its server's
   std::string error_;
 };
 

@@ -16,6 +16,8 @@ namespace {
 
 using volume_fixture::Fs;
 using volume_fixture::kRoot;
+using volume_fixture::as_bytes;
+using volume_fixture::error_of;
 
 std::string silly_name(uint64_t inode, uint32_t counter) {
   return fmt::format(".nfs{:016x}{:08x}", inode, counter);
@@ -185,6 +187,108 @@ TEST(NfsClientLayer, LocalProfilesHaveNoClient) {
   EXPECT_TRUE(names(fs.volume).empty());
   EXPECT_FALSE(fs.volume.snapshot().client.has_value());
   fs.volume.release(file);
+}
+
+// Two clients of one server (NfsClients): B has a file open that A removes.
+// The server forgets it at once; every request B sends for it gets ESTALE, a
+// buffered write is lost and reported at the close, an O_SYNC one at once.
+TEST(NfsClients, AFileRemovedByAnotherClientIsStaleWhereItIsOpen) {
+  Fs fs("nfs");
+  FileSystem& a = fs.volume;
+  FileSystem& b = fs.engine.add_client("/b");
+  const uint64_t file = fs.create("f");
+  ASSERT_TRUE(fs.write(file, 0, "data").has_value());
+  ASSERT_TRUE(b.open(file, O_RDWR).has_value());
+  ASSERT_TRUE(a.unlink(kRoot, "f").has_value()) << "not open on A: removed, not renamed";
+  EXPECT_TRUE(names(a).empty());
+
+  std::byte buffer[4];
+  EXPECT_EQ(error_of(b.read(file, 0, buffer, O_RDWR)).value, ESTALE);
+  EXPECT_EQ(error_of(b.getattr(file)).value, ESTALE);
+  auto written = b.write(file, 0, as_bytes("lost"), O_RDWR);
+  ASSERT_TRUE(written.has_value()) << "into the page cache";
+  EXPECT_EQ(*written, 4u);
+  EXPECT_TRUE(b.flush(file, /*writer=*/false).has_value()) << "a reader's close: nothing";
+  EXPECT_EQ(error_of(b.flush(file, /*writer=*/true)).value, ESTALE) << "a writer's close reports it";
+  EXPECT_TRUE(b.flush(file, true).has_value()) << "once";
+  EXPECT_EQ(error_of(b.write(file, 0, as_bytes("sync"), O_RDWR | O_SYNC)).value, ESTALE);
+  EXPECT_TRUE(b.fsync(file, false).has_value()) << "nothing to write back";
+  ASSERT_TRUE(b.write(file, 0, as_bytes("lost"), O_RDWR).has_value());
+  EXPECT_EQ(error_of(b.fsync(file, false)).value, ESTALE) << "a lost write";
+  b.release(file);
+
+  const StatsSnapshot stats = a.snapshot();
+  ASSERT_EQ(stats.clients.size(), 2u);
+  EXPECT_EQ(stats.clients[1].mount, "/b");
+  EXPECT_EQ(stats.clients[1].stale_handles, 6u);  // read, getattr, 2 writes, O_SYNC write, fsync
+  EXPECT_EQ(stats.clients[0].stale_handles, 0u);
+  EXPECT_EQ(stats.open.handles, 0u);
+  EXPECT_EQ(stats.open.unlinked_files, 0u) << "freed at B's close";
+  fs.engine.remove_client(b);
+  EXPECT_EQ(a.snapshot().clients.size(), 1u);
+}
+
+// A silly rename is one client's own: to another client the `.nfs` file is an
+// ordinary one, which it may remove (nfs_sillyrename protects the renaming
+// client's dentry only); the renaming client's handle is stale then.
+TEST(NfsClients, AnotherClientMayRemoveASillyRenamedFile) {
+  Fs fs("nfs");
+  FileSystem& a = fs.volume;
+  FileSystem& b = fs.engine.add_client("/b");
+  const uint64_t file = fs.create("f");
+  ASSERT_TRUE(b.open(file, O_RDWR).has_value());
+  ASSERT_TRUE(b.unlink(kRoot, "f").has_value());
+  EXPECT_EQ(names(a), std::vector<std::string>{silly_name(file, 1)});
+  EXPECT_EQ(error_of(b.unlink(kRoot, silly_name(file, 1))).value, EBUSY);
+  ASSERT_TRUE(a.unlink(kRoot, silly_name(file, 1)).has_value());
+  EXPECT_TRUE(names(b).empty());
+  EXPECT_EQ(error_of(b.getattr(file)).value, ESTALE);
+  b.release(file);  // its REMOVE finds no name: nothing else goes
+  EXPECT_TRUE(names(a).empty());
+  EXPECT_EQ(a.snapshot().open.handles, 0u);
+}
+
+// Close-to-open: an open after another client changed the data drops the
+// pages cached; after this client's own change it keeps them.
+TEST(NfsClients, AnOpenAfterAnotherClientsWriteDropsTheCachedPages) {
+  Fs fs("nfs");
+  FileSystem& a = fs.volume;
+  FileSystem& b = fs.engine.add_client("/b");
+  const uint64_t file = fs.create("f");
+  auto open_on = [file](FileSystem& client) {
+    Work work;
+    EXPECT_TRUE(client.open(file, O_RDWR, work).has_value());
+    client.release(file);
+    return work.drop_cached_pages;
+  };
+  EXPECT_FALSE(open_on(b));
+  ASSERT_TRUE(a.write(file, 0, as_bytes("new"), O_RDWR).has_value());
+  EXPECT_TRUE(open_on(b)) << "A wrote since";
+  EXPECT_FALSE(open_on(b)) << "once";
+  EXPECT_FALSE(open_on(a)) << "its own write";
+  AttributeChanges truncate;
+  truncate.size = 1;
+  ASSERT_TRUE(b.setattr(file, truncate).has_value());
+  EXPECT_TRUE(open_on(a)) << "B truncated it";
+}
+
+// A power cut reboots every client: none removes its silly-renamed files.
+TEST(NfsClients, APowerCutRebootsEveryClient) {
+  Fs fs("nfs");
+  FileSystem& b = fs.engine.add_client("/b");
+  const uint64_t file = fs.create("f");
+  ASSERT_TRUE(fs.volume.fsync(file, false).has_value());
+  ASSERT_TRUE(b.open(file, O_RDWR).has_value());
+  ASSERT_TRUE(b.unlink(kRoot, "f").has_value());
+  fs.engine.crash(PowerCut{});
+  b.release(file);
+  EXPECT_EQ(fs.inode_of(silly_name(file, 1)), file) << "nobody removes it now";
+}
+
+TEST(NfsClients, LocalProfilesHaveNone) {
+  Fs fs("ext4");
+  EXPECT_FALSE(fs.engine.has_clients());
+  EXPECT_TRUE(fs.volume.snapshot().clients.empty());
 }
 
 }  // namespace

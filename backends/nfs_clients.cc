@@ -1,0 +1,54 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "backends/nfs_clients.h"
+
+#include <algorithm>
+
+namespace mimicfs {
+
+NfsClientLayer& NfsClients::add(std::string name) {
+  auto client = std::make_unique<NfsClientLayer>(server_, *this, std::move(name), silly_rename_);
+  std::lock_guard lock(mutex_);
+  clients_.push_back(std::move(client));
+  count_.store(clients_.size());
+  return *clients_.back();
+}
+
+void NfsClients::remove(const NfsClientLayer& client) {
+  std::lock_guard lock(mutex_);
+  std::erase_if(clients_, [&client](const auto& c) { return c.get() == &client; });
+  count_.store(clients_.size());
+}
+
+void NfsClients::removed(uint64_t inode, const NfsClientLayer& by) {
+  std::lock_guard lock(mutex_);
+  for (const auto& client : clients_) {
+    if (client.get() != &by) client->removed_elsewhere(inode);
+  }
+}
+
+void NfsClients::changed(uint64_t inode, const NfsClientLayer& by) {
+  if (count_.load(std::memory_order_relaxed) < 2) return;
+  std::lock_guard lock(mutex_);
+  for (const auto& client : clients_) {
+    if (client.get() != &by) client->changed_elsewhere(inode);
+  }
+}
+
+std::vector<ClientStats> NfsClients::stats() {
+  std::lock_guard lock(mutex_);
+  std::vector<ClientStats> all;
+  for (const auto& client : clients_) all.push_back(client->client_stats());
+  return all;
+}
+
+void NfsClients::reboot_all() {
+  std::lock_guard lock(mutex_);
+  for (const auto& client : clients_) client->reboot();
+}
+
+void NfsClients::reset_statistics() {
+  std::lock_guard lock(mutex_);
+  for (const auto& client : clients_) client->reset_client_statistics();
+}
+
+}  // namespace mimicfs

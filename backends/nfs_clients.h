@@ -1,0 +1,55 @@
+// SPDX-License-Identifier: Apache-2.0
+// NfsClients: the clients of one emulated NFS server (docs/nfs.md). Each mount
+// of the volume is one NfsClientLayer over the same server layers; this
+// registry owns them and carries what one client's request means to the others:
+// a file removed on the server is gone for every client that has it open
+// (ESTALE), since an NFS server keeps no state of who has a file open.
+//
+// Thread-safety: one mutex for the list, taken before a client's own lock,
+// never the other way round.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "backends/nfs_client_layer.h"
+#include "backends/thread_annotations.h"
+
+namespace mimicfs {
+
+class NfsClients {
+ public:
+  // `server`: the layers every client sends its requests to.
+  NfsClients(FileSystem& server, bool silly_rename) : server_(server), silly_rename_(silly_rename) {}
+  NfsClients(const NfsClients&) = delete;
+  NfsClients& operator=(const NfsClients&) = delete;
+
+  // A new client, named by its mount point in stats.json. It lives until
+  // remove(), or as long as the registry.
+  NfsClientLayer& add(std::string name) EXCLUDES(mutex_);
+  // The client's mount has gone: what it left on the server stays there.
+  void remove(const NfsClientLayer& client) EXCLUDES(mutex_);
+
+  // The server removed `inode` at `by`'s request: it is stale on the others.
+  void removed(uint64_t inode, const NfsClientLayer& by) EXCLUDES(mutex_);
+  // `by` changed the data of `inode`: the others' caches of it are old.
+  void changed(uint64_t inode, const NfsClientLayer& by) EXCLUDES(mutex_);
+  // Every client's counters, in the order they were added.
+  std::vector<ClientStats> stats() EXCLUDES(mutex_);
+  // A power cut of server and clients: every client reboots.
+  void reboot_all() EXCLUDES(mutex_);
+  void reset_statistics() EXCLUDES(mutex_);
+
+ private:
+  FileSystem& server_;
+  const bool silly_rename_;
+  std::mutex mutex_;
+  std::vector<std::unique_ptr<NfsClientLayer>> clients_ GUARDED_BY(mutex_);
+  // clients_.size(), read without the lock: one client has nobody to tell.
+  std::atomic<size_t> count_{0};
+};
+
+}  // namespace mimicfs
