@@ -55,8 +55,9 @@ class ControlFiles {
   // to the volume (`sync`: the files whose attributes changed).
   Result<void> execute(std::string_view command, Work& work);
 
-  // Set once, before any operation: called after `restart` powers the volume
-  // on, before the ctl write is answered (the adapter's pending invalidations).
+  // Set before any operation: called after `restart` powers the volume on,
+  // before the ctl write is answered (the pending invalidations: the
+  // adapter's own, or, where a daemon serves several mounts, every mount's).
   void after_restart(std::function<void()> hook) { after_restart_ = std::move(hook); }
 
   // Set once, before any operation: the crash observer (Engine::on_crash) of

@@ -66,6 +66,9 @@ std::unique_ptr<Daemon::Session> Daemon::mount(const std::string& mountpoint, Fi
   session->adapter = std::make_unique<FuseAdapter>(engine_, fs, adapter_options_);
   session->adapter->control().mount_clients_with(
       [this](const std::string& path) { return mount_client(path); });
+  // What a restart's caller reads next, through any client, must not come
+  // from pages of the crashed world.
+  session->adapter->control().after_restart([this] { wait_for_invalidations(); });
   session->fuse = std::make_unique<FuseSession>(*session->adapter, mountpoint, profile_, io_uring_);
   if (!session->fuse->error().empty()) {
     error = session->fuse->error();
@@ -189,6 +192,16 @@ bool Daemon::any_session_exited() {
     if (fuse_session_exited(session->fuse->get())) return true;
   }
   return false;
+}
+
+void Daemon::wait_for_invalidations() {
+  // Under the lock, so that no adapter goes meanwhile: each wait is bounded.
+  std::lock_guard lock(mutex_);
+  for (auto* list : {&serving_, &mounted_}) {
+    for (const auto& session : *list) {
+      session->adapter->wait_for_invalidations(std::chrono::seconds(10));
+    }
+  }
 }
 
 void Daemon::wake_main() {

@@ -4,7 +4,7 @@
 # prints one table per scenario (tools/scenario_driver.cc). Needs root or a
 # usable /dev/fuse (it mounts).
 #
-#   scripts/scenarios.sh [--scenario extend|grow|concurrent|punch|fio|drop|mariadb] [--profiles nfs,ext4] [--json]
+#   scripts/scenarios.sh [--scenario extend|grow|concurrent|punch|fio|drop|clients|stale|mariadb] [--profiles nfs,ext4] [--json]
 #
 # Without --scenario every scenario but mariadb runs (scripts/mariadb-on-mimicfs.sh runs that).
 set -euo pipefail

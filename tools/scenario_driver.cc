@@ -303,6 +303,120 @@ Scenario fio_scenario() {
           strategies};
 }
 
+// A second NFS client (B) of the mount's server, for one strategy: what B's
+// kernel cached of a file that the first client (A) changes or removes.
+class SecondClient {
+ public:
+  explicit SecondClient(const std::string& server) {
+    char dir[] = "/tmp/mimicfs-client.XXXXXX";
+    if (mkdtemp(dir) == nullptr) return;
+    path_ = dir;
+    const char* mimicfs = std::getenv("MIMICFS");
+    if (run({mimicfs ? mimicfs : "mimicfs", "mount", "--client-of", server, path_}) != 0) {
+      rmdir(path_.c_str());
+      path_.clear();
+    }
+  }
+  ~SecondClient() {
+    if (path_.empty()) return;
+    run({"fusermount3", "-u", path_});
+    rmdir(path_.c_str());
+  }
+  bool mounted() const { return !path_.empty(); }
+  std::string file(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+std::string mib_of(int fd) {
+  struct stat st {};
+  if (fstat(fd, &st) != 0) return errno_name(errno);
+  return fmt::format("{:.0f}", static_cast<double>(st.st_size) / kMiB);
+}
+
+char first_byte(int fd) {
+  char c = '?';
+  return pread(fd, &c, 1, 0) == 1 ? c : '!';
+}
+
+// B reads a 1 MiB table of 'o's; A rewrites its first MiB with 'n's, appends a
+// MiB and closes. Notes what B's open descriptor sees at once and after its
+// attribute cache (1 s) expired, and what B sees once it opens the file again
+// (close-to-open).
+bool reader_on_another_client(const std::string& mount) {
+  const std::string table = mount + "/t.ibd";
+  if (!on_file(table, [](int fd) { return workloads::write_range(fd, 0, kMiB, kMiB, 'o'); })) {
+    return false;
+  }
+  SecondClient b(mount);
+  if (!b.mounted()) return succeeded(std::unexpected("cannot mount a second client"));
+  const int reader = open(b.file("t.ibd").c_str(), O_RDONLY | O_CLOEXEC);
+  if (reader < 0) return succeeded(std::unexpected(fmt::format("open: {}", strerror(errno))));
+  note("page_before", std::string(1, first_byte(reader)));  // now in B's page cache
+  if (!on_file(table, [](int fd) { return workloads::write_range(fd, 0, 2 * kMiB, kMiB, 'n'); })) {
+    return false;
+  }
+  note("size_at_once", mib_of(reader));
+  note("page_at_once", std::string(1, first_byte(reader)));
+  sleep(2);  // past B's attribute cache
+  note("size_later", mib_of(reader));
+  note("page_later", std::string(1, first_byte(reader)));
+  close(reader);
+  const int again = open(b.file("t.ibd").c_str(), O_RDONLY | O_CLOEXEC);
+  note("size_reopened", mib_of(again));
+  note("page_reopened", std::string(1, first_byte(again)));
+  close(again);
+  return true;
+}
+
+// B holds the table open for writing; A removes it (A has it not open: no
+// silly rename). Notes B's read, write and close.
+bool removed_by_another_client(const std::string& mount) {
+  const std::string table = mount + "/t.ibd";
+  if (!on_file(table, [](int fd) { return workloads::write_range(fd, 0, kMiB, kMiB, 'o'); })) {
+    return false;
+  }
+  SecondClient b(mount);
+  if (!b.mounted()) return succeeded(std::unexpected("cannot mount a second client"));
+  const int holder = open(b.file("t.ibd").c_str(), O_RDWR | O_CLOEXEC);
+  if (holder < 0) return succeeded(std::unexpected(fmt::format("open: {}", strerror(errno))));
+  if (unlink(table.c_str()) != 0) return false;
+  note("names_left", names_in(mount).size());
+  char page[4096];
+  note("read", errno_name(pread(holder, page, sizeof page, kMiB / 2) < 0 ? errno : 0));
+  std::fill(std::begin(page), std::end(page), 'w');
+  note("write", errno_name(pwrite(holder, page, sizeof page, 0) < 0 ? errno : 0));
+  note("close", errno_name(close(holder) != 0 ? errno : 0));
+  return true;
+}
+
+Scenario clients_scenario() {
+  return {"clients",
+          "two NFS clients of one server: what a reader on B sees of A's changes",
+          {"nfs", "nfs42"},
+          {{"reader_on_another_client", reader_on_another_client}},
+          {{"B page", "page_before"},
+           {"A writes: B size", "size_at_once"},
+           {"B page", "page_at_once"},
+           {"2 s later: size", "size_later"},
+           {"B page", "page_later"},
+           {"B reopens: size", "size_reopened"},
+           {"B page", "page_reopened"}}};
+}
+
+Scenario stale_scenario() {
+  return {"stale",
+          "a file open on client B removed by client A",
+          {"nfs", "nfs42"},
+          {{"removed_by_another_client", removed_by_another_client}},
+          {{"names left", "names_left"},
+           {"B read", "read"},
+           {"B write", "write"},
+           {"B close", "close"}}};
+}
+
+
 // Seeds 000 and 004 with Debian's MariaDB (scripts/mariadb-session.sh): a
 // compressed table filled and altered; a page-compressed table dropped. The
 // session finds the mount in MIMICFS_MOUNT and mimicfs in MIMICFS.
@@ -323,7 +437,8 @@ Scenario mariadb_scenario() {
 
 std::vector<Scenario> all_scenarios() {
   return {extend_scenario(), grow_scenario(), concurrent_scenario(), punch_scenario(),
-          fio_scenario(),    drop_scenario(), mariadb_scenario()};
+          fio_scenario(),    drop_scenario(), clients_scenario(), stale_scenario(),
+          mariadb_scenario()};
 }
 
 uint64_t op_field(const nlohmann::json& stats, const char* op, const char* field) {
@@ -422,7 +537,8 @@ int run(int argc, char** argv) {
   std::vector<std::string> perform;
   bool json = false;
   app.add_option("--scenario", only,
-                 "Only this scenario: extend, grow, concurrent, punch, fio, drop, mariadb");
+                 "Only this scenario: extend, grow, concurrent, punch, fio, drop, clients, stale, "
+                 "mariadb");
   app.add_option("--profiles", profiles, "Comma-separated profiles instead of each scenario's own");
   app.add_option("--mimicfs", mimicfs, "The mimicfs binary");
   app.add_flag("--json", json, "Print one JSON document instead of tables");

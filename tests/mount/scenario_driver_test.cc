@@ -79,6 +79,31 @@ TEST(ScenarioDriver, DropWhileOpenShowsTheSillyRename) {
   }
 }
 
+// Two clients of one server: B's cached page stays until B opens the file
+// again (close-to-open); B's descriptor of a file A removed is stale.
+TEST(ScenarioDriver, TwoClientsShowCloseToOpenAndStaleHandles) {
+  MIMICFS_REQUIRE_MOUNTABLE();
+  auto r = run_command({MIMICFS_SCENARIOS_BINARY, "--scenario", "clients", "--profiles", "nfs",
+                        "--json"});
+  ASSERT_EQ(r.exit_status, 0) << r.err;
+  nlohmann::json doc = nlohmann::json::parse(r.out);
+  const auto* reader = row(doc["scenarios"][0], "reader_on_another_client", "nfs");
+  ASSERT_NE(reader, nullptr);
+  EXPECT_EQ((*reader)["notes"]["page_at_once"], "o") << "B's page cache";
+  EXPECT_EQ((*reader)["notes"]["size_reopened"], "2");
+  EXPECT_EQ((*reader)["notes"]["page_reopened"], "n");
+
+  r = run_command({MIMICFS_SCENARIOS_BINARY, "--scenario", "stale", "--profiles", "nfs", "--json"});
+  ASSERT_EQ(r.exit_status, 0) << r.err;
+  doc = nlohmann::json::parse(r.out);
+  const auto* removed = row(doc["scenarios"][0], "removed_by_another_client", "nfs");
+  ASSERT_NE(removed, nullptr);
+  EXPECT_EQ((*removed)["notes"]["names_left"], 0) << "no silly rename on A";
+  EXPECT_EQ((*removed)["notes"]["read"], "ESTALE");
+  EXPECT_EQ((*removed)["notes"]["write"], "ok") << "into B's page cache";
+  EXPECT_EQ((*removed)["notes"]["close"], "ESTALE");
+}
+
 // fio, real software: --fallocate=posix on nfs is the pattern from before
 // MDEV-32268's fix (refused, then glibc's byte per 4 KiB: an extent per 2 KiB once
 // written); native is refused and fio writes its blocks alone (one extent); on
