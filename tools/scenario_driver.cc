@@ -340,19 +340,31 @@ char first_byte(int fd) {
   return pread(fd, &c, 1, 0) == 1 ? c : '!';
 }
 
+// `table` (in the first client's mount) written with 1 MiB of 'o's, then
+// opened with `flags` through `b`: its descriptor, or -1 after saying why.
+int open_on_second_client(const std::string& table, const SecondClient& b, int flags) {
+  if (!on_file(table, [](int fd) { return workloads::write_range(fd, 0, kMiB, kMiB, 'o'); })) {
+    return -1;
+  }
+  if (!b.mounted()) {
+    (void)succeeded(std::unexpected("cannot mount a second client"));
+    return -1;
+  }
+  const std::string name = std::filesystem::path(table).filename().string();
+  const int fd = open(b.file(name).c_str(), flags | O_CLOEXEC);
+  if (fd < 0) (void)succeeded(std::unexpected(fmt::format("open: {}", strerror(errno))));
+  return fd;
+}
+
 // B reads a 1 MiB table of 'o's; A rewrites its first MiB with 'n's, appends a
 // MiB and closes. Notes what B's open descriptor sees at once and after its
 // attribute cache (1 s) expired, and what B sees once it opens the file again
 // (close-to-open).
 bool reader_on_another_client(const std::string& mount) {
   const std::string table = mount + "/t.ibd";
-  if (!on_file(table, [](int fd) { return workloads::write_range(fd, 0, kMiB, kMiB, 'o'); })) {
-    return false;
-  }
   SecondClient b(mount);
-  if (!b.mounted()) return succeeded(std::unexpected("cannot mount a second client"));
-  const int reader = open(b.file("t.ibd").c_str(), O_RDONLY | O_CLOEXEC);
-  if (reader < 0) return succeeded(std::unexpected(fmt::format("open: {}", strerror(errno))));
+  const int reader = open_on_second_client(table, b, O_RDONLY);
+  if (reader < 0) return false;
   note("page_before", std::string(1, first_byte(reader)));  // now in B's page cache
   if (!on_file(table, [](int fd) { return workloads::write_range(fd, 0, 2 * kMiB, kMiB, 'n'); })) {
     return false;
@@ -374,13 +386,9 @@ bool reader_on_another_client(const std::string& mount) {
 // silly rename). Notes B's read, write and close.
 bool removed_by_another_client(const std::string& mount) {
   const std::string table = mount + "/t.ibd";
-  if (!on_file(table, [](int fd) { return workloads::write_range(fd, 0, kMiB, kMiB, 'o'); })) {
-    return false;
-  }
   SecondClient b(mount);
-  if (!b.mounted()) return succeeded(std::unexpected("cannot mount a second client"));
-  const int holder = open(b.file("t.ibd").c_str(), O_RDWR | O_CLOEXEC);
-  if (holder < 0) return succeeded(std::unexpected(fmt::format("open: {}", strerror(errno))));
+  const int holder = open_on_second_client(table, b, O_RDWR);
+  if (holder < 0) return false;
   if (unlink(table.c_str()) != 0) return false;
   note("names_left", names_in(mount).size());
   char page[4096];
