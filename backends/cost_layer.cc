@@ -33,6 +33,18 @@ void CostLayer::leave(const Call&, Work& work, int error) {
   run_background(work);
 }
 
+uint64_t CostLayer::elapsed_ns() const {
+  const LatencyMode mode = clock_.mode();
+  if (!mode.real) return clock_.total_ns();
+  return static_cast<uint64_t>(static_cast<double>(Timelines::steady_ns()) / mode.scale);
+}
+
+void CostLayer::advance(uint64_t ns, Work& work) {
+  clock_.advance(ns);
+  complete_due();
+  run_background(work);
+}
+
 void CostLayer::schedule_background(uint64_t now) {
   auto next = [now](uint64_t interval) { return interval == 0 ? 0 : (now / interval + 1) * interval; };
   next_flush_ns_ = next(writeback_interval_ns_);

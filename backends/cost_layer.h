@@ -46,6 +46,13 @@ class CostLayer final : public Layer {
   LatencyMode latency() const { return clock_.mode(); }
   // Every operation's emulated time since the start or the last reset.
   uint64_t emulated_ns() const { return clock_.total_ns(); }
+  // Time as it passes for the programs on the volume, idle time included: in
+  // virtual mode the clock (idle time passes with advance() only); in real
+  // mode the host's monotonic time, on the clock's scale.
+  uint64_t elapsed_ns() const;
+  // `ctl time advance`: `ns` of idle time pass on the clock (virtual mode);
+  // the deferred work and the background threads it reaches run.
+  void advance(uint64_t ns, Work& work) EXCLUDES(schedule_mutex_, files_mutex_);
   // Files with emulated time kept (live inodes only: a destroyed one is dropped).
   size_t tracked_files();
 

@@ -48,6 +48,8 @@ class EmulatedClock {
   // Every timeline moves back by the total, which becomes 0; returns the total
   // it was.
   uint64_t reset();
+  // `ns` of idle time pass (Timelines::advance).
+  void advance(uint64_t ns) { timelines_.advance(ns); }
   // The total of an earlier mount (a volume image); no caller's timeline kept.
   void set_total(uint64_t ns);
 

@@ -43,7 +43,7 @@ class Engine {
     faults_.set_clock([this] { return cost_.emulated_ns(); });
     faults_.set_crash_hook([this](const PowerCut& cut) { crash(cut, true); });
     if (volume_.profile().nfs) {
-      clients_ = std::make_unique<NfsClients>(counting_, volume_.profile().silly_rename);
+      clients_ = std::make_unique<NfsClients>(counting_, [this] { return cost_.elapsed_ns(); });
       first_client_ = &clients_->add("");
     }
   }
@@ -65,6 +65,12 @@ class Engine {
     if (clients_ && &client != first_client_) {
       clients_->remove(static_cast<const NfsClientLayer&>(client));
     }
+  }
+  // Tells `client`'s mount of files another client changed while it had
+  // their attributes cached (NfsClientLayer::set_change_observer); {} stops.
+  // Nothing on a profile without clients.
+  void on_changes_elsewhere(FileSystem& client, NfsClientLayer::ChangeObserver observer) {
+    if (clients_) static_cast<NfsClientLayer&>(client).set_change_observer(std::move(observer));
   }
   Volume& volume() { return volume_; }
   FaultInjector& faults() { return faults_.rules(); }

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "backends/fault_injector.h"
 
+#include "backends/duration.h"
+
 #include <fmt/format.h>
 #include <fnmatch.h>
 #include <spdlog/spdlog.h>
@@ -94,33 +96,6 @@ std::optional<int> errno_from_name(std::string_view name) {
   return std::nullopt;
 }
 
-struct DurationUnit {
-  std::string_view suffix;
-  uint64_t ns;
-};
-// Smallest first; format_duration() walks them from the largest.
-constexpr DurationUnit kDurationUnits[] = {
-    {"ns", 1}, {"us", 1'000}, {"ms", 1'000'000}, {"s", 1'000'000'000}};
-
-std::expected<uint64_t, std::string> parse_duration_ns(std::string_view s) {
-  const size_t digits = s.find_first_not_of("0123456789");
-  if (digits == 0) return std::unexpected(fmt::format("\"{}\" is not a duration like 50ms", s));
-  if (digits == std::string_view::npos) {
-    return std::unexpected(fmt::format("\"{}\" needs a unit: ns, us, ms or s", s));
-  }
-  const std::string_view unit = s.substr(digits);
-  for (const DurationUnit& u : kDurationUnits) {
-    if (unit != u.suffix) continue;
-    const std::optional<uint64_t> value = parse_uint(s.substr(0, digits));
-    if (!value || *value > std::numeric_limits<uint64_t>::max() / u.ns) {
-      return std::unexpected(fmt::format("\"{}\" is too large", s));
-    }
-    if (*value == 0) return std::unexpected(fmt::format("\"{}\" is not positive", s));
-    return *value * u.ns;
-  }
-  return std::unexpected(fmt::format("unknown unit \"{}\" (ns, us, ms or s)", unit));
-}
-
 // A number in (0, 1]. strtod, not from_chars: libc++ (scripts/check-locks.sh)
 // has no double one.
 std::expected<double, std::string> parse_fraction(std::string_view value) {
@@ -134,14 +109,6 @@ std::expected<double, std::string> parse_fraction(std::string_view value) {
   }
   if (!(p > 0 && p <= 1)) return std::unexpected(fmt::format("{} is not in (0, 1]", value));
   return p;
-}
-
-// The largest unit that states `ns` exactly, as the rule would spell it.
-std::string format_duration(uint64_t ns) {
-  for (auto u = std::rbegin(kDurationUnits); u != std::rend(kDurationUnits); ++u) {
-    if (ns % u->ns == 0) return fmt::format("{}{}", ns / u->ns, u->suffix);
-  }
-  return fmt::format("{}ns", ns);
 }
 
 std::expected<std::bitset<static_cast<size_t>(Op::kCount)>, std::string> parse_ops(

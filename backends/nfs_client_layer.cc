@@ -19,7 +19,141 @@ namespace {
 // never flushed; its RELEASE comes when the last mapping goes.
 constexpr int kOpenForExec = 0x20;
 
+// What nfs_update_inode compares to decide the attributes changed: the
+// change attribute (here the ctime, which every change moves), the mtime and
+// the size.
+bool same_attributes(const Attributes& a, const Attributes& b) {
+  auto same = [](const timespec& x, const timespec& y) {
+    return x.tv_sec == y.tv_sec && x.tv_nsec == y.tv_nsec;
+  };
+  return a.size == b.size && same(a.mtime, b.mtime) && same(a.ctime, b.ctime);
+}
+
+// New data: nfs_update_inode sets NFS_INO_INVALID_DATA when the mtime or the
+// size moved.
+bool same_data(const Attributes& a, const Attributes& b) {
+  return a.size == b.size && a.mtime.tv_sec == b.mtime.tv_sec && a.mtime.tv_nsec == b.mtime.tv_nsec;
+}
+
 }  // namespace
+
+NfsClientLayer::NfsClientLayer(FileSystem& server, NfsClients& peers, std::string name)
+    : Layer(server),
+      peers_(peers),
+      silly_rename_(server.profile().silly_rename),
+      noac_(server.profile().noac),
+      acregmin_ns_(server.profile().acregmin_ns),
+      acregmax_ns_(server.profile().acregmax_ns),
+      acdirmin_ns_(server.profile().acdirmin_ns),
+      acdirmax_ns_(server.profile().acdirmax_ns),
+      name_(std::move(name)) {}
+
+bool NfsClientLayer::caching() const { return !noac_ && peers_.several(); }
+
+// nfs_getattr -> nfs_revalidate_inode: no GETATTR while the cached attributes
+// are young enough (nfs_attribute_cache_expired).
+Result<Attributes> NfsClientLayer::getattr(uint64_t inode, Work& work) {
+  if (auto cached = cached_attributes(inode)) {
+    work.attributes_expire = true;
+    return *cached;
+  }
+  const uint64_t generation = this->generation();
+  auto fresh = Layer::getattr(inode, work);
+  if (fresh) fetched(*fresh, generation, work);
+  return fresh;
+}
+
+// FUSE asks again for a name whose entry expired in the kernel; Linux's
+// client finds it in its dentry cache (nfs_lookup_revalidate) and keeps the
+// inode's cached attributes.
+Result<Attributes> NfsClientLayer::lookup(uint64_t parent, const std::string& name, Work& work) {
+  const uint64_t generation = this->generation();
+  auto found = Layer::lookup(parent, name, work);
+  if (!found) return found;
+  if (auto cached = cached_attributes(found->inode)) {
+    work.attributes_expire = true;
+    return *cached;
+  }
+  fetched(*found, generation, work);
+  return found;
+}
+
+std::optional<Attributes> NfsClientLayer::cached_attributes(uint64_t inode) {
+  if (!caching()) return std::nullopt;
+  const uint64_t now = peers_.now_ns();
+  std::lock_guard lock(mutex_);
+  auto it = attributes_.find(inode);
+  if (it == attributes_.end() || !it->second.changed_elsewhere || !it->second.known) {
+    return std::nullopt;
+  }
+  const CachedAttributes& cached = it->second;
+  if (now < cached.fetched_ns || now - cached.fetched_ns >= cached.timeout_ns) return std::nullopt;
+  // A stale file's requests get ESTALE (enter()), not attributes.
+  if (auto open = open_.find(inode); open != open_.end() && open->second.stale) return std::nullopt;
+  ++stale_attributes_;
+  return cached.attributes;
+}
+
+// nfs_update_inode: attributes that changed restart attrtimeo at its minimum;
+// unchanged ones, once attrtimeo has passed since it was last set, double it
+// up to the maximum. New data drops the pages the client cached.
+uint64_t NfsClientLayer::generation() {
+  std::lock_guard lock(mutex_);
+  return generation_;
+}
+
+void NfsClientLayer::fetched(const Attributes& fresh, uint64_t generation, Work& work) {
+  if (!caching()) return;
+  const uint64_t now = peers_.now_ns();
+  const bool directory = S_ISDIR(fresh.mode);
+  const uint64_t min_ns = directory ? acdirmin_ns_ : acregmin_ns_;
+  const uint64_t max_ns = directory ? acdirmax_ns_ : acregmax_ns_;
+  std::lock_guard lock(mutex_);
+  CachedAttributes& cached = cache_entry(fresh.inode)->second;
+  cached.kernel_told = false;  // the kernel keeps these for its own timeout
+  const bool expired = now < cached.fetched_ns || now - cached.fetched_ns >= cached.timeout_ns;
+  if (cached.known && !cached.changed_elsewhere && !expired) {
+    // What the cache would answer: the server has nothing another client did.
+    cached.attributes = fresh;
+    return;
+  }
+  const bool changed = !cached.known || !same_attributes(cached.attributes, fresh);
+  // Pages cached before another client's change, compared or not.
+  const bool new_data =
+      cached.known ? !same_data(cached.attributes, fresh) : cached.data_changed_elsewhere;
+  if (changed && cached.changed_elsewhere && new_data && S_ISREG(fresh.mode)) {
+    work.drop_cached_pages = true;
+  }
+  // A change or a reboot during the request: these attributes may be older
+  // than it (nfs_inode_attrs_cmp's attr_gencount); the next request asks again.
+  if (generation != generation_) return;
+  if (changed) {
+    cached.timeout_ns = min_ns;
+    cached.timeout_since_ns = now;
+  } else if (now < cached.timeout_since_ns) {
+    cached.timeout_since_ns = now;  // the clock was reset: a new start, no doubling
+  } else if (now - cached.timeout_since_ns >= cached.timeout_ns) {
+    cached.timeout_ns = std::min(cached.timeout_ns * 2, max_ns);
+    cached.timeout_since_ns = now;
+  }
+  cached.attributes = fresh;
+  cached.fetched_ns = now;
+  cached.known = true;
+  cached.changed_elsewhere = false;
+  cached.data_changed_elsewhere = false;
+}
+
+std::unordered_map<uint64_t, NfsClientLayer::CachedAttributes>::iterator
+NfsClientLayer::cache_entry(uint64_t inode) {
+  if (attributes_.size() >= kMaxCachedAttributes && !attributes_.contains(inode)) {
+    // Bounded memory: entries the server agrees with go first, as if
+    // expired; those another client changed keep what their revalidation
+    // needs, unless nothing else is left.
+    std::erase_if(attributes_, [](const auto& entry) { return !entry.second.changed_elsewhere; });
+    if (attributes_.size() >= kMaxCachedAttributes) attributes_.clear();
+  }
+  return attributes_.try_emplace(inode).first;
+}
 
 Result<Attributes> NfsClientLayer::create(uint64_t parent, const std::string& name, uint32_t mode,
                                           uint64_t rdev, Owner owner, bool open_handle,
@@ -38,31 +172,93 @@ Result<Attributes> NfsClientLayer::tmpfile(uint64_t parent, uint32_t mode, Owner
 
 // nfs_open revalidates the file with the server (close-to-open): pages
 // cached before another client changed the data are dropped, with the
-// attributes. An O_TRUNC open changes the data for the others.
+// attributes, cached or not. An O_TRUNC open changes the data for the others.
 Result<void> NfsClientLayer::open(uint64_t inode, int flags, Work& work) {
   auto result = Layer::open(inode, flags, work);
   if (!result) return result;
   opened(inode, (flags & kOpenForExec) != 0);
   {
     std::lock_guard lock(mutex_);
+    // The open revalidates the attributes (NFSv4 OPEN's GETATTR): still the
+    // server's, they are as young as the open; else the next stat asks.
+    if (auto it = attributes_.find(inode); it != attributes_.end()) {
+      CachedAttributes& cached = it->second;
+      if (cached.known && !cached.changed_elsewhere && caching()) {
+        cached.fetched_ns = peers_.now_ns();
+      } else {
+        attributes_.erase(it);  // its pages go with this open (changed_elsewhere_)
+        ++generation_;
+      }
+    }
     if (changed_elsewhere_.erase(inode) > 0 || all_changed_elsewhere_) {
       work.drop_cached_pages = true;
       work.changed_attributes.push_back(inode);
     }
   }
-  if ((flags & O_TRUNC) != 0) peers_.changed(inode, *this);
+  if ((flags & O_TRUNC) != 0) changed_here(inode, Change::kData);
   return result;
 }
 
-void NfsClientLayer::changed_elsewhere(uint64_t inode) {
-  std::lock_guard lock(mutex_);
-  if (all_changed_elsewhere_) return;
-  if (changed_elsewhere_.size() >= kMaxChangedElsewhere) {
-    changed_elsewhere_.clear();
-    all_changed_elsewhere_ = true;
-    return;
+void NfsClientLayer::changed_elsewhere(uint64_t inode, Change what) {
+  bool first_change = noac_;  // since this client last had the attributes
+  {
+    std::lock_guard lock(mutex_);
+    if (!noac_) {
+      // The kernel may hold attributes this client never cached here (a
+      // create's, an open's): a marker, never answered from, tells it once.
+      CachedAttributes& cached = cache_entry(inode)->second;
+      first_change = !cached.kernel_told;
+      cached.kernel_told = true;
+      cached.changed_elsewhere = true;
+      cached.data_changed_elsewhere = cached.data_changed_elsewhere || what == Change::kData;
+    }
+    ++generation_;
+    if (what == Change::kData && !all_changed_elsewhere_) {
+      if (changed_elsewhere_.size() >= kMaxChangedElsewhere) {
+        changed_elsewhere_.clear();
+        all_changed_elsewhere_ = true;
+      } else {
+        changed_elsewhere_.insert(inode);
+      }
+    }
   }
-  changed_elsewhere_.insert(inode);
+  if (first_change) {
+    std::lock_guard lock(observer_mutex_);
+    if (change_observer_) change_observer_(inode);
+  }
+}
+
+void NfsClientLayer::set_change_observer(ChangeObserver observer) {
+  std::lock_guard lock(observer_mutex_);
+  change_observer_ = std::move(observer);
+}
+
+// The reply to this client's own change brought the server's attributes
+// (the kernel keeps them for its own timeout): the entry becomes a marker,
+// which keeps what another client changed before for the next revalidation.
+// With no other client there is no entry (NfsClients::add clears them).
+void NfsClientLayer::changed_here(uint64_t inode, Change what) {
+  if (!peers_.several()) return;
+  {
+    std::lock_guard lock(mutex_);
+    if (auto it = attributes_.find(inode); it != attributes_.end()) {
+      CachedAttributes& cached = it->second;
+      if (cached.changed_elsewhere) {
+        cached.known = false;
+        cached.kernel_told = false;
+      } else {
+        attributes_.erase(it);
+      }
+    }
+    ++generation_;
+  }
+  peers_.changed(inode, *this, what);
+}
+
+void NfsClientLayer::forget_attributes() {
+  std::lock_guard lock(mutex_);
+  attributes_.clear();
+  ++generation_;
 }
 
 void NfsClientLayer::leave(const Call& call, Work& work, int error) {
@@ -73,13 +269,35 @@ void NfsClientLayer::leave(const Call& call, Work& work, int error) {
       case Op::kFallocate:
       case Op::kPunch:
       case Op::kCopyFileRange:
-        peers_.changed(call.inode, *this);
+        changed_here(call.inode, Change::kData);
+        break;
+      // A file's own attributes, or a directory's (`inode` is the parent):
+      // its mtime, size and link count.
+      case Op::kSetattr:
+      case Op::kSetxattr:
+      case Op::kRemovexattr:
+      case Op::kCreate:
+      case Op::kMkdir:
+      case Op::kSymlink:
+      case Op::kLink:
+      case Op::kUnlink:
+      case Op::kRmdir:
+      case Op::kRename:
+        changed_here(call.inode, Change::kAttributes);
         break;
       default:
         break;
     }
   }
   Layer::leave(call, work, error);
+}
+
+// The file's link count and ctime change too, not only the new parent's.
+Result<Attributes> NfsClientLayer::link(uint64_t inode, uint64_t new_parent,
+                                        const std::string& new_name, Work& work) {
+  auto linked = Layer::link(inode, new_parent, new_name, work);
+  if (linked) changed_here(inode, Change::kAttributes);
+  return linked;
 }
 
 void NfsClientLayer::opened(uint64_t inode, bool flushed) {
@@ -158,6 +376,7 @@ void NfsClientLayer::remove_silly_name(uint64_t inode, uint64_t parent, const st
     spdlog::warn("nfs client: removing {} at its last close: {}", name,
                  std::strerror(removed.error().value));
   } else {
+    changed_here(parent, Change::kAttributes);
     peers_.removed(inode, *this);
   }
 }
@@ -235,6 +454,10 @@ Result<void> NfsClientLayer::silly_rename(uint64_t parent, const std::string& na
   }
   // A power cut meanwhile: the rebooted client does not remove it.
   const bool crashed = target().crashes() != boot;
+  if (renamed) {  // sent to the server directly: this layer's leave() did not see it
+    changed_here(parent, Change::kAttributes);
+    changed_here(inode, Change::kAttributes);
+  }
 
   bool remove_now = false;
   {
@@ -289,7 +512,10 @@ Result<void> NfsClientLayer::unlink(uint64_t parent, const std::string& name, Wo
 Result<void> NfsClientLayer::remove(uint64_t parent, const std::string& name, uint64_t inode,
                                     Work& work) {
   auto removed = Layer::unlink(parent, name, work);
-  if (removed) peers_.removed(inode, *this);
+  if (removed) {
+    changed_here(inode, Change::kAttributes);  // its link count, with other links
+    peers_.removed(inode, *this);
+  }
   return removed;
 }
 
@@ -342,6 +568,7 @@ Result<void> NfsClientLayer::rename(uint64_t parent, const std::string& name, ui
     break;
   }
   auto renamed = Layer::rename(parent, name, new_parent, new_name, flags, work);
+  if (renamed && new_parent != parent) changed_here(new_parent, Change::kAttributes);
   if (renamed && removed != 0) peers_.removed(removed, *this);
   return renamed;
 }
@@ -353,6 +580,8 @@ CrashReport NfsClientLayer::crash(Work& work) {
 
 void NfsClientLayer::reboot() {
   std::lock_guard lock(mutex_);
+  attributes_.clear();
+  ++generation_;
   for (auto& [inode, file] : open_) {
     file.handles_before_crash += file.handles;
     file.handles = 0;
@@ -458,6 +687,7 @@ ClientStats NfsClientLayer::client_stats() {
         return !open.second.silly_name.empty() || open.second.removing;
       }));
   client.stale_handles = stale_requests_;
+  client.stale_attributes = stale_attributes_;
   return client;
 }
 
@@ -477,6 +707,7 @@ void NfsClientLayer::reset_client_statistics() {
   std::lock_guard lock(mutex_);
   silly_renames_ = 0;
   stale_requests_ = 0;
+  stale_attributes_ = 0;
 }
 
 }  // namespace mimicfs

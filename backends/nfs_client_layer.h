@@ -21,14 +21,28 @@
 // its RELEASE, at most until then. An exec'd file gets no FLUSH; it counts as
 // flushed at its open.
 //
-// Thread-safety: one mutex for the open-file table, never held across a call
-// to the server (which may wait: real latency, a frozen volume).
+// Attribute cache (fs/nfs/inode.c): a client answers stat(2) from the
+// attributes it last had from the server while they are younger than its
+// attrtimeo (nfs_attribute_cache_expired). attrtimeo starts at acregmin
+// (acdirmin for a directory), doubles at each revalidation that finds the file
+// unchanged, up to acregmax, and falls back to the minimum when it changed
+// (nfs_update_inode); a revalidation that finds new data drops the client's
+// pages (NFS_INO_INVALID_DATA). Only what another client changed can make the
+// cache differ from the server: a client alone, or a file only this client
+// changed, is answered as the server has it, so a single mount is unchanged.
+// Age is emulated time (NfsClients::now_ns).
+//
+// Thread-safety: one mutex for the open-file table and the attribute cache,
+// never held across a call to the server (which may wait: real latency, a
+// frozen volume).
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -49,9 +63,15 @@ class NfsClientLayer final : public Layer {
   // counts them); past this, requests do not wait.
   static constexpr int kMaxWaiters = 2;
 
-  // A client of `server`, one of `peers`, named by its mount point.
-  NfsClientLayer(FileSystem& server, NfsClients& peers, std::string name, bool silly_rename)
-      : Layer(server), peers_(peers), silly_rename_(silly_rename), name_(std::move(name)) {}
+  // Attributes kept per client; past this many files, the cache starts over.
+  static constexpr size_t kMaxCachedAttributes = 1 << 16;
+
+  // What another client's request changed of a file.
+  enum class Change { kData, kAttributes };
+
+  // A client of `server`, one of `peers`, named by its mount point; the
+  // server's profile says what it does (client.*).
+  NfsClientLayer(FileSystem& server, NfsClients& peers, std::string name);
 
   std::string name() const EXCLUDES(mutex_) {
     std::lock_guard lock(mutex_);
@@ -62,9 +82,13 @@ class NfsClientLayer final : public Layer {
     name_ = std::move(name);
   }
 
+  Result<Attributes> lookup(uint64_t parent, const std::string& name, Work& work) override;
+  Result<Attributes> getattr(uint64_t inode, Work& work) override;
   Result<Attributes> create(uint64_t parent, const std::string& name, uint32_t mode, uint64_t rdev,
                             Owner owner, bool open_handle, Work& work) override;
   Result<Attributes> tmpfile(uint64_t parent, uint32_t mode, Owner owner, Work& work) override;
+  Result<Attributes> link(uint64_t inode, uint64_t new_parent, const std::string& new_name,
+                          Work& work) override;
   Result<void> open(uint64_t inode, int flags, Work& work) override;
   Result<void> flush(uint64_t inode, bool writer, Work& work) override;
   void release(uint64_t inode, Work& work) override;
@@ -83,17 +107,27 @@ class NfsClientLayer final : public Layer {
   // Every client's counters and the server's.
   void reset_statistics() override;
 
+  // Told, on another client's request, of a file whose attributes that client
+  // changed and this one has cached: the mount drops what its kernel keeps of
+  // them, so that its next stat asks this client's cache. Cleared with {};
+  // a clear waits for a call under way.
+  using ChangeObserver = std::function<void(uint64_t inode)>;
+  void set_change_observer(ChangeObserver observer) EXCLUDES(observer_mutex_);
+
   // What NfsClients tells one client of the others and of a power cut.
   void removed_elsewhere(uint64_t inode) EXCLUDES(mutex_);
-  void changed_elsewhere(uint64_t inode) EXCLUDES(mutex_);
+  void changed_elsewhere(uint64_t inode, Change what) EXCLUDES(mutex_);
   ClientStats client_stats() EXCLUDES(mutex_);
   void reboot() EXCLUDES(mutex_);
+  // A client mounted or gone: what was cached while this one was alone (or
+  // with another) may be older than its own changes since.
+  void forget_attributes() EXCLUDES(mutex_);
   void reset_client_statistics() EXCLUDES(mutex_);
 
  protected:
   // ESTALE for a request about a stale file.
   Result<void> enter(const Call& call, Work& work) override;
-  // Tells the other clients of a change of a file's data.
+  // Tells the other clients of a change of a file's data or attributes.
   void leave(const Call& call, Work& work, int error) override;
 
  private:
@@ -114,6 +148,36 @@ class NfsClientLayer final : public Layer {
     bool renaming = false;  // a silly rename of it is under way
     bool removing = false;  // its last close is removing its silly name
   };
+  struct CachedAttributes {
+    Attributes attributes;          // as this client last had them from the server
+    uint64_t fetched_ns = 0;        // when (nfsi->read_cache_jiffies)
+    uint64_t timeout_ns = 0;        // nfsi->attrtimeo
+    uint64_t timeout_since_ns = 0;  // nfsi->attrtimeo_timestamp
+    bool known = false;              // a marker until the server's attributes come
+    bool changed_elsewhere = false;  // another client changed the file since
+    bool data_changed_elsewhere = false;  // its data, not only its attributes
+    // The kernel was told to drop its attributes since they were last given
+    // to it: another client's next change need not tell it again.
+    bool kernel_told = false;
+  };
+
+  // The attributes this client answers `inode`'s stat with, if they are
+  // cached, young enough, and no longer the server's.
+  std::optional<Attributes> cached_attributes(uint64_t inode) EXCLUDES(mutex_);
+  // `inode`'s entry, added if missing (the whole cache starts over past
+  // kMaxCachedAttributes).
+  std::unordered_map<uint64_t, CachedAttributes>::iterator cache_entry(uint64_t inode)
+      REQUIRES(mutex_);
+  // The server's attributes of a file, just fetched (nfs_update_inode), by a
+  // request that started at `generation`.
+  void fetched(const Attributes& fresh, uint64_t generation, Work& work) EXCLUDES(mutex_);
+  uint64_t generation() EXCLUDES(mutex_);
+  // Tells the others that `inode` changed, and forgets this client's own
+  // attributes of it: the reply to its change brought the new ones.
+  void changed_here(uint64_t inode, Change what) EXCLUDES(mutex_);
+  // Whether the cache can differ from the server: another client, and no noac.
+  bool caching() const;
+
   // What a name's file is to a removal: not open here, open (the caller
   // renames it away), already under a silly name, or renamed meanwhile.
   enum class Busy { kNo, kOpen, kRenamed, kMoved };
@@ -146,7 +210,12 @@ class NfsClientLayer final : public Layer {
   bool wait(std::unique_lock<std::mutex>& lock, Clock::time_point deadline) REQUIRES(mutex_);
 
   NfsClients& peers_;
+  std::mutex observer_mutex_;  // after mutex_ and the registry's, never before
+  ChangeObserver change_observer_ GUARDED_BY(observer_mutex_);
   const bool silly_rename_;
+  const bool noac_;
+  // The attribute cache's bounds: regular files (and all but directories), directories.
+  const uint64_t acregmin_ns_, acregmax_ns_, acdirmin_ns_, acdirmax_ns_;
   mutable std::mutex mutex_;
   std::string name_ GUARDED_BY(mutex_);
   std::condition_variable released_;
@@ -154,6 +223,10 @@ class NfsClientLayer final : public Layer {
   uint32_t silly_counter_ GUARDED_BY(mutex_) = 0;  // as nfs_sillyrename's static sillycounter
   uint64_t silly_renames_ GUARDED_BY(mutex_) = 0;
   uint64_t stale_requests_ GUARDED_BY(mutex_) = 0;
+  uint64_t stale_attributes_ GUARDED_BY(mutex_) = 0;
+  std::unordered_map<uint64_t, CachedAttributes> attributes_ GUARDED_BY(mutex_);
+  // Moves with every change and reboot: a fetch that saw it move keeps nothing.
+  uint64_t generation_ GUARDED_BY(mutex_) = 0;
   // Files whose data another client changed since this one last opened them.
   // Past kMaxChangedElsewhere, every open drops its pages: bounded memory, and
   // a page cache never older than the server.

@@ -6,8 +6,9 @@
 namespace mimicfs {
 
 NfsClientLayer& NfsClients::add(std::string name) {
-  auto client = std::make_unique<NfsClientLayer>(server_, *this, std::move(name), silly_rename_);
+  auto client = std::make_unique<NfsClientLayer>(server_, *this, std::move(name));
   std::lock_guard lock(mutex_);
+  for (const auto& other : clients_) other->forget_attributes();
   clients_.push_back(std::move(client));
   count_.store(clients_.size());
   return *clients_.back();
@@ -17,6 +18,7 @@ void NfsClients::remove(const NfsClientLayer& client) {
   std::lock_guard lock(mutex_);
   std::erase_if(clients_, [&client](const auto& c) { return c.get() == &client; });
   count_.store(clients_.size());
+  for (const auto& other : clients_) other->forget_attributes();
 }
 
 void NfsClients::removed(uint64_t inode, const NfsClientLayer& by) {
@@ -26,11 +28,11 @@ void NfsClients::removed(uint64_t inode, const NfsClientLayer& by) {
   }
 }
 
-void NfsClients::changed(uint64_t inode, const NfsClientLayer& by) {
-  if (count_.load(std::memory_order_relaxed) < 2) return;
+void NfsClients::changed(uint64_t inode, const NfsClientLayer& by, Change what) {
+  if (!several()) return;
   std::lock_guard lock(mutex_);
   for (const auto& client : clients_) {
-    if (client.get() != &by) client->changed_elsewhere(inode);
+    if (client.get() != &by) client->changed_elsewhere(inode, what);
   }
 }
 

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -22,8 +23,13 @@ namespace mimicfs {
 
 class NfsClients {
  public:
+  // The clients' time in ns, which expires their attribute caches: emulated
+  // time (Engine::client_time_ns).
+  using Clock = std::function<uint64_t()>;
+  using Change = NfsClientLayer::Change;
+
   // `server`: the layers every client sends its requests to.
-  NfsClients(FileSystem& server, bool silly_rename) : server_(server), silly_rename_(silly_rename) {}
+  NfsClients(FileSystem& server, Clock now) : server_(server), now_(std::move(now)) {}
   NfsClients(const NfsClients&) = delete;
   NfsClients& operator=(const NfsClients&) = delete;
 
@@ -35,8 +41,12 @@ class NfsClients {
 
   // The server removed `inode` at `by`'s request: it is stale on the others.
   void removed(uint64_t inode, const NfsClientLayer& by) EXCLUDES(mutex_);
-  // `by` changed the data of `inode`: the others' caches of it are old.
-  void changed(uint64_t inode, const NfsClientLayer& by) EXCLUDES(mutex_);
+  // `by` changed `inode`'s data, or only its attributes (a chmod, a name added
+  // to a directory): the others' caches of it are old.
+  void changed(uint64_t inode, const NfsClientLayer& by, Change what) EXCLUDES(mutex_);
+  // Whether a client has others to hear from: one alone caches nothing.
+  bool several() const { return count_.load(std::memory_order_relaxed) > 1; }
+  uint64_t now_ns() const { return now_(); }
   // Every client's counters, in the order they were added.
   std::vector<ClientStats> stats() EXCLUDES(mutex_);
   // A power cut of server and clients: every client reboots.
@@ -45,7 +55,7 @@ class NfsClients {
 
  private:
   FileSystem& server_;
-  const bool silly_rename_;
+  const Clock now_;
   std::mutex mutex_;
   std::vector<std::unique_ptr<NfsClientLayer>> clients_ GUARDED_BY(mutex_);
   // clients_.size(), read without the lock: one client has nobody to tell.

@@ -197,6 +197,14 @@ std::expected<void, std::string> validate(const Profile& p, std::string_view sou
     return error({"client.silly_rename", "client.nfs"},
                  "client.silly_rename needs client.nfs (only an NFS client renames open files)");
   }
+  if (p.acregmin_ns > p.acregmax_ns) {
+    return error({"client.acregmin_ns", "client.acregmax_ns"},
+                 "client.acregmin_ns must not exceed client.acregmax_ns");
+  }
+  if (p.acdirmin_ns > p.acdirmax_ns) {
+    return error({"client.acdirmin_ns", "client.acdirmax_ns"},
+                 "client.acdirmin_ns must not exceed client.acdirmax_ns");
+  }
   if (p.speculative_preallocation_min_bytes > p.speculative_preallocation_max_bytes) {
     return error({"allocation.speculative_preallocation_min_bytes",
                   "allocation.speculative_preallocation_max_bytes"},

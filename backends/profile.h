@@ -121,6 +121,13 @@ struct Profile {
   // [client]: what the NFS client does on its own (NfsClientLayer, docs/nfs.md).
   bool nfs = false;           // each mount is a client of the emulated server (--client-of)
   bool silly_rename = false;  // unlink or rename over a file open here renames it to .nfsXXXX
+  // The attribute cache's bounds (nfs(5) acregmin...; nfs_update_inode), in
+  // emulated time, and noac: no attribute cache at all.
+  uint64_t acregmin_ns = 3'000'000'000;
+  uint64_t acregmax_ns = 60'000'000'000;
+  uint64_t acdirmin_ns = 30'000'000'000;
+  uint64_t acdirmax_ns = 60'000'000'000;
+  bool noac = false;
 
   bool supports(FallocateMode mode) const {
     return (fallocate_modes & static_cast<uint8_t>(mode)) != 0;

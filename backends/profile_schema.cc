@@ -162,6 +162,19 @@ const std::vector<ProfileKey>& profile_keys() {
            "same directory, removed at its last close; unlink of that name while open gets "
            "EBUSY, rmdir of its directory ENOTEMPTY. false: removed at once, as a local "
            "filesystem does"),
+      nanoseconds("client.acregmin_ns", &Profile::acregmin_ns,
+                  "an NFS client's attribute cache of a file, after another client changed it: "
+                  "a stat may show the old size and times for this long (emulated time) after "
+                  "the client last asked the server; doubled while the file stays the same"),
+      nanoseconds("client.acregmax_ns", &Profile::acregmax_ns,
+                  "the longest a file's attributes stay cached (doubling stops here)"),
+      nanoseconds("client.acdirmin_ns", &Profile::acdirmin_ns,
+                  "as client.acregmin_ns, for a directory"),
+      nanoseconds("client.acdirmax_ns", &Profile::acdirmax_ns,
+                  "as client.acregmax_ns, for a directory"),
+      flag("client.noac", &Profile::noac,
+           "no attribute cache (nfs(5) noac): every stat asks the server, so another "
+           "client's change shows at once; the ac* keys are ignored"),
       {"fallocate.modes", FallocateModesField{}, "list",
        "which fallocate calls exist: `allocate` (mode 0), `keep_size`, `punch_hole` "
        "(PUNCH_HOLE\\|KEEP_SIZE), `zero_range` (with or without KEEP_SIZE); the rest get "

@@ -104,7 +104,8 @@ nlohmann::json to_json(const StatsSnapshot& s) {
   auto client_json = [](const ClientStats& c) {
     return nlohmann::json{{"silly_renames", c.silly_renames},
                           {"silly_renamed_open", c.silly_renamed_open},
-                          {"stale_handles", c.stale_handles}};
+                          {"stale_handles", c.stale_handles},
+                          {"stale_attributes", c.stale_attributes}};
   };
   // The mount's own client; every client, by mount point, where there are
   // several (a volume's stats do not depend on where it is mounted).

@@ -132,6 +132,9 @@ struct ClientStats {
   uint64_t silly_renamed_open = 0;  // such files still open: their .nfs names are still there
   // Requests answered ESTALE: about a file open here that another client removed.
   uint64_t stale_handles = 0;
+  // stat(2)s and lookups answered from the attribute cache with what another
+  // client has changed since on the server (client.acregmin_ns).
+  uint64_t stale_attributes = 0;
 };
 
 struct ClockStats {

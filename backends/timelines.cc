@@ -103,6 +103,13 @@ uint64_t Timelines::rebase() {
   return by;
 }
 
+void Timelines::advance(uint64_t ns) {
+  std::lock_guard lock(mutex_);
+  const uint64_t now = add(now_ns_.load(std::memory_order_relaxed), ns);
+  barrier_ns_ = std::max(barrier_ns_, now);
+  publish(now);
+}
+
 void Timelines::restart_at(uint64_t ns) {
   std::lock_guard lock(mutex_);
   lines_.clear();

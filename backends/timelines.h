@@ -78,6 +78,9 @@ class Timelines {
   // Moves every time back by now(), which becomes 0 (statistics reset);
   // returns by how much.
   uint64_t rebase() EXCLUDES(mutex_);
+  // `ns` of idle time pass: now() moves on, and every caller's next
+  // operation starts after it (`ctl time advance`). Saturates.
+  void advance(uint64_t ns) EXCLUDES(mutex_);
   // Starts over at `ns`, no caller known and no resource busy (a loaded image).
   void restart_at(uint64_t ns) EXCLUDES(mutex_);
   // Callers with a timeline (active within kIdleNs, until the next sweep).

@@ -108,10 +108,16 @@ struct Work {
   // The size, blocks and times a write, truncate or fallocate changes on its
   // own inode are not listed: the FUSE kernel drops those itself.
   std::vector<uint64_t> changed_attributes;
-  // Set by an NFS client's open (close-to-open): the file's data changed on
-  // the server since this client last had it, through another client. The
-  // caller drops the pages it cached (and the inode is in changed_attributes).
+  // Set by an NFS client's open (close-to-open) or its revalidation of the
+  // attributes (a getattr or lookup past the attribute cache's time): the
+  // file's data changed on the server since this client last had it, through
+  // another client. The caller drops the pages it cached (after an open, the
+  // inode is in changed_attributes too).
   bool drop_cached_pages = false;
+  // Set by an NFS client answering from its attribute cache what the server
+  // has changed since: the caller keeps these attributes no time, so that the
+  // client's cache alone says how long they last.
+  bool attributes_expire = false;
 };
 
 }  // namespace mimicfs

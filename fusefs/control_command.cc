@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include "backends/duration.h"
 #include "backends/fault_injector.h"
 
 namespace mimicfs {
@@ -58,6 +59,11 @@ std::expected<ControlCommand, std::string> parse_control_command(std::string_vie
     auto mode = LatencyMode::parse(text.substr(kLatency.size()));
     if (!mode) return std::unexpected(mode.error());
     return LatencyCommand{*mode};
+  }
+  if (constexpr std::string_view kTimeAdvance = "time advance "; text.starts_with(kTimeAdvance)) {
+    auto ns = parse_duration_ns(text.substr(kTimeAdvance.size()));
+    if (!ns) return std::unexpected("time advance: " + ns.error());
+    return TimeAdvanceCommand{*ns};
   }
   if (constexpr std::string_view kClientMount = "client mount "; text.starts_with(kClientMount)) {
     const std::string_view path = text.substr(kClientMount.size());

@@ -15,6 +15,8 @@
 //   fault add RULE   add a fault rule (fault_injector.h)
 //   fault clear      remove every fault rule
 //   latency MODE     virtual, real or real:SCALE
+//   time advance D   let D (50ms, 3s...) of idle time pass on the emulated clock:
+//                    caches expire, deferred and background work comes due
 //   client mount DIR mount another NFS client of this volume's server on DIR
 //                    (an absolute path; `mimicfs mount --client-of` sends it)
 #pragma once
@@ -43,17 +45,21 @@ struct FaultAddCommand {
 struct LatencyCommand {
   LatencyMode mode;
 };
+struct TimeAdvanceCommand {
+  uint64_t ns;
+};
 struct ClientMountCommand {
   std::string mountpoint;  // absolute
 };
 
 using ControlCommand =
     std::variant<ResetCommand, CrashCommand, RestartCommand, SyncCommand, SettleCommand,
-                 FaultClearCommand, FaultAddCommand, LatencyCommand, ClientMountCommand>;
+                 FaultClearCommand, FaultAddCommand, LatencyCommand, TimeAdvanceCommand,
+                 ClientMountCommand>;
 
 inline constexpr std::string_view kControlCommands =
     "reset, crash [hold|freeze] [writeback=P] [seed=S], restart, sync, settle, fault add RULE, "
-    "fault clear, latency virtual|real|real:SCALE, client mount DIR";
+    "fault clear, latency virtual|real|real:SCALE, time advance DURATION, client mount DIR";
 
 // Parses one command (trailing newlines and spaces ignored). On error, one line
 // saying what is wrong: an unknown command, a malformed fault rule or latency mode.

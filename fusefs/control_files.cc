@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 
+#include "backends/duration.h"
 #include "fusefs/control_command.h"
 
 namespace mimicfs {
@@ -98,6 +99,15 @@ Result<void> ControlFiles::execute(std::string_view text, Work& work) {
   } else if (const auto* latency = std::get_if<LatencyCommand>(&*command)) {
     engine_.cost().set_latency(latency->mode);
     spdlog::info("ctl: latency {}", latency->mode.to_string());
+  } else if (const auto* time = std::get_if<TimeAdvanceCommand>(&*command)) {
+    // Real latency mode's clock is the host's: time passes by itself.
+    if (engine_.cost().latency().real) {
+      spdlog::warn("ctl: time advance needs virtual latency (the clock is {})",
+                   engine_.cost().latency().to_string());
+      return fail(EINVAL);
+    }
+    engine_.cost().advance(time->ns, work);
+    spdlog::info("ctl: {} of idle time passed", format_duration(time->ns));
   } else if (const auto* client = std::get_if<ClientMountCommand>(&*command)) {
     if (!mount_client_) return fail(EOPNOTSUPP);
     return mount_client_(client->mountpoint);

@@ -176,7 +176,14 @@ void on_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
     auto& self = adapter(req);
     auto control = self.control().lookup(parent, name);
     if (!control && ControlFiles::owns(parent)) control = fail(ENOENT);
-    return entry(req, control ? std::move(*control) : self.fs().lookup(parent, name));
+    if (control) return entry(req, std::move(*control));
+    Work work;
+    auto found = self.fs().lookup(parent, name, work);
+    if (!found) return ErrorReply{found.error().value};
+    if (work.drop_cached_pages) self.drop_pages(found->inode);
+    EntryReply reply{to_entry(self, *found)};
+    if (work.attributes_expire) reply.entry.attr_timeout = 0;
+    return reply;
   });
 }
 
@@ -207,8 +214,13 @@ void on_forget_multi(fuse_req_t req, size_t count, fuse_forget_data* forgets) {
 void on_getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
   serve(req, "getattr", ino, [&]() -> Reply {
     auto& self = adapter(req);
-    return attr(req,
-                ControlFiles::owns(ino) ? self.control().getattr(ino) : self.fs().getattr(ino));
+    if (ControlFiles::owns(ino)) return attr(req, self.control().getattr(ino));
+    Work work;
+    auto attributes = self.fs().getattr(ino, work);
+    if (!attributes) return ErrorReply{attributes.error().value};
+    if (work.drop_cached_pages) self.drop_pages(ino);
+    return AttrReply{to_stat(*attributes),
+                     work.attributes_expire ? 0.0 : attr_timeout(self, ino)};
   });
 }
 
@@ -627,6 +639,9 @@ FuseAdapter::FuseAdapter(Engine& engine, FileSystem& fs, AdapterOptions options)
     }
   });
   control_.set_crash_observer(crash_observer_);
+  // Another NFS client's change: this kernel's attributes of the file must
+  // not outlive this client's attribute cache.
+  engine_.on_changes_elsewhere(fs_, [this](uint64_t inode) { invalidate_attributes({inode}); });
   // What a restart's caller reads next must not come from pages of the crashed world.
   control_.after_restart([this] { wait_for_invalidations(std::chrono::seconds(10)); });
 }
@@ -637,6 +652,9 @@ FuseAdapter::~FuseAdapter() {
 }
 
 void FuseAdapter::detach() {
+  // First: another client's request thread may be telling this session (it
+  // waits for a call under way), and the session goes after this.
+  engine_.on_changes_elsewhere(fs_, {});
   {
     std::lock_guard lock(queue_mutex_);
     stopping_ = true;
@@ -700,6 +718,26 @@ void FuseAdapter::invalidate_attributes(const std::vector<uint64_t>& inodes) {
     if (error != 0 && error != -ENOENT) {
       spdlog::warn("cannot invalidate the attributes of inode {}: {}", inode, strerror(-error));
     }
+  }
+}
+
+// The kernel's invalidation waits for the locks of the pages being read or
+// written, which a request on another thread holds while the daemon serves it
+// (never this request, which holds none). A volume held off or frozen may
+// keep such a request waiting until its restart: then the worker drops them,
+// as it does a crash's.
+void FuseAdapter::drop_pages(uint64_t inode) {
+  fuse_session* session = session_.load();
+  if (!session) return;
+  if (!engine_.powered()) {
+    CrashReport pages;
+    pages.dropped_caches.push_back(inode);
+    invalidate_later(std::move(pages));
+    return;
+  }
+  const int error = fuse_lowlevel_notify_inval_inode(session, inode, 0, 0);
+  if (error != 0 && error != -ENOENT) {
+    spdlog::warn("cannot drop the cached pages of inode {}: {}", inode, strerror(-error));
   }
 }
 

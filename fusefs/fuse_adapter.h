@@ -70,6 +70,10 @@ class FuseAdapter {
   // Tells the kernel that these inodes' attributes changed behind its back
   // (Work::changed_attributes); safe inside a request, before its reply.
   void invalidate_attributes(const std::vector<uint64_t>& inodes);
+  // Drops the kernel's cached pages and attributes of `inode`: an NFS client
+  // revalidated it and found new data (Work::drop_cached_pages). Safe inside
+  // a GETATTR or LOOKUP, before its reply.
+  void drop_pages(uint64_t inode);
 
   // True while a crash rule's invalidations are queued or being told to the
   // kernel: an open then asks the kernel to drop the file's cached pages itself

@@ -4,8 +4,10 @@
 # through `mimicfs run`): a private mariadbd with its datadir on the mount runs
 # seed 000's case scaled down (a ROW_FORMAT=COMPRESSED table, rows inserted, then
 # ALTER TABLE ... ADD COLUMN), or, with WORKLOAD=drop, creates and drops a
-# PAGE_COMPRESSED table (seed 004); WORKLOAD=drop_plain the same table uncompressed. The operation counters are reset once the
-# server is up, so the stats are the workload's own.
+# PAGE_COMPRESSED table (seed 004); WORKLOAD=drop_plain the same table
+# uncompressed; WORKLOAD=drop_database_held drops a database while another
+# process holds one of its files open. The operation counters are reset once
+# the server is up, so the stats are the workload's own.
 set -euo pipefail
 : "${MIMICFS_MOUNT:?run me through mimicfs run}"
 workload=${WORKLOAD:-alter}
@@ -58,5 +60,22 @@ case $workload in
     "$mimicfs" ctl "$MIMICFS_MOUNT" reset
     sql "DROP TABLE seed004.t;"
     ;;
-  *) echo "mariadb-session.sh: unknown WORKLOAD $workload (alter, drop, drop_plain)" >&2; exit 2 ;;
+  drop_database_held)
+    # DROP DATABASE while another process on this mount (a backup, a tail)
+    # holds a table's file open: on NFS the client silly-renames the file and
+    # the server's rmdir of the database directory fails. RESULT gets the
+    # statement's outcome and the names left in the directory.
+    sql "CREATE DATABASE held;
+         CREATE TABLE held.t (id INT PRIMARY KEY) ENGINE=InnoDB;
+         INSERT INTO held.t VALUES (1);"
+    exec 7<"$datadir/held/t.ibd"
+    outcome=ok
+    if ! output=$(sql "DROP DATABASE held;" 2>&1); then
+      outcome=$(grep -o 'errno: [0-9]*' <<<"$output" || echo failed)
+    fi
+    left=$({ ls -A "$datadir/held" 2>/dev/null || true; } | tr '\n' ' ')
+    exec 7<&-
+    printf 'drop=%s\nleft=%s\n' "$outcome" "${left:--}" >"${RESULT:-/dev/stdout}"
+    ;;
+  *) echo "mariadb-session.sh: unknown WORKLOAD $workload (alter, drop, drop_plain, drop_database_held)" >&2; exit 2 ;;
 esac

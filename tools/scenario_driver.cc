@@ -356,10 +356,19 @@ int open_on_second_client(const std::string& table, const SecondClient& b, int f
   return fd;
 }
 
+// Writes one command to the mount's .mimicfs/ctl.
+bool control(const std::string& mount, const std::string& command) {
+  const int fd = open((mount + "/.mimicfs/ctl").c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const bool written = write(fd, command.data(), command.size()) ==
+                       static_cast<ssize_t>(command.size());
+  return close(fd) == 0 && written;
+}
+
 // B reads a 1 MiB table of 'o's; A rewrites its first MiB with 'n's, appends a
-// MiB and closes. Notes what B's open descriptor sees at once and after its
-// attribute cache (1 s) expired, and what B sees once it opens the file again
-// (close-to-open).
+// MiB and closes. Notes what B's open descriptor sees at once and once its
+// attribute cache expired (acregmin, 3 s of emulated time), and what B sees
+// once it opens the file again (close-to-open).
 bool reader_on_another_client(const std::string& mount) {
   const std::string table = mount + "/t.ibd";
   SecondClient b(mount);
@@ -371,7 +380,9 @@ bool reader_on_another_client(const std::string& mount) {
   }
   note("size_at_once", mib_of(reader));
   note("page_at_once", std::string(1, first_byte(reader)));
-  sleep(2);  // past B's attribute cache
+  if (!control(mount, "time advance 3s")) {
+    return succeeded(std::unexpected(fmt::format("ctl time advance: {}", strerror(errno))));
+  }
   note("size_later", mib_of(reader));
   note("page_later", std::string(1, first_byte(reader)));
   close(reader);
@@ -407,7 +418,7 @@ Scenario clients_scenario() {
           {{"B page", "page_before"},
            {"A writes: B size", "size_at_once"},
            {"B page", "page_at_once"},
-           {"2 s later: size", "size_later"},
+           {"3 s later: size", "size_later"},
            {"B page", "page_later"},
            {"B reopens: size", "size_reopened"},
            {"B page", "page_reopened"}}};
@@ -433,6 +444,25 @@ bool mariadb(const std::string& /*mount*/, const char* workload) {
              {fmt::format("WORKLOAD={}", workload)}) == 0;
 }
 
+// DROP DATABASE while another process on the same mount holds a table's file
+// open: notes the statement's outcome ("ok" or the errno of its rmdir) and
+// the names it left behind.
+bool mariadb_drop_database_held(const std::string& mount) {
+  const std::string result = mount + "/../" +
+                             std::filesystem::path(mount).filename().string() + ".drop-result";
+  if (run({std::string(MIMICFS_SOURCE_DIR) + "/scripts/mariadb-session.sh"},
+          {"WORKLOAD=drop_database_held", "RESULT=" + result}) != 0) {
+    return false;
+  }
+  std::ifstream in(result);
+  for (std::string line; std::getline(in, line);) {
+    const size_t equals = line.find('=');
+    if (equals != std::string::npos) note(line.substr(0, equals), line.substr(equals + 1));
+  }
+  std::filesystem::remove(result);
+  return true;
+}
+
 Scenario mariadb_scenario() {
   return {
       "mariadb",
@@ -440,7 +470,8 @@ Scenario mariadb_scenario() {
       {"nfs", "ideal", "xfs", "ext4"},
       {{"alter_compressed_table", [](const std::string& m) { return mariadb(m, "alter"); }},
        {"drop_plain_table", [](const std::string& m) { return mariadb(m, "drop_plain"); }},
-       {"drop_page_compressed_table", [](const std::string& m) { return mariadb(m, "drop"); }}}};
+       {"drop_page_compressed_table", [](const std::string& m) { return mariadb(m, "drop"); }},
+       {"drop_database_held_open", mariadb_drop_database_held}}};
 }
 
 std::vector<Scenario> all_scenarios() {

@@ -116,6 +116,24 @@ TEST(EmulatedClock, RealLatencyWaitsAtLeastTheCost) {
   EXPECT_EQ(vol.stats()["clock"]["mode"], "virtual");
 }
 
+// `ctl time advance`: idle time passes on the emulated clock, and the
+// kernel's threads it reaches run (the flusher every 5 s on ext4). Real
+// latency's clock is the host's: refused there.
+TEST(EmulatedClock, TimeAdvanceLetsIdleTimePass) {
+  MIMICFS_REQUIRE_MOUNTABLE();
+  MountedVolume vol("ext4");
+  ASSERT_TRUE(vol.mounted()) << vol.error();
+  const uint64_t before = vol.stats()["clock"]["emulated_ns"].get<uint64_t>();
+  const uint64_t runs = vol.stats()["background"]["flusher_runs"].get<uint64_t>();
+  ASSERT_EQ(vol.ctl("time advance 6s"), 0);
+  EXPECT_EQ(vol.stats()["clock"]["emulated_ns"].get<uint64_t>(), before + 6'000'000'000u);
+  EXPECT_EQ(vol.stats()["background"]["flusher_runs"].get<uint64_t>(), runs + 1);
+  EXPECT_EQ(vol.ctl("time advance 6"), EINVAL) << "no unit";
+  EXPECT_EQ(vol.ctl("time advance 0s"), EINVAL);
+  ASSERT_EQ(vol.ctl("latency real"), 0);
+  EXPECT_EQ(vol.ctl("time advance 1s"), EINVAL) << "the host's clock";
+}
+
 // ---------------------------------------------------------------------------
 // ctl crash
 

@@ -177,8 +177,69 @@ TEST_P(NfsClients, ASillyRenameIsOneClientsOwn) {
   close(fd);
 }
 
+off_t size_of(const std::string& path) {
+  struct stat st {};
+  return stat(path.c_str(), &st) == 0 ? st.st_size : -1;
+}
+
+// B's attribute cache (nfs_attribute_cache_expired): a stat on B shows the
+// size B last had from the server until acregmin (3 s of emulated time) has
+// passed; `ctl time advance` lets that time pass.
+TEST_P(NfsClients, AStatOnAnotherClientIsStaleUntilItsAttributeCacheExpires) {
+  MountedVolume& a = this->a();
+  MountedVolume& b = this->b();
+  ASSERT_TRUE(write_file(a.file("log"), "1"));
+  EXPECT_EQ(size_of(b.file("log")), 1);
+  ASSERT_TRUE(write_file(a.file("log"), "12345"));
+  EXPECT_EQ(size_of(a.file("log")), 5) << "the writer sees its own write";
+  EXPECT_EQ(size_of(b.file("log")), 1) << "B's cache of it is younger than acregmin";
+  ASSERT_EQ(a.ctl("time advance 2s"), 0);
+  EXPECT_EQ(size_of(b.file("log")), 1) << "2 s later";
+  ASSERT_EQ(b.ctl("time advance 1s"), 0);
+  EXPECT_EQ(size_of(b.file("log")), 5) << "3 s later: B asked the server";
+  EXPECT_GE(b.stats()["client"]["stale_attributes"], 2);
+  EXPECT_EQ(a.stats()["client"]["stale_attributes"], 0);
+}
+
+// A reader that keeps the file open reads its cached pages until a
+// revalidation finds a new mtime and drops them (nfs_update_inode's
+// NFS_INO_INVALID_DATA): no reopen needed.
+TEST_P(NfsClients, AnOpenReaderSeesNewDataOnceItsAttributeCacheExpires) {
+  MountedVolume& a = this->a();
+  MountedVolume& b = this->b();
+  ASSERT_TRUE(write_file(a.file("f"), "version 1"));
+  const int fd = open(b.file("f").c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0) << errno_text();
+  char buffer[16] = {};
+  ASSERT_EQ(pread(fd, buffer, sizeof buffer, 0), 9);
+  ASSERT_TRUE(write_file(a.file("f"), "version 2"));
+  struct stat st {};
+  ASSERT_EQ(fstat(fd, &st), 0);
+  ASSERT_EQ(pread(fd, buffer, sizeof buffer, 0), 9);
+  EXPECT_EQ(std::string(buffer, 9), "version 1") << "B's pages, younger than acregmin";
+  ASSERT_EQ(a.ctl("time advance 3s"), 0);
+  ASSERT_EQ(fstat(fd, &st), 0);
+  ASSERT_EQ(pread(fd, buffer, sizeof buffer, 0), 9);
+  EXPECT_EQ(std::string(buffer, 9), "version 2");
+  close(fd);
+}
+
 INSTANTIATE_TEST_SUITE_P(Nfs, NfsClients, ::testing::Values("nfs", "nfs42"),
                          [](const auto& info) { return info.param; });
+
+// noac: no attribute cache, so B's stat shows A's change at once.
+TEST(NfsClientsNoac, AStatAsksTheServerEveryTime) {
+  MIMICFS_REQUIRE_MOUNTABLE();
+  MountedVolume a("nfs", {"--set", "client.noac=true"});
+  ASSERT_TRUE(a.mounted()) << a.error();
+  MountedVolume b(ClientOf{a});
+  ASSERT_TRUE(b.mounted()) << b.error();
+  ASSERT_TRUE(write_file(a.file("log"), "1"));
+  EXPECT_EQ(size_of(b.file("log")), 1);
+  ASSERT_TRUE(write_file(a.file("log"), "12345"));
+  EXPECT_EQ(size_of(b.file("log")), 5);
+  EXPECT_EQ(b.stats()["client"]["stale_attributes"], 0);
+}
 
 // One line and status 2 for what cannot be a client; `run --client-of` runs
 // a command on a temporary client.

@@ -79,8 +79,9 @@ TEST(ScenarioDriver, DropWhileOpenShowsTheSillyRename) {
   }
 }
 
-// Two clients of one server: B's cached page stays until B opens the file
-// again (close-to-open); B's descriptor of a file A removed is stale.
+// Two clients of one server: B's cached size and page stay until its
+// attribute cache expires or B opens the file again (close-to-open); B's
+// descriptor of a file A removed is stale.
 TEST(ScenarioDriver, TwoClientsShowCloseToOpenAndStaleHandles) {
   MIMICFS_REQUIRE_MOUNTABLE();
   auto r = run_command({MIMICFS_SCENARIOS_BINARY, "--scenario", "clients", "--profiles", "nfs",
@@ -90,6 +91,9 @@ TEST(ScenarioDriver, TwoClientsShowCloseToOpenAndStaleHandles) {
   const auto* reader = row(doc["scenarios"][0], "reader_on_another_client", "nfs");
   ASSERT_NE(reader, nullptr);
   EXPECT_EQ((*reader)["notes"]["page_at_once"], "o") << "B's page cache";
+  EXPECT_EQ((*reader)["notes"]["size_at_once"], "1") << "B's attribute cache";
+  EXPECT_EQ((*reader)["notes"]["size_later"], "2") << "past acregmin";
+  EXPECT_EQ((*reader)["notes"]["page_later"], "n") << "the revalidation dropped the pages";
   EXPECT_EQ((*reader)["notes"]["size_reopened"], "2");
   EXPECT_EQ((*reader)["notes"]["page_reopened"], "n");
 

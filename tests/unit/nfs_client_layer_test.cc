@@ -285,6 +285,157 @@ TEST(NfsClients, APowerCutRebootsEveryClient) {
   EXPECT_EQ(fs.inode_of(silly_name(file, 1)), file) << "nobody removes it now";
 }
 
+// Lets `ns` of idle time pass on the emulated clock (`ctl time advance`).
+void pass(Fs& fs, uint64_t ns) {
+  Work work;
+  fs.engine.cost().advance(ns, work);
+}
+
+constexpr uint64_t kSecond = 1'000'000'000;
+
+uint64_t size_on(FileSystem& client, uint64_t inode) {
+  auto attributes = client.getattr(inode);
+  EXPECT_TRUE(attributes.has_value());
+  return attributes ? attributes->size : ~uint64_t{0};
+}
+
+// nfs_attribute_cache_expired: B answers stat with what it had from the
+// server until acregmin (3 s) has passed since; then it asks again.
+TEST(NfsClients, AnotherClientsChangeShowsWhenTheAttributeCacheExpires) {
+  Fs fs("nfs");
+  FileSystem& a = fs.volume;
+  FileSystem& b = fs.engine.add_client("/b");
+  const uint64_t file = fs.create("f");
+  EXPECT_EQ(size_on(b, file), 0u);
+  ASSERT_TRUE(a.write(file, 0, as_bytes("grown"), O_RDWR).has_value());
+  EXPECT_EQ(size_on(a, file), 5u) << "the writer sees its own write";
+  EXPECT_EQ(size_on(b, file), 0u) << "B's cache is younger than acregmin";
+  pass(fs, 2 * kSecond);
+  EXPECT_EQ(size_on(b, file), 0u) << "2 s";
+  pass(fs, kSecond);
+  EXPECT_EQ(size_on(b, file), 5u) << "3 s: B asked the server";
+  EXPECT_EQ(a.snapshot().clients.at(1).stale_attributes, 2u);
+  EXPECT_EQ(a.snapshot().clients.at(0).stale_attributes, 0u);
+}
+
+// nfs_update_inode: attributes found unchanged double attrtimeo, up to
+// acregmax; a change brings it back to acregmin.
+TEST(NfsClients, TheAttributeCacheTimeDoublesWhileTheFileStaysTheSame) {
+  Fs fs("nfs");
+  FileSystem& a = fs.volume;
+  FileSystem& b = fs.engine.add_client("/b");
+  const uint64_t file = fs.create("f");
+  // B revalidates at 0, 3, 9 and 21 s: attrtimeo 3, 6, 12, then 24 s.
+  EXPECT_EQ(size_on(b, file), 0u);
+  for (const uint64_t wait : {3, 6, 12}) {
+    pass(fs, wait * kSecond);
+    EXPECT_EQ(size_on(b, file), 0u);
+  }
+  ASSERT_TRUE(a.write(file, 0, as_bytes("x"), O_RDWR).has_value());
+  pass(fs, 23 * kSecond);
+  EXPECT_EQ(size_on(b, file), 0u) << "23 s of a 24 s attrtimeo";
+  pass(fs, kSecond);
+  EXPECT_EQ(size_on(b, file), 1u);
+  ASSERT_TRUE(a.write(file, 1, as_bytes("y"), O_RDWR).has_value());
+  pass(fs, 3 * kSecond);
+  EXPECT_EQ(size_on(b, file), 2u) << "changed: back to acregmin";
+}
+
+// A directory's attributes: acdirmin (30 s); a name another client adds
+// changes its mtime.
+TEST(NfsClients, ADirectoryIsCachedForAcdirmin) {
+  Fs fs("nfs");
+  FileSystem& b = fs.engine.add_client("/b");
+  auto mtime_on = [](FileSystem& client) { return client.getattr(kRoot)->mtime.tv_sec; };
+  const auto before = mtime_on(b);
+  fs.clock.set({1'700'000'100, 0});
+  fs.create("new");
+  EXPECT_EQ(mtime_on(fs.volume), 1'700'000'100);
+  pass(fs, 29 * kSecond);
+  EXPECT_EQ(mtime_on(b), before);
+  pass(fs, kSecond);
+  EXPECT_EQ(mtime_on(b), 1'700'000'100);
+}
+
+// A revalidation that finds new data drops B's pages (NFS_INO_INVALID_DATA);
+// one that finds the same data, or B's own change, keeps them.
+TEST(NfsClients, ARevalidationThatFindsNewDataDropsThePages) {
+  Fs fs("nfs");
+  FileSystem& a = fs.volume;
+  FileSystem& b = fs.engine.add_client("/b");
+  const uint64_t file = fs.create("f");
+  auto revalidate = [&] {
+    Work work;
+    EXPECT_TRUE(b.getattr(file, work).has_value());
+    return work.drop_cached_pages;
+  };
+  EXPECT_FALSE(revalidate());
+  fs.clock.set({1'700'000'100, 0});
+  ASSERT_TRUE(a.write(file, 0, as_bytes("v1"), O_RDWR).has_value());
+  EXPECT_FALSE(revalidate()) << "cached: B does not know yet";
+  pass(fs, 3 * kSecond);
+  EXPECT_TRUE(revalidate()) << "new size and mtime";
+  pass(fs, 6 * kSecond);
+  EXPECT_FALSE(revalidate()) << "unchanged";
+  fs.clock.set({1'700'000'150, 0});
+  ASSERT_TRUE(b.write(file, 0, as_bytes("v2"), O_RDWR).has_value());
+  pass(fs, 12 * kSecond);
+  EXPECT_FALSE(revalidate()) << "B's own write";
+  // A's change, then B's own before B revalidated: B's pages may hold
+  // neither (Linux sees the pre-change attributes differ from its cache).
+  fs.clock.set({1'700'000'160, 0});
+  ASSERT_TRUE(a.write(file, 0, as_bytes("v3"), O_RDWR).has_value());
+  ASSERT_TRUE(b.write(file, 1, as_bytes("4"), O_RDWR).has_value());
+  EXPECT_TRUE(revalidate()) << "A's write before B's";
+  Work lookup;
+  fs.clock.set({1'700'000'200, 0});
+  ASSERT_TRUE(a.write(file, 0, as_bytes("v5"), O_RDWR).has_value());
+  pass(fs, 3 * kSecond);
+  ASSERT_TRUE(b.lookup(kRoot, "f", lookup).has_value());
+  EXPECT_TRUE(lookup.drop_cached_pages) << "a lookup revalidates too";
+}
+
+// Close-to-open: an open brings the server's attributes, cached or not.
+TEST(NfsClients, AnOpenRevalidatesTheAttributes) {
+  Fs fs("nfs");
+  FileSystem& b = fs.engine.add_client("/b");
+  const uint64_t file = fs.create("f");
+  EXPECT_EQ(size_on(b, file), 0u);
+  ASSERT_TRUE(fs.write(file, 0, "data").has_value());
+  EXPECT_EQ(size_on(b, file), 0u);
+  ASSERT_TRUE(b.open(file, O_RDONLY).has_value());
+  EXPECT_EQ(size_on(b, file), 4u);
+  b.release(file);
+}
+
+// noac, and a client alone: every stat asks the server.
+TEST(NfsClients, NoacAndASingleClientCacheNothing) {
+  Fs noac(volume_fixture::with("nfs", {"client.noac=true"}));
+  FileSystem& b = noac.engine.add_client("/b");
+  const uint64_t file = noac.create("f");
+  EXPECT_EQ(size_on(b, file), 0u);
+  ASSERT_TRUE(noac.write(file, 0, "data").has_value());
+  EXPECT_EQ(size_on(b, file), 4u);
+
+}
+
+// A client alone caches nothing: what it changed while alone shows to it
+// when another client mounts again (NfsClients::add forgets the caches).
+TEST(NfsClients, AClientSeesItsOwnChangesAcrossAnotherClientsMountAndUnmount) {
+  Fs fs("nfs");
+  FileSystem& a = fs.volume;
+  FileSystem& b = fs.engine.add_client("/b");
+  const uint64_t file = fs.create("f");
+  EXPECT_EQ(size_on(a, file), 0u);
+  ASSERT_TRUE(b.write(file, 0, as_bytes("b"), O_RDWR).has_value());
+  EXPECT_EQ(size_on(a, file), 0u) << "B's write, within acregmin";
+  fs.engine.remove_client(b);
+  ASSERT_TRUE(a.write(file, 0, as_bytes("alone"), O_RDWR).has_value());
+  FileSystem& c = fs.engine.add_client("/c");
+  EXPECT_EQ(size_on(a, file), 5u) << "A's own write";
+  EXPECT_EQ(size_on(c, file), 5u);
+}
+
 TEST(NfsClients, LocalProfilesHaveNone) {
   Fs fs("ext4");
   EXPECT_FALSE(fs.engine.has_clients());
