@@ -87,9 +87,8 @@ std::optional<Attributes> NfsClientLayer::cached_attributes(uint64_t inode) {
     return std::nullopt;
   }
   const CachedAttributes& cached = it->second;
+  // A file removed since too: Linux answers from its cache until it expires.
   if (now < cached.fetched_ns || now - cached.fetched_ns >= cached.timeout_ns) return std::nullopt;
-  // A stale file's requests get ESTALE (enter()), not attributes.
-  if (auto open = open_.find(inode); open != open_.end() && open->second.stale) return std::nullopt;
   ++stale_attributes_;
   return cached.attributes;
 }
@@ -529,12 +528,13 @@ void NfsClientLayer::wait_for_silly_deletes(uint64_t directory) {
 
 // nfs_rmdir waits for the silly deletes pending in the directory: a program
 // that closes its last file there and removes the directory succeeds.
+// A removed directory is stale on the other clients.
 Result<void> NfsClientLayer::rmdir(uint64_t parent, const std::string& name, Work& work) {
-  if (!silly_rename_) return Layer::rmdir(parent, name, work);
-  if (auto dir = target().entry(parent, name); dir && S_ISDIR(dir->mode)) {
-    wait_for_silly_deletes(dir->inode);
-  }
-  return Layer::rmdir(parent, name, work);
+  auto dir = target().entry(parent, name);
+  if (silly_rename_ && dir && S_ISDIR(dir->mode)) wait_for_silly_deletes(dir->inode);
+  auto removed = Layer::rmdir(parent, name, work);
+  if (removed && dir) peers_.removed(dir->inode, *this);
+  return removed;
 }
 
 // Linux's silly delete is an RPC started at the last close, done well before a
@@ -581,6 +581,8 @@ CrashReport NfsClientLayer::crash(Work& work) {
 void NfsClientLayer::reboot() {
   std::lock_guard lock(mutex_);
   attributes_.clear();
+  gone_.clear();  // what the cut undid may be back, and its numbers reused
+  gone_files_.store(0, std::memory_order_relaxed);
   ++generation_;
   for (auto& [inode, file] : open_) {
     file.handles_before_crash += file.handles;
@@ -595,18 +597,48 @@ void NfsClientLayer::reboot() {
 }
 
 void NfsClientLayer::forget_file(std::unordered_map<uint64_t, OpenFile>::iterator it) {
-  if (it->second.stale) stale_files_.fetch_sub(1, std::memory_order_relaxed);
+  if (it->second.stale) {
+    stale_files_.fetch_sub(1, std::memory_order_relaxed);
+    // Closed, it stays stale while the kernel has it.
+    if (gone_.size() >= kMaxGone) gone_.clear();
+    gone_.insert(it->first);
+    gone_files_.store(gone_.size(), std::memory_order_relaxed);
+  }
   open_.erase(it);
 }
 
-// The server removed a file this client has open: its handle is stale from
-// now on (nfs_revalidate_inode's ESTALE marks the inode, NFS_INO_STALE).
+// The server removed a file or directory: its handle is stale here from now
+// on (nfs_revalidate_inode's ESTALE marks the inode, NFS_INO_STALE). An open
+// file keeps its own record (a write to it is lost, not refused); any other
+// is kept until the kernel forgets it (inode numbers are not reused but
+// after a power cut, which clears them).
 void NfsClientLayer::removed_elsewhere(uint64_t inode) {
   std::lock_guard lock(mutex_);
-  auto it = open_.find(inode);
-  if (it == open_.end() || it->second.handles == 0 || it->second.stale) return;
-  it->second.stale = true;
-  stale_files_.fetch_add(1, std::memory_order_relaxed);
+  if (auto it = open_.find(inode); it != open_.end() && it->second.handles > 0) {
+    if (it->second.stale) return;
+    it->second.stale = true;
+    stale_files_.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  if (gone_.size() >= kMaxGone) gone_.clear();  // bounded: ENOENT from then on, not ESTALE
+  gone_.insert(inode);
+  gone_files_.store(gone_.size(), std::memory_order_relaxed);
+}
+
+bool NfsClientLayer::gone(uint64_t inode) {
+  std::lock_guard lock(mutex_);
+  if (!gone_.contains(inode)) return false;
+  ++stale_requests_;
+  return true;
+}
+
+void NfsClientLayer::forget(uint64_t inode, uint64_t references, Work& work) {
+  if (gone_files_.load(std::memory_order_relaxed) > 0) {
+    std::lock_guard lock(mutex_);
+    gone_.erase(inode);
+    gone_files_.store(gone_.size(), std::memory_order_relaxed);
+  }
+  Layer::forget(inode, references, work);
 }
 
 bool NfsClientLayer::stale(uint64_t inode, StaleUse use) {
@@ -651,11 +683,39 @@ bool uses_file_handle(Op op) {
   }
 }
 
+// Those, and the requests about a name in a directory, which go to the server
+// with the directory's handle.
+bool uses_handle(Op op) {
+  switch (op) {
+    case Op::kLookup:
+    case Op::kCreate:
+    case Op::kTmpfile:
+    case Op::kMkdir:
+    case Op::kSymlink:
+    case Op::kLink:
+    case Op::kUnlink:
+    case Op::kRmdir:
+    case Op::kRename:
+    case Op::kReaddir:
+    case Op::kReadlink:
+      return true;
+    default:
+      return uses_file_handle(op);
+  }
+}
+
 }  // namespace
 
 Result<void> NfsClientLayer::enter(const Call& call, Work& work) {
   if (stale_files_.load(std::memory_order_relaxed) > 0 && uses_file_handle(call.op) &&
       stale(call.inode, call.op == Op::kFsync ? StaleUse::kFsync : StaleUse::kRequest)) {
+    return fail(ESTALE);
+  }
+  // A directory another client removed, where a program still works (its
+  // working directory: "Stale file handle"), or a file the kernel still has
+  // whose attributes expired (the VFS then looks the name up again: ENOENT).
+  if (gone_files_.load(std::memory_order_relaxed) > 0 && uses_handle(call.op) &&
+      gone(call.inode)) {
     return fail(ESTALE);
   }
   return Layer::enter(call, work);

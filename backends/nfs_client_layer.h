@@ -83,6 +83,7 @@ class NfsClientLayer final : public Layer {
   }
 
   Result<Attributes> lookup(uint64_t parent, const std::string& name, Work& work) override;
+  void forget(uint64_t inode, uint64_t references, Work& work) override;
   Result<Attributes> getattr(uint64_t inode, Work& work) override;
   Result<Attributes> create(uint64_t parent, const std::string& name, uint32_t mode, uint64_t rdev,
                             Owner owner, bool open_handle, Work& work) override;
@@ -189,6 +190,8 @@ class NfsClientLayer final : public Layer {
   // now), a write lost at its writeback (the next close reports it), or the
   // report itself (an fsync).
   enum class StaleUse { kRequest, kCachedWrite, kFsync };
+  // Whether `inode` was removed elsewhere, not open here; counts the request.
+  bool gone(uint64_t inode) EXCLUDES(mutex_);
   // Whether `inode` is stale here; counts the request when it is.
   bool stale(uint64_t inode, StaleUse use) EXCLUDES(mutex_);
   // Erases a file no handle holds any more.
@@ -236,6 +239,10 @@ class NfsClientLayer final : public Layer {
   int waiters_ GUARDED_BY(mutex_) = 0;
   // Stale files in open_: while 0, no request looks for one.
   std::atomic<uint32_t> stale_files_{0};
+  // Files and directories another client removed, not open here.
+  static constexpr size_t kMaxGone = 1 << 16;
+  std::unordered_set<uint64_t> gone_ GUARDED_BY(mutex_);
+  std::atomic<size_t> gone_files_{0};  // gone_.size(): while 0, no request looks
 };
 
 }  // namespace mimicfs

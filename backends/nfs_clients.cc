@@ -24,7 +24,9 @@ void NfsClients::remove(const NfsClientLayer& client) {
 void NfsClients::removed(uint64_t inode, const NfsClientLayer& by) {
   std::lock_guard lock(mutex_);
   for (const auto& client : clients_) {
-    if (client.get() != &by) client->removed_elsewhere(inode);
+    if (client.get() == &by) continue;
+    client->removed_elsewhere(inode);
+    client->changed_elsewhere(inode, NfsClientLayer::Change::kAttributes);  // its link count
   }
 }
 

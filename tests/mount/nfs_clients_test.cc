@@ -224,6 +224,41 @@ TEST_P(NfsClients, AnOpenReaderSeesNewDataOnceItsAttributeCacheExpires) {
   close(fd);
 }
 
+// A directory another client removed, where a program still works through a
+// descriptor (or its working directory): ESTALE, "Stale file handle", where a
+// local filesystem says ENOENT. Its attributes stay cached for acdirmin.
+TEST_P(NfsClients, ADirectoryRemovedByAnotherClientIsStaleWhereItIsInUse) {
+  MountedVolume& a = this->a();
+  MountedVolume& b = this->b();
+  ASSERT_EQ(mkdir(a.file("build").c_str(), 0755), 0) << errno_text();
+  const int dir = open(b.file("build").c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  ASSERT_GE(dir, 0) << errno_text();
+  ASSERT_EQ(rmdir(a.file("build").c_str()), 0) << errno_text();
+  EXPECT_EQ(openat(dir, "out.o", O_CREAT | O_WRONLY | O_CLOEXEC, 0644), -1);
+  EXPECT_EQ(errno, ESTALE) << errno_text();
+  struct stat st {};
+  EXPECT_EQ(fstat(dir, &st), 0) << "B's attribute cache: " << errno_text();
+  ASSERT_EQ(a.ctl("time advance 30s"), 0);  // acdirmin
+  EXPECT_EQ(fstat(dir, &st), -1);
+  EXPECT_EQ(errno, ESTALE) << errno_text();
+  close(dir);
+  EXPECT_GE(b.stats()["client"]["stale_handles"], 2);
+}
+
+// A file another client removed, looked up here before: its cached
+// attributes, then (the VFS retries a stale handle's lookup) ENOENT.
+TEST_P(NfsClients, AFileRemovedByAnotherClientIsGoneOnceTheCacheExpires) {
+  MountedVolume& a = this->a();
+  MountedVolume& b = this->b();
+  ASSERT_TRUE(write_file(a.file("old.log"), "12345"));
+  EXPECT_EQ(size_of(b.file("old.log")), 5);
+  ASSERT_EQ(unlink(a.file("old.log").c_str()), 0) << errno_text();
+  EXPECT_EQ(size_of(b.file("old.log")), 5) << "B's attribute cache";
+  ASSERT_EQ(a.ctl("time advance 3s"), 0);
+  EXPECT_EQ(size_of(b.file("old.log")), -1);
+  EXPECT_EQ(errno, ENOENT) << errno_text();
+}
+
 INSTANTIATE_TEST_SUITE_P(Nfs, NfsClients, ::testing::Values("nfs", "nfs42"),
                          [](const auto& info) { return info.param; });
 

@@ -419,6 +419,29 @@ TEST(NfsClients, NoacAndASingleClientCacheNothing) {
 
 }
 
+// A directory another client removed is stale where the kernel still has it
+// (a working directory): every request with its handle gets ESTALE, until the
+// kernel forgets it. A removed file B never opened likewise.
+TEST(NfsClients, ADirectoryRemovedByAnotherClientIsStaleThere) {
+  Fs fs("nfs");
+  FileSystem& a = fs.volume;
+  FileSystem& b = fs.engine.add_client("/b");
+  auto dir = b.mkdir(kRoot, "d", 0755, {});
+  ASSERT_TRUE(dir.has_value());
+  const uint64_t file = fs.create("f");
+  ASSERT_TRUE(a.rmdir(kRoot, "d").has_value());
+  ASSERT_TRUE(a.unlink(kRoot, "f").has_value());
+
+  EXPECT_EQ(error_of(b.lookup(dir->inode, "x")).value, ESTALE);
+  EXPECT_EQ(error_of(b.create(dir->inode, "x", S_IFREG | 0644, 0, {}, false)).value, ESTALE);
+  EXPECT_EQ(error_of(b.read_directory(dir->inode)).value, ESTALE);
+  EXPECT_EQ(error_of(b.getattr(file)).value, ESTALE) << "none cached on B";
+  EXPECT_EQ(error_of(a.lookup(dir->inode, "x")).value, ENOENT) << "A removed it: local";
+  EXPECT_EQ(a.snapshot().clients.at(1).stale_handles, 4u);
+  b.forget(dir->inode, 1);
+  EXPECT_NE(error_of(b.lookup(dir->inode, "x")).value, ESTALE) << "forgotten";
+}
+
 // A client alone caches nothing: what it changed while alone shows to it
 // when another client mounts again (NfsClients::add forgets the caches).
 TEST(NfsClients, AClientSeesItsOwnChangesAcrossAnotherClientsMountAndUnmount) {
