@@ -47,6 +47,9 @@ Result<std::shared_ptr<Inode>> Namespace::directory_locked(uint64_t inode) {
   auto dir = find_locked(inode);
   if (!dir) return fail(ENOENT);
   if (!dir->is_directory()) return fail(ENOTDIR);
+  // Removed, but still someone's working directory (IS_DEADDIR): nothing is
+  // found or made in it. The kernel refuses it itself but across NFS clients.
+  if (dir->nlink.load() == 0) return fail(ENOENT);
   return dir;
 }
 
@@ -107,6 +110,7 @@ void Namespace::drop_link_locked(const std::shared_ptr<Inode>& child, Work& work
     remaining = child->is_directory() ? 0 : child->nlink.load() - 1;
     child->nlink = remaining;
     child->ctime = clock_.now();
+    if (remaining == 0) work.unlinked_inodes.push_back(child->number);
     if (remaining == 0 && child->is_regular()) hooks_.last_link(child, work);
   }
   if (remaining == 0 && child->references == 0) destroy_locked(child, work);

@@ -70,6 +70,7 @@ Result<Attributes> NfsClientLayer::lookup(uint64_t parent, const std::string& na
   const uint64_t generation = this->generation();
   auto found = Layer::lookup(parent, name, work);
   if (!found) return found;
+  looked_up(found->inode);
   if (auto cached = cached_attributes(found->inode)) {
     work.attributes_expire = true;
     return *cached;
@@ -158,15 +159,34 @@ Result<Attributes> NfsClientLayer::create(uint64_t parent, const std::string& na
                                           uint64_t rdev, Owner owner, bool open_handle,
                                           Work& work) {
   auto created = Layer::create(parent, name, mode, rdev, owner, open_handle, work);
-  if (created && open_handle) opened(created->inode, false);
+  if (!created) return created;
+  looked_up(created->inode);
+  if (open_handle) opened(created->inode, false);
   return created;
 }
 
 Result<Attributes> NfsClientLayer::tmpfile(uint64_t parent, uint32_t mode, Owner owner,
                                            Work& work) {
   auto created = Layer::tmpfile(parent, mode, owner, work);
-  if (created) opened(created->inode, false);
+  if (!created) return created;
+  looked_up(created->inode);
+  opened(created->inode, false);
   return created;
+}
+
+Result<Attributes> NfsClientLayer::mkdir(uint64_t parent, const std::string& name, uint32_t mode,
+                                         Owner owner, Work& work) {
+  auto made = Layer::mkdir(parent, name, mode, owner, work);
+  if (made) looked_up(made->inode);
+  return made;
+}
+
+Result<Attributes> NfsClientLayer::symlink(uint64_t parent, const std::string& name,
+                                           const std::string& link_target, Owner owner,
+                                           Work& work) {
+  auto made = Layer::symlink(parent, name, link_target, owner, work);
+  if (made) looked_up(made->inode);
+  return made;
 }
 
 // nfs_open revalidates the file with the server (close-to-open): pages
@@ -199,10 +219,10 @@ Result<void> NfsClientLayer::open(uint64_t inode, int flags, Work& work) {
 }
 
 void NfsClientLayer::changed_elsewhere(uint64_t inode, Change what) {
-  bool first_change = noac_;  // since this client last had the attributes
+  bool first_change = false;  // since this client last had the attributes
   {
     std::lock_guard lock(mutex_);
-    if (!noac_) {
+    if (!noac_ && (known_.contains(inode) || attributes_.contains(inode))) {
       // The kernel may hold attributes this client never cached here (a
       // create's, an open's): a marker, never answered from, tells it once.
       CachedAttributes& cached = cache_entry(inode)->second;
@@ -211,6 +231,7 @@ void NfsClientLayer::changed_elsewhere(uint64_t inode, Change what) {
       cached.changed_elsewhere = true;
       cached.data_changed_elsewhere = cached.data_changed_elsewhere || what == Change::kData;
     }
+    if (noac_) first_change = known_.contains(inode);  // no cache: the kernel's only
     ++generation_;
     if (what == Change::kData && !all_changed_elsewhere_) {
       if (changed_elsewhere_.size() >= kMaxChangedElsewhere) {
@@ -254,6 +275,20 @@ void NfsClientLayer::changed_here(uint64_t inode, Change what) {
   peers_.changed(inode, *this, what);
 }
 
+// What the server removed (Work::unlinked_inodes, its own report: not the
+// file a name had when the client looked, which may have moved since) is
+// stale on the other clients; told once.
+void NfsClientLayer::tell_removals(Work& work) {
+  for (const uint64_t inode : work.unlinked_inodes) {
+    {
+      std::lock_guard lock(mutex_);
+      attributes_.erase(inode);
+    }
+    peers_.removed(inode, *this);
+  }
+  work.unlinked_inodes.clear();
+}
+
 void NfsClientLayer::forget_attributes() {
   std::lock_guard lock(mutex_);
   attributes_.clear();
@@ -283,6 +318,7 @@ void NfsClientLayer::leave(const Call& call, Work& work, int error) {
       case Op::kRmdir:
       case Op::kRename:
         changed_here(call.inode, Change::kAttributes);
+        tell_removals(work);
         break;
       default:
         break;
@@ -295,7 +331,9 @@ void NfsClientLayer::leave(const Call& call, Work& work, int error) {
 Result<Attributes> NfsClientLayer::link(uint64_t inode, uint64_t new_parent,
                                         const std::string& new_name, Work& work) {
   auto linked = Layer::link(inode, new_parent, new_name, work);
-  if (linked) changed_here(inode, Change::kAttributes);
+  if (!linked) return linked;
+  looked_up(inode);
+  changed_here(inode, Change::kAttributes);
   return linked;
 }
 
@@ -376,7 +414,7 @@ void NfsClientLayer::remove_silly_name(uint64_t inode, uint64_t parent, const st
                  std::strerror(removed.error().value));
   } else {
     changed_here(parent, Change::kAttributes);
-    peers_.removed(inode, *this);
+    tell_removals(work);  // not the file, if it has another name now
   }
 }
 
@@ -511,10 +549,7 @@ Result<void> NfsClientLayer::unlink(uint64_t parent, const std::string& name, Wo
 Result<void> NfsClientLayer::remove(uint64_t parent, const std::string& name, uint64_t inode,
                                     Work& work) {
   auto removed = Layer::unlink(parent, name, work);
-  if (removed) {
-    changed_here(inode, Change::kAttributes);  // its link count, with other links
-    peers_.removed(inode, *this);
-  }
+  if (removed) changed_here(inode, Change::kAttributes);  // its link count, with other links
   return removed;
 }
 
@@ -528,13 +563,10 @@ void NfsClientLayer::wait_for_silly_deletes(uint64_t directory) {
 
 // nfs_rmdir waits for the silly deletes pending in the directory: a program
 // that closes its last file there and removes the directory succeeds.
-// A removed directory is stale on the other clients.
 Result<void> NfsClientLayer::rmdir(uint64_t parent, const std::string& name, Work& work) {
   auto dir = target().entry(parent, name);
   if (silly_rename_ && dir && S_ISDIR(dir->mode)) wait_for_silly_deletes(dir->inode);
-  auto removed = Layer::rmdir(parent, name, work);
-  if (removed && dir) peers_.removed(dir->inode, *this);
-  return removed;
+  return Layer::rmdir(parent, name, work);
 }
 
 // Linux's silly delete is an RPC started at the last close, done well before a
@@ -549,7 +581,8 @@ Result<std::vector<DirectoryEntry>> NfsClientLayer::read_directory(uint64_t inod
 // the rename does not remove it from under its reader.
 Result<void> NfsClientLayer::rename(uint64_t parent, const std::string& name, uint64_t new_parent,
                                     const std::string& new_name, unsigned flags, Work& work) {
-  uint64_t removed = 0;  // the target the server removes, stale on the other clients
+  // Into a directory another client removed: its handle is stale.
+  if (gone_files_.load(std::memory_order_relaxed) > 0 && gone(new_parent)) return fail(ESTALE);
   for (int attempt = 0; attempt < 3 && flags == 0; ++attempt) {
     auto replaced = target().entry(new_parent, new_name);
     if (!replaced || S_ISDIR(replaced->mode) || replaced->nlink != 1) break;
@@ -562,14 +595,11 @@ Result<void> NfsClientLayer::rename(uint64_t parent, const std::string& name, ui
       if (auto moved = silly_rename(new_parent, new_name, replaced->inode, work); !moved) {
         return moved;
       }
-    } else {
-      removed = replaced->inode;
     }
     break;
   }
   auto renamed = Layer::rename(parent, name, new_parent, new_name, flags, work);
   if (renamed && new_parent != parent) changed_here(new_parent, Change::kAttributes);
-  if (renamed && removed != 0) peers_.removed(removed, *this);
   return renamed;
 }
 
@@ -581,8 +611,6 @@ CrashReport NfsClientLayer::crash(Work& work) {
 void NfsClientLayer::reboot() {
   std::lock_guard lock(mutex_);
   attributes_.clear();
-  gone_.clear();  // what the cut undid may be back, and its numbers reused
-  gone_files_.store(0, std::memory_order_relaxed);
   ++generation_;
   for (auto& [inode, file] : open_) {
     file.handles_before_crash += file.handles;
@@ -599,10 +627,8 @@ void NfsClientLayer::reboot() {
 void NfsClientLayer::forget_file(std::unordered_map<uint64_t, OpenFile>::iterator it) {
   if (it->second.stale) {
     stale_files_.fetch_sub(1, std::memory_order_relaxed);
-    // Closed, it stays stale while the kernel has it.
-    if (gone_.size() >= kMaxGone) gone_.clear();
-    gone_.insert(it->first);
-    gone_files_.store(gone_.size(), std::memory_order_relaxed);
+    // Closed, it stays stale while the kernel has it (its FORGET may have come first).
+    if (known_.contains(it->first)) mark_gone(it->first);
   }
   open_.erase(it);
 }
@@ -620,9 +646,20 @@ void NfsClientLayer::removed_elsewhere(uint64_t inode) {
     stale_files_.fetch_add(1, std::memory_order_relaxed);
     return;
   }
-  if (gone_.size() >= kMaxGone) gone_.clear();  // bounded: ENOENT from then on, not ESTALE
+  if (known_.contains(inode)) mark_gone(inode);
+}
+
+void NfsClientLayer::mark_gone(uint64_t inode) {
   gone_.insert(inode);
   gone_files_.store(gone_.size(), std::memory_order_relaxed);
+}
+
+void NfsClientLayer::looked_up(uint64_t inode) {
+  std::lock_guard lock(mutex_);
+  if (known_.size() >= kMaxKnown && !known_.contains(inode)) return;  // bounded: no ESTALE for it
+  ++known_[inode];
+  // The server has it under a name: not removed after all (a power cut undid it).
+  if (gone_.erase(inode) > 0) gone_files_.store(gone_.size(), std::memory_order_relaxed);
 }
 
 bool NfsClientLayer::gone(uint64_t inode) {
@@ -632,11 +669,20 @@ bool NfsClientLayer::gone(uint64_t inode) {
   return true;
 }
 
+// The kernel's lookups of it are over (FUSE's nlookup): it holds nothing of
+// the inode any more.
 void NfsClientLayer::forget(uint64_t inode, uint64_t references, Work& work) {
-  if (gone_files_.load(std::memory_order_relaxed) > 0) {
+  {
     std::lock_guard lock(mutex_);
-    gone_.erase(inode);
-    gone_files_.store(gone_.size(), std::memory_order_relaxed);
+    if (auto it = known_.find(inode); it != known_.end()) {
+      if (it->second > references) {
+        it->second -= references;
+      } else {
+        known_.erase(it);
+        attributes_.erase(inode);
+        if (gone_.erase(inode) > 0) gone_files_.store(gone_.size(), std::memory_order_relaxed);
+      }
+    }
   }
   Layer::forget(inode, references, work);
 }

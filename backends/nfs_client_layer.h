@@ -88,6 +88,10 @@ class NfsClientLayer final : public Layer {
   Result<Attributes> create(uint64_t parent, const std::string& name, uint32_t mode, uint64_t rdev,
                             Owner owner, bool open_handle, Work& work) override;
   Result<Attributes> tmpfile(uint64_t parent, uint32_t mode, Owner owner, Work& work) override;
+  Result<Attributes> mkdir(uint64_t parent, const std::string& name, uint32_t mode, Owner owner,
+                           Work& work) override;
+  Result<Attributes> symlink(uint64_t parent, const std::string& name, const std::string& target,
+                             Owner owner, Work& work) override;
   Result<Attributes> link(uint64_t inode, uint64_t new_parent, const std::string& new_name,
                           Work& work) override;
   Result<void> open(uint64_t inode, int flags, Work& work) override;
@@ -192,6 +196,11 @@ class NfsClientLayer final : public Layer {
   enum class StaleUse { kRequest, kCachedWrite, kFsync };
   // Whether `inode` was removed elsewhere, not open here; counts the request.
   bool gone(uint64_t inode) EXCLUDES(mutex_);
+  void mark_gone(uint64_t inode) REQUIRES(mutex_);
+  // The kernel has one more lookup of `inode` (a LOOKUP's or a create's reply).
+  void looked_up(uint64_t inode) EXCLUDES(mutex_);
+  // Tells the other clients what the server removed (Work::unlinked_inodes).
+  void tell_removals(Work& work);
   // Whether `inode` is stale here; counts the request when it is.
   bool stale(uint64_t inode, StaleUse use) EXCLUDES(mutex_);
   // Erases a file no handle holds any more.
@@ -239,8 +248,12 @@ class NfsClientLayer final : public Layer {
   int waiters_ GUARDED_BY(mutex_) = 0;
   // Stale files in open_: while 0, no request looks for one.
   std::atomic<uint32_t> stale_files_{0};
-  // Files and directories another client removed, not open here.
-  static constexpr size_t kMaxGone = 1 << 16;
+  // The inodes this client's kernel has, with its lookup counts (FUSE's
+  // nlookup): what another client's removal can make stale here. Past
+  // kMaxKnown, new ones are not tracked (no ESTALE for them: ENOENT).
+  static constexpr size_t kMaxKnown = 1 << 20;
+  std::unordered_map<uint64_t, uint64_t> known_ GUARDED_BY(mutex_);
+  // Of those, the files and directories another client removed, not open here.
   std::unordered_set<uint64_t> gone_ GUARDED_BY(mutex_);
   std::atomic<size_t> gone_files_{0};  // gone_.size(): while 0, no request looks
 };

@@ -102,6 +102,9 @@ struct Work {
   uint64_t emulated_ns = 0;
   // Inodes that ceased to exist during the operation: layers drop what they keep per inode.
   std::vector<uint64_t> destroyed_inodes;
+  // Inodes whose last name went during the operation (an unlink, rmdir or
+  // rename over them), open or not: what an NFS server no longer has.
+  std::vector<uint64_t> unlinked_inodes;
   // Inodes whose stat(2) figures changed where the caller could not see it:
   // st_blocks at a flush or sync (allocation) or a close (preallocation
   // trimmed), the mode when a write or an O_TRUNC open cleared a set-ID bit.

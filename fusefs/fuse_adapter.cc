@@ -715,7 +715,8 @@ void FuseAdapter::invalidate_attributes(const std::vector<uint64_t>& inodes) {
   for (const uint64_t inode : inodes) {
     // A negative offset: the attributes only, no page, so no lock the request holds is needed.
     const int error = fuse_lowlevel_notify_inval_inode(session, inode, -1, 0);
-    if (error != 0 && error != -ENOENT) {
+    // Not yet initialised (ENOSYS) or unmounting (ENODEV): nothing cached to drop.
+    if (error != 0 && error != -ENOENT && error != -ENOSYS && error != -ENODEV) {
       spdlog::warn("cannot invalidate the attributes of inode {}: {}", inode, strerror(-error));
     }
   }

@@ -245,16 +245,23 @@ TEST_P(NfsClients, ADirectoryRemovedByAnotherClientIsStaleWhereItIsInUse) {
   EXPECT_GE(b.stats()["client"]["stale_handles"], 2);
 }
 
-// A file another client removed, looked up here before: its cached
-// attributes, then (the VFS retries a stale handle's lookup) ENOENT.
-TEST_P(NfsClients, AFileRemovedByAnotherClientIsGoneOnceTheCacheExpires) {
+// A file another client removed, which B's kernel still has (an O_PATH
+// descriptor, a cached name): its cached attributes, then ESTALE; by name,
+// the VFS looks a stale handle's name up again: ENOENT.
+TEST_P(NfsClients, AFileRemovedByAnotherClientIsStaleOnceTheCacheExpires) {
   MountedVolume& a = this->a();
   MountedVolume& b = this->b();
   ASSERT_TRUE(write_file(a.file("old.log"), "12345"));
-  EXPECT_EQ(size_of(b.file("old.log")), 5);
+  const int path = open(b.file("old.log").c_str(), O_PATH | O_CLOEXEC);
+  ASSERT_GE(path, 0) << errno_text();
   ASSERT_EQ(unlink(a.file("old.log").c_str()), 0) << errno_text();
-  EXPECT_EQ(size_of(b.file("old.log")), 5) << "B's attribute cache";
+  struct stat st {};
+  ASSERT_EQ(fstat(path, &st), 0) << errno_text();
+  EXPECT_EQ(st.st_size, 5) << "B's attribute cache";
   ASSERT_EQ(a.ctl("time advance 3s"), 0);
+  EXPECT_EQ(fstat(path, &st), -1);
+  EXPECT_EQ(errno, ESTALE) << errno_text();
+  close(path);
   EXPECT_EQ(size_of(b.file("old.log")), -1);
   EXPECT_EQ(errno, ENOENT) << errno_text();
 }

@@ -429,17 +429,48 @@ TEST(NfsClients, ADirectoryRemovedByAnotherClientIsStaleThere) {
   auto dir = b.mkdir(kRoot, "d", 0755, {});
   ASSERT_TRUE(dir.has_value());
   const uint64_t file = fs.create("f");
+  const uint64_t moved = fs.create("m");
+  ASSERT_TRUE(b.lookup(kRoot, "f").has_value());
   ASSERT_TRUE(a.rmdir(kRoot, "d").has_value());
   ASSERT_TRUE(a.unlink(kRoot, "f").has_value());
 
   EXPECT_EQ(error_of(b.lookup(dir->inode, "x")).value, ESTALE);
   EXPECT_EQ(error_of(b.create(dir->inode, "x", S_IFREG | 0644, 0, {}, false)).value, ESTALE);
   EXPECT_EQ(error_of(b.read_directory(dir->inode)).value, ESTALE);
-  EXPECT_EQ(error_of(b.getattr(file)).value, ESTALE) << "none cached on B";
-  EXPECT_EQ(error_of(a.lookup(dir->inode, "x")).value, ENOENT) << "A removed it: local";
-  EXPECT_EQ(a.snapshot().clients.at(1).stale_handles, 4u);
+  EXPECT_EQ(error_of(b.rename(kRoot, "m", dir->inode, "m", 0)).value, ESTALE);
+  EXPECT_EQ(fs.inode_of("m"), moved) << "not moved into the removed directory";
+  EXPECT_TRUE(b.getattr(file).has_value()) << "B's attribute cache";
+  pass(fs, 3 * kSecond);
+  EXPECT_EQ(error_of(b.getattr(file)).value, ESTALE);
+  EXPECT_EQ(error_of(a.lookup(dir->inode, "x")).value, ENOENT) << "A's kernel knows it is dead";
+  EXPECT_EQ(error_of(a.create(dir->inode, "x", S_IFREG | 0644, 0, {}, false)).value, ENOENT);
+  EXPECT_EQ(a.snapshot().clients.at(1).stale_handles, 5u);
   b.forget(dir->inode, 1);
-  EXPECT_NE(error_of(b.lookup(dir->inode, "x")).value, ESTALE) << "forgotten";
+  EXPECT_EQ(error_of(b.lookup(dir->inode, "x")).value, ENOENT) << "forgotten";
+}
+
+// Only what the server removed is stale: not a file that kept another name,
+// nor one that a silly-renamed name's removal leaves linked elsewhere.
+TEST(NfsClients, AFileWithAnotherNameIsNotStaleElsewhere) {
+  Fs fs("nfs");
+  FileSystem& a = fs.volume;
+  FileSystem& b = fs.engine.add_client("/b");
+  const uint64_t file = fs.create("f");
+  ASSERT_TRUE(a.link(file, kRoot, "f2").has_value());
+  ASSERT_TRUE(b.lookup(kRoot, "f").has_value());
+  ASSERT_TRUE(a.unlink(kRoot, "f").has_value());
+  pass(fs, 3 * kSecond);
+  EXPECT_TRUE(b.getattr(file).has_value());
+
+  const uint64_t held = fs.create("h");
+  ASSERT_TRUE(b.lookup(kRoot, "h").has_value());
+  ASSERT_TRUE(a.open(held, O_RDONLY).has_value());
+  ASSERT_TRUE(a.unlink(kRoot, "h").has_value());  // silly-renamed on A
+  ASSERT_TRUE(a.link(held, kRoot, "h2").has_value());
+  a.release(held);  // A removes the .nfs name: the file keeps h2
+  pass(fs, 3 * kSecond);
+  EXPECT_TRUE(b.getattr(held).has_value());
+  EXPECT_EQ(fs.inode_of("h2"), held);
 }
 
 // A client alone caches nothing: what it changed while alone shows to it
