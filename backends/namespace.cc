@@ -43,13 +43,13 @@ std::shared_ptr<Inode> Namespace::find(uint64_t inode) {
   return find_locked(inode);
 }
 
-Result<std::shared_ptr<Inode>> Namespace::directory_locked(uint64_t inode) {
+Result<std::shared_ptr<Inode>> Namespace::directory_locked(uint64_t inode, bool removed_too) {
   auto dir = find_locked(inode);
   if (!dir) return fail(ENOENT);
   if (!dir->is_directory()) return fail(ENOTDIR);
   // Removed, but still someone's working directory (IS_DEADDIR): nothing is
   // found or made in it. The kernel refuses it itself but across NFS clients.
-  if (dir->nlink.load() == 0) return fail(ENOENT);
+  if (dir->nlink.load() == 0 && !removed_too) return fail(ENOENT);
   return dir;
 }
 
@@ -148,7 +148,7 @@ Result<Attributes> Namespace::add(uint64_t parent, const std::string& name, uint
 Result<Attributes> Namespace::add_unnamed(uint64_t parent, uint32_t mode, Owner owner,
                                           Work& work) {
   std::lock_guard lock(mutex_);
-  auto dir = directory_locked(parent);
+  auto dir = directory_locked(parent, /*removed_too=*/true);
   if (!dir) return std::unexpected(dir.error());
   if (inodes_.size() >= kMaxInodes) return fail(ENOSPC);
   auto child = new_inode(mode, owner, **dir);

@@ -116,7 +116,10 @@ class Namespace {
   void load(const ImageJson& saved, const FileLoader& load_file) EXCLUDES(mutex_);
 
  private:
-  Result<std::shared_ptr<Inode>> directory_locked(uint64_t inode) REQUIRES(mutex_);
+  // The directory `inode`; a removed one (IS_DEADDIR) is ENOENT unless
+  // `removed_too` (O_TMPFILE may be made in it: vfs_tmpfile does not check).
+  Result<std::shared_ptr<Inode>> directory_locked(uint64_t inode, bool removed_too = false)
+      REQUIRES(mutex_);
   // A new inode in `parent`'s allocation group; a directory starts the next group.
   std::shared_ptr<Inode> new_inode(uint32_t mode, Owner owner, const Inode& parent)
       REQUIRES(mutex_);

@@ -636,8 +636,9 @@ void NfsClientLayer::forget_file(std::unordered_map<uint64_t, OpenFile>::iterato
 // The server removed a file or directory: its handle is stale here from now
 // on (nfs_revalidate_inode's ESTALE marks the inode, NFS_INO_STALE). An open
 // file keeps its own record (a write to it is lost, not refused); any other
-// is kept until the kernel forgets it (inode numbers are not reused but
-// after a power cut, which clears them).
+// that this client's kernel has is kept until it forgets it, or a lookup
+// finds it again (a power cut that undid the removal). Inode numbers are not
+// reused.
 void NfsClientLayer::removed_elsewhere(uint64_t inode) {
   std::lock_guard lock(mutex_);
   if (auto it = open_.find(inode); it != open_.end() && it->second.handles > 0) {
