@@ -72,6 +72,11 @@ class Engine {
   void on_changes_elsewhere(FileSystem& client, NfsClientLayer::ChangeObserver observer) {
     if (clients_) static_cast<NfsClientLayer&>(client).set_change_observer(std::move(observer));
   }
+  // `client` (fs() or add_client's) as an NFS client, for its locks; null on
+  // a profile without clients.
+  NfsClientLayer* nfs_client(FileSystem& client) {
+    return clients_ ? &static_cast<NfsClientLayer&>(client) : nullptr;
+  }
   Volume& volume() { return volume_; }
   FaultInjector& faults() { return faults_.rules(); }
   CostLayer& cost() { return cost_; }

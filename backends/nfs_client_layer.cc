@@ -40,6 +40,10 @@ bool same_data(const Attributes& a, const Attributes& b) {
 NfsClientLayer::NfsClientLayer(FileSystem& server, NfsClients& peers, std::string name)
     : Layer(server),
       peers_(peers),
+      local_posix_(server.profile().local_lock == "posix" || server.profile().local_lock == "all"),
+      local_flock_(server.profile().local_lock == "flock" || server.profile().local_lock == "all"),
+      local_posix_locks_(peers.lock_waiters()),
+      local_flock_locks_(peers.lock_waiters()),
       silly_rename_(server.profile().silly_rename),
       noac_(server.profile().noac),
       acregmin_ns_(server.profile().acregmin_ns),
@@ -196,26 +200,78 @@ Result<void> NfsClientLayer::open(uint64_t inode, int flags, Work& work) {
   auto result = Layer::open(inode, flags, work);
   if (!result) return result;
   opened(inode, (flags & kOpenForExec) != 0);
-  {
-    std::lock_guard lock(mutex_);
-    // The open revalidates the attributes (NFSv4 OPEN's GETATTR): still the
-    // server's, they are as young as the open; else the next stat asks.
-    if (auto it = attributes_.find(inode); it != attributes_.end()) {
-      CachedAttributes& cached = it->second;
-      if (cached.known && !cached.changed_elsewhere && caching()) {
-        cached.fetched_ns = peers_.now_ns();
-      } else {
-        attributes_.erase(it);  // its pages go with this open (changed_elsewhere_)
-        ++generation_;
-      }
-    }
-    if (changed_elsewhere_.erase(inode) > 0 || all_changed_elsewhere_) {
-      work.drop_cached_pages = true;
-      work.changed_attributes.push_back(inode);
-    }
-  }
+  revalidate(inode, work);
   if ((flags & O_TRUNC) != 0) changed_here(inode, Change::kData);
   return result;
+}
+
+void NfsClientLayer::revalidate(uint64_t inode, Work& work) {
+  std::lock_guard lock(mutex_);
+  // The open revalidates the attributes (NFSv4 OPEN's GETATTR): still the
+  // server's, they are as young as the open; else the next stat asks.
+  if (auto it = attributes_.find(inode); it != attributes_.end()) {
+    CachedAttributes& cached = it->second;
+    if (cached.known && !cached.changed_elsewhere && caching()) {
+      cached.fetched_ns = peers_.now_ns();
+    } else {
+      attributes_.erase(it);  // its pages go with this open (changed_elsewhere_)
+      ++generation_;
+    }
+  }
+  if (changed_elsewhere_.erase(inode) > 0 || all_changed_elsewhere_) {
+    work.drop_cached_pages = true;
+    work.changed_attributes.push_back(inode);
+  }
+}
+
+Result<std::optional<RecordLock>> NfsClientLayer::test_lock(uint64_t inode, RecordLock request) {
+  if (stale_files_.load(std::memory_order_relaxed) > 0 && stale(inode, StaleUse::kRequest)) {
+    return fail(ESTALE);
+  }
+  request.owner.client = this;
+  auto conflict = table(LockKind::kPosix).conflict(inode, request);
+  if (conflict && conflict->owner.client != this) conflict->pid = 0;
+  return conflict;
+}
+
+RecordLocks& NfsClientLayer::table(LockKind kind) {
+  if (kind == LockKind::kFlock) return local_flock_ ? local_flock_locks_ : peers_.locks();
+  return local_posix_ ? local_posix_locks_ : peers_.locks();
+}
+
+Result<void> NfsClientLayer::set_lock(uint64_t inode, RecordLock request, LockKind kind,
+                                      LockWait* wait, Work& work) {
+  if (stale_files_.load(std::memory_order_relaxed) > 0 && stale(inode, StaleUse::kRequest)) {
+    return fail(ESTALE);
+  }
+  request.owner.client = this;
+  auto result = table(kind).set(inode, request, wait);
+  const bool refused = !result && result.error() == Errno{EAGAIN};
+  if (wait != nullptr ? wait->waited : refused) {
+    std::lock_guard lock(mutex_);
+    ++lock_conflicts_;
+  }
+  if (result && request.type != LockType::kUnlock) revalidate(inode, work);
+  return result;
+}
+
+// Whichever table it waits in.
+void NfsClientLayer::interrupt_lock_wait(LockWait& wait) {
+  for (RecordLocks* locks : {&peers_.locks(), &local_posix_locks_, &local_flock_locks_}) {
+    locks->interrupt(wait);
+  }
+}
+
+void NfsClientLayer::release_locks(uint64_t inode, uint64_t owner) {
+  for (RecordLocks* locks : {&peers_.locks(), &local_posix_locks_, &local_flock_locks_}) {
+    locks->release_owner(inode, LockOwner{this, owner});
+  }
+}
+
+void NfsClientLayer::release_handle_locks(uint64_t inode, uint64_t handle) {
+  for (RecordLocks* locks : {&peers_.locks(), &local_posix_locks_, &local_flock_locks_}) {
+    locks->release_handle(inode, this, handle);
+  }
 }
 
 void NfsClientLayer::changed_elsewhere(uint64_t inode, Change what) {
@@ -794,6 +850,7 @@ ClientStats NfsClientLayer::client_stats() {
         return !open.second.silly_name.empty() || open.second.removing;
       }));
   client.stale_handles = stale_requests_;
+  client.lock_conflicts = lock_conflicts_;
   client.stale_attributes = stale_attributes_;
   return client;
 }
@@ -815,6 +872,7 @@ void NfsClientLayer::reset_client_statistics() {
   silly_renames_ = 0;
   stale_requests_ = 0;
   stale_attributes_ = 0;
+  lock_conflicts_ = 0;
 }
 
 }  // namespace mimicfs

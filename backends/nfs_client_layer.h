@@ -48,6 +48,7 @@
 #include <unordered_set>
 
 #include "backends/layer.h"
+#include "backends/record_locks.h"
 #include "backends/thread_annotations.h"
 
 namespace mimicfs {
@@ -106,6 +107,31 @@ class NfsClientLayer final : public Layer {
                        Work& work) override;
   // Every client reboots with the server: their silly-renamed files stay behind.
   CrashReport crash(Work& work) override;
+
+  // Byte-range locks (fs/nfs/file.c: nfs_lock, nfs_flock): fcntl locks
+  // (kPosix) and flock() locks, which the client sends as whole-file fcntl
+  // locks. The server holds them for every client (NfsClients::locks) but
+  // the kinds client.local_lock keeps here, in this client's own tables.
+  // `request.owner.id` is this client kernel's lock owner. ESTALE for a file
+  // another client removed.
+  enum class LockKind { kPosix, kFlock };
+  // Whether flock() locks stay on this client (local_lock=flock or all).
+  bool flock_is_local() const { return local_flock_; }
+  // The conflict F_GETLK reports: another client's has no pid (0), as the
+  // server's LOCKT reply has none (decode_lock_denied).
+  Result<std::optional<RecordLock>> test_lock(uint64_t inode, RecordLock request);
+  // Takes or gives back a lock; `wait` makes it wait for a conflicting one
+  // (RecordLocks::set). Taking one, here or on the server, is a cache
+  // coherency point (do_setlk: nfs_zap_caches): the file is revalidated as
+  // at an open, and the kernel's pages dropped if another client changed its
+  // data (Work::drop_cached_pages).
+  Result<void> set_lock(uint64_t inode, RecordLock request, LockKind kind, LockWait* wait,
+                        Work& work);
+  void interrupt_lock_wait(LockWait& wait);
+  // A close's FLUSH gives back `owner`'s locks of the file; its RELEASE those
+  // set through the open file `handle`.
+  void release_locks(uint64_t inode, uint64_t owner);
+  void release_handle_locks(uint64_t inode, uint64_t handle);
 
   // Adds this client's counters ("client") and every client's ("clients").
   StatsSnapshot snapshot() override;
@@ -188,6 +214,10 @@ class NfsClientLayer final : public Layer {
   enum class Busy { kNo, kOpen, kRenamed, kMoved };
 
   void opened(uint64_t inode, bool flushed) EXCLUDES(mutex_);
+  // What an open (and a lock) does to the client's caches of a file: its
+  // attributes are fetched again unless still the server's, and its pages
+  // dropped if another client changed its data since.
+  void revalidate(uint64_t inode, Work& work) EXCLUDES(mutex_);
   // Unlinks `name` of `parent`, file `inode`, and tells the other clients.
   Result<void> remove(uint64_t parent, const std::string& name, uint64_t inode, Work& work);
   // What a use of a stale file leaves to report: nothing (a request refused
@@ -222,6 +252,13 @@ class NfsClientLayer final : public Layer {
   bool wait(std::unique_lock<std::mutex>& lock, Clock::time_point deadline) REQUIRES(mutex_);
 
   NfsClients& peers_;
+  // client.local_lock: the kinds of lock kept here, in tables of their own
+  // (a local flock never conflicts with an fcntl lock).
+  const bool local_posix_;
+  const bool local_flock_;
+  RecordLocks local_posix_locks_;
+  RecordLocks local_flock_locks_;
+  RecordLocks& table(LockKind kind);
   std::mutex observer_mutex_;  // after mutex_ and the registry's, never before
   ChangeObserver change_observer_ GUARDED_BY(observer_mutex_);
   const bool silly_rename_;
@@ -236,6 +273,7 @@ class NfsClientLayer final : public Layer {
   uint64_t silly_renames_ GUARDED_BY(mutex_) = 0;
   uint64_t stale_requests_ GUARDED_BY(mutex_) = 0;
   uint64_t stale_attributes_ GUARDED_BY(mutex_) = 0;
+  uint64_t lock_conflicts_ GUARDED_BY(mutex_) = 0;
   std::unordered_map<uint64_t, CachedAttributes> attributes_ GUARDED_BY(mutex_);
   // Moves with every change and reboot: a fetch that saw it move keeps nothing.
   uint64_t generation_ GUARDED_BY(mutex_) = 0;

@@ -15,6 +15,7 @@ NfsClientLayer& NfsClients::add(std::string name) {
 }
 
 void NfsClients::remove(const NfsClientLayer& client) {
+  locks_.release_client(&client);
   std::lock_guard lock(mutex_);
   std::erase_if(clients_, [&client](const auto& c) { return c.get() == &client; });
   count_.store(clients_.size());
@@ -46,6 +47,7 @@ std::vector<ClientStats> NfsClients::stats() {
 }
 
 void NfsClients::reboot_all() {
+  locks_.clear();  // the server's state, and no client is there to reclaim
   std::lock_guard lock(mutex_);
   for (const auto& client : clients_) client->reboot();
 }

@@ -3,7 +3,8 @@
 // of the volume is one NfsClientLayer over the same server layers; this
 // registry owns them and carries what one client's request means to the others:
 // a file removed on the server is gone for every client that has it open
-// (ESTALE), since an NFS server keeps no state of who has a file open.
+// (ESTALE), since an NFS server keeps no state of who has a file open. The
+// server's locks are kept here too (RecordLocks): they are every client's.
 //
 // Thread-safety: one mutex for the list, taken before a client's own lock,
 // never the other way round.
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "backends/nfs_client_layer.h"
+#include "backends/record_locks.h"
 #include "backends/thread_annotations.h"
 
 namespace mimicfs {
@@ -36,7 +38,8 @@ class NfsClients {
   // A new client, named by its mount point in stats.json. It lives until
   // remove(), or as long as the registry.
   NfsClientLayer& add(std::string name) EXCLUDES(mutex_);
-  // The client's mount has gone: what it left on the server stays there.
+  // The client's mount has gone: what it left on the server stays there, but
+  // its locks (it unlocks them as its files close).
   void remove(const NfsClientLayer& client) EXCLUDES(mutex_);
 
   // The server removed `inode` at `by`'s request: it is stale on the others.
@@ -53,6 +56,12 @@ class NfsClients {
   void reboot_all() EXCLUDES(mutex_);
   void reset_statistics() EXCLUDES(mutex_);
 
+  // The server's byte-range locks, every client's (NfsClientLayer::set_lock).
+  RecordLocks& locks() { return locks_; }
+  // What every lock table of the daemon shares: the server's and the
+  // clients' own (client.local_lock).
+  LockWaiters& lock_waiters() { return lock_waiters_; }
+
  private:
   FileSystem& server_;
   const Clock now_;
@@ -60,6 +69,8 @@ class NfsClients {
   std::vector<std::unique_ptr<NfsClientLayer>> clients_ GUARDED_BY(mutex_);
   // clients_.size(), read without the lock: one client has nobody to tell.
   std::atomic<size_t> count_{0};
+  LockWaiters lock_waiters_;
+  RecordLocks locks_{lock_waiters_};
 };
 
 }  // namespace mimicfs

@@ -197,6 +197,10 @@ std::expected<void, std::string> validate(const Profile& p, std::string_view sou
     return error({"client.silly_rename", "client.nfs"},
                  "client.silly_rename needs client.nfs (only an NFS client renames open files)");
   }
+  if (p.local_lock != "all" && !p.nfs) {
+    return error({"client.local_lock", "client.nfs"},
+                 "client.local_lock needs client.nfs (a local filesystem's locks are all local)");
+  }
   if (p.acregmin_ns > p.acregmax_ns) {
     return error({"client.acregmin_ns", "client.acregmax_ns"},
                  "client.acregmin_ns must not exceed client.acregmax_ns");

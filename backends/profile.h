@@ -128,6 +128,10 @@ struct Profile {
   uint64_t acdirmin_ns = 30'000'000'000;
   uint64_t acdirmax_ns = 60'000'000'000;
   bool noac = false;
+  // Which locks stay on this client (nfs(5) local_lock): "none" sends flock
+  // and fcntl locks to the server, "flock" or "posix" keeps that kind here,
+  // "all" keeps both, as a local filesystem does.
+  std::string local_lock = "all";
 
   bool supports(FallocateMode mode) const {
     return (fallocate_modes & static_cast<uint8_t>(mode)) != 0;

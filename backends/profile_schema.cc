@@ -22,6 +22,7 @@ constexpr std::string_view kGeometries[] = {"groups", "mkfs.xfs", "mkfs.ext4", "
 constexpr std::string_view kMetadataDurabilities[] = {"journal", "log_tree", "synchronous"};
 constexpr std::string_view kTruncateWritebacks[] = {"never", "to_zero", "down"};
 constexpr std::string_view kNonEmptyTargetErrors[] = {"ENOTEMPTY", "EEXIST"};
+constexpr std::string_view kLocalLocks[] = {"none", "flock", "posix", "all"};
 constexpr FallocateModeName kModeNames[] = {
     {FallocateMode::kAllocate, "allocate"},
     {FallocateMode::kKeepSize, "keep_size"},
@@ -175,6 +176,14 @@ const std::vector<ProfileKey>& profile_keys() {
       flag("client.noac", &Profile::noac,
            "no attribute cache (nfs(5) noac): every stat asks the server, so another "
            "client's change shows at once; the ac* keys are ignored"),
+      {"client.local_lock", &Profile::local_lock, "",
+       "which locks the server holds (nfs(5) local_lock): `none` sends fcntl and flock "
+       "locks to the server, where they conflict across clients, and flock() becomes a "
+       "whole-file fcntl lock (nfs_flock), so the two kinds conflict with each other and "
+       "flock(LOCK_EX) needs a descriptor open for writing; `flock` or `posix` keeps that "
+       "kind on the client (no conflict with other clients; flock apart from fcntl); `all` "
+       "keeps both. Taking any lock revalidates the file's cached pages and attributes",
+       false, 0, 0, false, kLocalLocks, "mode"},
       {"fallocate.modes", FallocateModesField{}, "list",
        "which fallocate calls exist: `allocate` (mode 0), `keep_size`, `punch_hole` "
        "(PUNCH_HOLE\\|KEEP_SIZE), `zero_range` (with or without KEEP_SIZE); the rest get "

@@ -105,7 +105,8 @@ nlohmann::json to_json(const StatsSnapshot& s) {
     return nlohmann::json{{"silly_renames", c.silly_renames},
                           {"silly_renamed_open", c.silly_renamed_open},
                           {"stale_handles", c.stale_handles},
-                          {"stale_attributes", c.stale_attributes}};
+                          {"stale_attributes", c.stale_attributes},
+                          {"lock_conflicts", c.lock_conflicts}};
   };
   // The mount's own client; every client, by mount point, where there are
   // several (a volume's stats do not depend on where it is mounted).

@@ -135,6 +135,9 @@ struct ClientStats {
   // stat(2)s and lookups answered from the attribute cache with what another
   // client has changed since on the server (client.acregmin_ns).
   uint64_t stale_attributes = 0;
+  // Lock requests that found another owner's lock in the way: refused
+  // (EAGAIN) or made to wait (client.local_lock).
+  uint64_t lock_conflicts = 0;
 };
 
 struct ClockStats {

@@ -17,6 +17,7 @@
 
 #include "backends/caller.h"
 #include "fusefs/fuse_reply.h"
+#include "fusefs/lock_requests.h"
 #include "fusefs/request_credentials.h"
 
 namespace mimicfs {
@@ -151,8 +152,11 @@ void on_init(void* userdata, fuse_conn_info* conn) {
   // Every write must reach the volume with its exact offset and length, as the
   // NFS client's byte-range dirty tracking sends it: no writeback cache.
   conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
-  // Locks stay in the kernel (one host); splice buys nothing for an in-memory store.
+  // Locks stay in the kernel (per mount), but those an NFS client sends to
+  // its server (lock_requests.h).
+  auto* self = static_cast<FuseAdapter*>(userdata);
   conn->want &= ~(FUSE_CAP_POSIX_LOCKS | FUSE_CAP_FLOCK_LOCKS);
+  conn->want |= lock_capabilities(*self, conn->capable);
   // Cached pages stay until the daemon says otherwise. Every change of a file's
   // data goes through the kernel (which updates or drops its pages) but a power
   // cut's, which the adapter invalidates. With auto_inval_data the kernel drops
@@ -166,7 +170,6 @@ void on_init(void* userdata, fuse_conn_info* conn) {
   conn->want &= ~FUSE_CAP_HANDLE_KILLPRIV;
   if (conn->capable & FUSE_CAP_EXPLICIT_INVAL_DATA) conn->want |= FUSE_CAP_EXPLICIT_INVAL_DATA;
   conn->max_write = 1 << 20;
-  auto* self = static_cast<FuseAdapter*>(userdata);
   spdlog::info("mounted: profile {}, protocol {}.{}", self->fs().profile().name, conn->proto_major,
                conn->proto_minor);
 }
@@ -408,6 +411,7 @@ void on_release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
       [&]() -> Reply {
         if (ControlFiles::owns(ino)) return ErrorReply{0};
         auto& self = adapter(req);
+        release_file_locks(self, ino, fi);
         Work work;
         self.fs().release(ino, work);
         self.invalidate_attributes(work.changed_attributes);
@@ -479,10 +483,11 @@ void on_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in, fuse_fi
 
 void on_flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   serve(req, "flush", ino, [&]() -> Reply {
+    auto& self = adapter(req);
+    release_owner_locks(self, ino, fi);
     if (ControlFiles::owns(ino)) return ErrorReply{0};
     if (from_before_crash(req, fi)) return ErrorReply{EIO};
     const bool writer = (handle(fi)->flags & O_ACCMODE) != O_RDONLY;
-    auto& self = adapter(req);
     Work work;
     const auto flushed = self.fs().flush(ino, writer, work);
     self.invalidate_attributes(work.changed_attributes);  // before close(2) returns
@@ -543,6 +548,19 @@ void on_releasedir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   std::unique_ptr<Handle> h(handle(fi));
   serve(
       req, "releasedir", ino, [] { return Reply{ErrorReply{0}}; }, OnFailure::kOk);
+}
+
+void on_getlk(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, struct flock* lock) {
+  serve(req, "getlk", ino, [&] { return test_lock(adapter(req), ino, fi, *lock); });
+}
+
+void on_setlk(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, struct flock* lock, int sleep) {
+  serve(req, sleep ? "setlkw" : "setlk", ino,
+        [&] { return set_lock(adapter(req), req, ino, fi, *lock, sleep != 0); });
+}
+
+void on_flock(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi, int operation) {
+  serve(req, "flock", ino, [&] { return flock_lock(adapter(req), req, ino, fi, operation); });
 }
 
 void on_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info* fi) {
@@ -807,6 +825,9 @@ const fuse_lowlevel_ops& FuseAdapter::operations() {
     o.create = on_create;
     o.fallocate = on_fallocate;
     o.lseek = on_lseek;
+    o.getlk = on_getlk;
+    o.setlk = on_setlk;
+    o.flock = on_flock;
     return o;
   }();
   return ops;

@@ -48,6 +48,12 @@ class FuseAdapter {
 
   // The session serving this adapter, for cache invalidation after a crash.
   void set_session(fuse_session* session) { session_.store(session); }
+  // True once the session is ending (an unmount, a stop signal): what waits
+  // for something else than the volume (a lock) gives up.
+  bool session_ending() const {
+    fuse_session* session = session_.load();
+    return session != nullptr && fuse_session_exited(session) != 0;
+  }
   // Starts the thread that tells the kernel what a crash inside an operation
   // undid: call after fuse_daemonize (a thread does not survive its fork), on
   // the serving thread, so that it does not start on a request's thread and

@@ -37,6 +37,10 @@ std::string outcome(const Reply& reply) {
           [](const XattrSizeReply& r) { return fmt::format("size {}", r.size); },
           [](const LseekReply& r) { return fmt::format("offset {}", r.offset); },
           [](const ReadlinkReply& r) { return r.target; },
+          [](const LockReply& r) {
+            return r.lock.l_type == F_UNLCK ? std::string("unlocked")
+                                            : fmt::format("held by pid {}", r.lock.l_pid);
+          },
       },
       reply);
 }
@@ -77,6 +81,7 @@ void send(fuse_req_t req, const char* op, uint64_t inode, Reply reply) {
                  [&](const XattrSizeReply& r) { fuse_reply_xattr(req, r.size); },
                  [&](const LseekReply& r) { fuse_reply_lseek(req, r.offset); },
                  [&](const ReadlinkReply& r) { fuse_reply_readlink(req, r.target.c_str()); },
+                 [&](const LockReply& r) { fuse_reply_lock(req, &r.lock); },
              },
              reply);
 }

@@ -10,6 +10,7 @@
 
 #define FUSE_USE_VERSION 314
 #include <fuse_lowlevel.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 
@@ -88,10 +89,14 @@ struct LseekReply {
 struct ReadlinkReply {
   std::string target;
 };
+// F_GETLK: the lock in the way, or l_type F_UNLCK.
+struct LockReply {
+  struct flock lock {};
+};
 
 using Reply =
     std::variant<ErrorReply, NoReply, EntryReply, AttrReply, OpenReply, DataReply, DataView,
-                 WriteReply, StatfsReply, XattrSizeReply, LseekReply, ReadlinkReply>;
+                 WriteReply, StatfsReply, XattrSizeReply, LseekReply, ReadlinkReply, LockReply>;
 
 // Sends `reply` to `req`; logs the operation at debug level as "op ino -> outcome".
 void send(fuse_req_t req, const char* op, uint64_t inode, Reply reply);

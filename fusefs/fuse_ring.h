@@ -47,8 +47,9 @@
 // Every entry registers at start: the kernel hands a request that arrives
 // while each entry of its CPU's queue is busy to the next of them that
 // commits, never to one registered later. So a queue has more entries than
-// requests can wait at once on one CPU (8 on a frozen volume, docs/time.md),
-// and a restart sent from that CPU still finds one.
+// requests can wait at once on one CPU (8 on a frozen volume, docs/time.md,
+// and 4 waiting for a lock, docs/nfs.md), and a restart or an unlock sent
+// from that CPU still finds one.
 //
 // Not through the ring, as the kernel sends them: INIT, FORGET and INTERRUPT
 // (read from /dev/fuse by libfuse's workers, which keep running) and the
@@ -85,6 +86,7 @@
 #include <vector>
 
 #include "backends/fault_layer.h"
+#include "backends/record_locks.h"
 #include "backends/thread_annotations.h"
 #include "fusefs/fuse_uring_abi.h"
 
@@ -97,11 +99,14 @@ class FuseRing {
   // FUSE_OVER_IO_URING in the INIT flags (fuse_uring_abi.h).
   static constexpr uint64_t kInitFlag = fuse_uring_abi::kInitFlag;
   // Entries, each with its thread, per CPU queue: the operations a frozen
-  // volume holds, the restart, and one to spare. An NFS client's removals
+  // volume holds, the lock requests that wait (for as long as the lock is
+  // held: an unlock from this CPU must find an entry), the restart, and one
+  // to spare. An NFS client's removals
   // waiting for a close (NfsClientLayer::kMaxWaiters) need none of their own:
   // they wait at most kCloseGrace, so a RELEASE queued behind them is late,
   // never lost.
-  static constexpr int kEntriesPerQueue = FaultLayer::kMaxFrozenOperations + 2;
+  static constexpr int kEntriesPerQueue =
+      FaultLayer::kMaxFrozenOperations + RecordLocks::kMaxWaiters + 2;
   // An entry whose payload pages a large request or reply reached gives them
   // back after this long without a request; smaller ones (under kLargeBytes)
   // touch a few pages, which stay.

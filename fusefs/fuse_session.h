@@ -41,11 +41,13 @@ enum class IoUring {
 
 class FuseSession {
  public:
-  // libfuse's workers at most: more than the operations a frozen volume and
-  // an NFS client's removals waiting for a close hold, so that ctl, stats.json
-  // and the RELEASE awaited still find one.
+  // libfuse's workers at most: more than the operations a frozen volume, an
+  // NFS client's removals waiting for a close and the lock requests waiting
+  // for a lock hold, so that ctl, stats.json, the RELEASE and the unlock
+  // awaited still find one.
   static constexpr unsigned kMaxThreads = 16;
-  static_assert(kMaxThreads > FaultLayer::kMaxFrozenOperations + NfsClientLayer::kMaxWaiters + 1);
+  static_assert(kMaxThreads > FaultLayer::kMaxFrozenOperations + NfsClientLayer::kMaxWaiters +
+                                  RecordLocks::kMaxWaiters + 1);
 
   // Mounts `adapter` on `mountpoint` (fsname mimicfs-`profile`); error() says
   // why not, logged. `adapter` outlives the session.

@@ -3,6 +3,7 @@
 
 import errno
 import os
+import sqlite3
 
 import pytest
 
@@ -113,3 +114,40 @@ def test_the_fixtures_are_documented(pytester):
         "*mimicfs_mount*", "*Mounts mimicfs volumes for one test*",
         "*mimicfs_mount_module*", "*mimicfs_mount_session*", "*for the whole run*",
     ])
+
+
+def _second_writer_locked_out(a, b):
+    """Whether SQLite on client B is refused a write transaction while one on
+    client A holds it, and then reads A's row once A committed."""
+    first = sqlite3.connect(a.file("app.db"), timeout=0, isolation_level=None)
+    first.execute("CREATE TABLE t (x)")
+    second = sqlite3.connect(b.file("app.db"), timeout=0, isolation_level=None)
+    assert second.execute("SELECT count(*) FROM t").fetchone() == (0,)
+    first.execute("BEGIN IMMEDIATE")
+    first.execute("INSERT INTO t VALUES (1)")
+    try:
+        second.execute("BEGIN IMMEDIATE")
+    except sqlite3.OperationalError as e:
+        assert "locked" in str(e)
+        locked_out = True
+    else:
+        second.execute("ROLLBACK")
+        locked_out = False
+    first.execute("COMMIT")
+    assert second.execute("SELECT count(*) FROM t").fetchone() == (1,)
+    second.close()
+    first.close()
+    return locked_out
+
+
+def test_sqlite_on_two_nfs_clients_takes_turns():
+    with mimicfs.mount("nfs") as a, a.client() as b:
+        assert _second_writer_locked_out(a, b)
+        assert b.stats()["client"]["lock_conflicts"] >= 1
+
+
+def test_sqlite_with_client_local_locks_lets_both_write():
+    # local_lock=all: each client's locks are its own, as with nfs(5)'s
+    # local_lock=all or a server without lockd: two writers at once.
+    with mimicfs.mount("nfs", **{"client.local_lock": "all"}) as a, a.client() as b:
+        assert not _second_writer_locked_out(a, b)

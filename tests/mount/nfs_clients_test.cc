@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "tests/support/mounted_volume.h"
+#include "tests/support/two_clients.h"
 
 namespace {
 
@@ -60,26 +61,7 @@ bool make_table(const MountedVolume& volume) {
 }
 
 // A mount of the profile (A) and a second client of its server (B).
-class NfsClients : public ::testing::TestWithParam<std::string> {
- protected:
-  void SetUp() override {
-    MIMICFS_REQUIRE_MOUNTABLE();
-    a_.emplace(GetParam());
-    ASSERT_TRUE(a_->mounted()) << a_->error();
-    b_.emplace(ClientOf{*a_});
-    ASSERT_TRUE(b_->mounted()) << b_->error();
-  }
-  MountedVolume& a() { return *a_; }
-  MountedVolume& b() { return *b_; }
-  // B first: a client's daemon is A's.
-  void TearDown() override {
-    b_.reset();
-    a_.reset();
-  }
-
-  std::optional<MountedVolume> a_;
-  std::optional<MountedVolume> b_;
-};
+class NfsClients : public mimicfs::testing::TwoClients {};
 
 // What A writes and closes, B opens and reads; stats.json lists both clients.
 TEST_P(NfsClients, ASecondClientSeesTheSameServer) {

@@ -1234,11 +1234,12 @@ TEST(Statfs, NfsReportsTheWsizeAsBlockAndFragmentSize) {
 
 // --- locks --------------------------------------------------------------------------
 
-// mimicfs leaves POSIX and BSD locks to the kernel (one host), so they work as on
-// a local filesystem.
+// A local profile leaves POSIX and BSD locks to the kernel, so they work as on
+// a local filesystem: apart from each other. (An NFS client sends them to its
+// server, where flock is a whole-file fcntl lock: nfs_locks_test.cc.)
 TEST(Locks, FcntlWriteLockAndFlockSucceed) {
   MIMICFS_REQUIRE_MOUNTABLE();
-  MountedVolume vol("nfs");
+  MountedVolume vol("ext4");
   ASSERT_TRUE(vol.mounted()) << vol.error();
   Fd fd(open(vol.file("ibdata1").c_str(), O_CREAT | O_RDWR, 0644));
   ASSERT_TRUE(fd.ok()) << errno_text();
