@@ -389,17 +389,14 @@ void on_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
                        : self.fs().create(parent, name, mode, 0, owner_of(req), /*open_handle=*/true);
     if (!created) return ErrorReply{created.error().value};
     reply.created = to_entry(self, *created);
-    // Two words each, so std::function holds them without allocating: nothing
-    // may fail now. An unnamed file's reference goes with its handle.
+    // Two words, so std::function holds them without allocating: nothing may
+    // fail now. Unanswered, the kernel has neither the handle nor the
+    // reference the create counted (named or not): no FORGET will come.
     FuseAdapter* const owner = &self;
-    if (unnamed) {
-      reply.interrupted = [owner, inode = created->inode] {
-        owner->fs().release(inode);
-        owner->fs().forget(inode, 1);
-      };
-    } else {
-      reply.interrupted = [owner, inode = created->inode] { owner->fs().release(inode); };
-    }
+    reply.interrupted = [owner, inode = created->inode] {
+      owner->fs().release(inode);
+      owner->fs().forget(inode, 1);
+    };
     return reply;
   });
 }
