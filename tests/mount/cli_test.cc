@@ -46,6 +46,9 @@ TEST_F(CommandLine, AnUnknownCommandIsNamedWithTheClosestOne) {
   const CommandResult typo = Mimicfs({"mout", dir_});
   ExpectUsageError(typo, "unknown command \"mout\"");
   EXPECT_TRUE(Contains(typo.err, "did you mean \"mount\"?"));
+  // Two letters swapped: one edit.
+  EXPECT_TRUE(Contains(Mimicfs({"moutn", dir_}).err, "did you mean \"mount\"?"));
+  EXPECT_TRUE(Contains(Mimicfs({"crahstest"}).err, "did you mean \"crashtest\"?"));
   const CommandResult unrelated = Mimicfs({"frobnicate"});
   ExpectUsageError(unrelated, "unknown command \"frobnicate\" (try --help)");
   EXPECT_EQ(unrelated.out, "");
