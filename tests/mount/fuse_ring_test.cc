@@ -30,6 +30,10 @@
 namespace mimicfs::testing {
 namespace {
 
+// FuseRing::kEntriesPerQueue: the 8 operations a frozen volume holds, the 4
+// lock requests that may wait, a restart and one to spare.
+constexpr int kEntriesPerQueue = 14;
+
 bool kernel_offers_io_uring() {
   std::ifstream parameter("/sys/module/fuse/parameters/enable_uring");
   std::string value;
@@ -160,7 +164,7 @@ TEST(FuseRing, EachCpuHasAQueueServedOnItsOwnThreads) {
   for (int cpu = 0; cpu < cpus(); ++cpu) {
     EXPECT_EQ(names.count("mimicfs-ring-" + std::to_string(cpu)), 1u) << "CPU " << cpu;
     if (names.count("mimicfs-ring-" + std::to_string(cpu)) == 1) {
-      EXPECT_EQ(names.at("mimicfs-ring-" + std::to_string(cpu)), 10)  // FuseRing::kEntriesPerQueue
+      EXPECT_EQ(names.at("mimicfs-ring-" + std::to_string(cpu)), kEntriesPerQueue)
           << "entries of CPU " << cpu;
     }
   }
@@ -192,7 +196,7 @@ TEST(FuseRing, EachQueuesThreadsArePinnedToItsCpuAtTheIdlePolicy) {
     EXPECT_TRUE(CPU_ISSET(queue, &set)) << name;
     EXPECT_EQ(sched_getscheduler(tid), SCHED_IDLE) << name;
   }
-  EXPECT_EQ(ring_threads, CPU_COUNT(&ours) * 10);  // FuseRing::kEntriesPerQueue
+  EXPECT_EQ(ring_threads, CPU_COUNT(&ours) * kEntriesPerQueue);
 }
 
 // Only the ring's threads keep to one CPU at SCHED_IDLE: the thread that tells
@@ -234,7 +238,7 @@ TEST(FuseRing, NoOtherThreadIsPinnedOrIdle) {
     EXPECT_EQ(sched_getscheduler(tid), SCHED_OTHER) << "thread " << tid << " (" << name << ")";
   }
   // FuseRing::kEntriesPerQueue per queue, no more.
-  EXPECT_EQ(ring, vol.stats()["fuse"]["ring_queues"].get<int>() * 10);
+  EXPECT_EQ(ring, vol.stats()["fuse"]["ring_queues"].get<int>() * kEntriesPerQueue);
   EXPECT_TRUE(invalidator);
   EXPECT_GE(others, 4);  // the serving thread, a /dev/fuse worker, the heap trimmer, that one
 }
@@ -404,7 +408,8 @@ TEST(FuseRing, AQueueServesWithTheEntriesTheKernelTook) {
   ASSERT_GT(daemon, 0);
   // Until every queue has an entry the kernel serves /dev/fuse (it stopped
   // holding requests for the ring at the first refusal).
-  EXPECT_TRUE(within_5s([&] { return threads_named(daemon, "mimicfs-ring-0") == 10 - 3; }))
+  EXPECT_TRUE(within_5s(
+      [&] { return threads_named(daemon, "mimicfs-ring-0") == kEntriesPerQueue - 3; }))
       << threads_named(daemon, "mimicfs-ring-0") << " threads on queue 0";
   EXPECT_TRUE(within_5s([&] {
     const int before = vol.stats()["fuse"]["ring_requests"].get<int>();
@@ -419,7 +424,8 @@ TEST(FuseRing, AQueueServesWithTheEntriesTheKernelTook) {
   EXPECT_EQ(fuse["transport"], "io_uring");
   EXPECT_GE(fuse["ring_requests"].get<int>() - before, 4 * cpus());
   for (int cpu = 1; cpu < cpus(); ++cpu) {
-    EXPECT_EQ(threads_named(daemon, "mimicfs-ring-" + std::to_string(cpu)), 10) << cpu;
+    EXPECT_EQ(threads_named(daemon, "mimicfs-ring-" + std::to_string(cpu)), kEntriesPerQueue)
+        << cpu;
   }
   EXPECT_NE(contents_of(vol.log()).find("queue 0: the kernel refused an entry"), std::string::npos);
 }
@@ -430,7 +436,7 @@ TEST(FuseRing, AQueueServesWithTheEntriesTheKernelTook) {
 TEST(FuseRing, AQueueWithNoEntryLeavesTheMountOnDevFuse) {
   MIMICFS_REQUIRE_MOUNTABLE();
   MIMICFS_REQUIRE_IO_URING();
-  const auto mounted = mount_refusing(10);  // FuseRing::kEntriesPerQueue
+  const auto mounted = mount_refusing(kEntriesPerQueue);
   MountedVolume& vol = *mounted;
   ASSERT_TRUE(vol.mounted()) << vol.error();
   for (int cpu = 0; cpu < cpus(); ++cpu) {
