@@ -307,29 +307,31 @@ uint64_t osync_writers_ns(int writers) {
 // Several writers' time depends on how the host schedules them (one writer's
 // is exact): a writer it leaves idle for longer than Timelines::kIdleNs starts
 // again after everything already done and loses its overlap, which only adds
-// time. So the fastest of three runs is taken. On a 2-core machine with three
-// busy loops beside it, single runs of four writers gave 2.3x to 2.9x (3.02x
-// failed a CI run), the fastest of three 1.8x to 2.6x: the order writes arrive
-// in also decides how many share a commit.
-uint64_t fastest_osync_writers_ns(int writers) {
+// time. So a bound is met if any of up to six runs meets it. On a 2-core
+// machine with three busy loops beside it, single runs of four writers gave
+// 2.3x to 2.9x; on a shared CI host the fastest of three once gave 3.23x. A
+// model whose writers never shared a commit would give about 3.4x every run.
+uint64_t osync_writers_ns_within(int writers, uint64_t bound_ns) {
   uint64_t fastest = UINT64_MAX;
-  for (int run = 0; run < 3; ++run) fastest = std::min(fastest, osync_writers_ns(writers));
+  for (int run = 0; run < 6 && fastest >= bound_ns; ++run) {
+    fastest = std::min(fastest, osync_writers_ns(writers));
+  }
   return fastest;
 }
 
 TEST(EmulatedTime, ConcurrentOSyncWritersOverlapAndShareCommits) {
   MIMICFS_REQUIRE_MOUNTABLE();
   const uint64_t one = osync_writers_ns(1);
-  const uint64_t two = fastest_osync_writers_ns(2);
-  const uint64_t four = fastest_osync_writers_ns(4);
+  ASSERT_GT(one, 0u);
+  // Overlapping: below twice one writer's time (the model gives about 1.7).
+  const uint64_t two = osync_writers_ns_within(2, static_cast<uint64_t>(1.9 * one));
+  // Sharing commits: four writers whose commits were each their own would
+  // take about 3.4x (four commits per round, the journal one at a time).
+  const uint64_t four = osync_writers_ns_within(4, static_cast<uint64_t>(3.0 * one));
   std::printf("O_SYNC writers: 2 / 1 = %.2f, 4 / 1 = %.2f\n", ratio(two, one), ratio(four, one));
-  // Sharing the device and the journal: never one writer's time. Overlapping:
-  // below twice it (the model gives about 1.7).
+  // Sharing the device and the journal: never one writer's time.
   EXPECT_GT(ratio(two, one), 1.1);
   EXPECT_LT(ratio(two, one), 1.9);
-  // Sharing commits: four writers whose commits were each their own would
-  // take about 3.4x (four commits per round, the journal one at a time); the
-  // fastest of three runs gave 1.8-2.6.
   EXPECT_LT(ratio(four, one), 3.0);
 }
 
