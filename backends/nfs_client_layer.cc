@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 namespace mimicfs {
 namespace {
@@ -225,7 +226,7 @@ void NfsClientLayer::revalidate(uint64_t inode, Work& work) {
 }
 
 Result<std::optional<RecordLock>> NfsClientLayer::test_lock(uint64_t inode, RecordLock request) {
-  if (stale_files_.load(std::memory_order_relaxed) > 0 && stale(inode, StaleUse::kRequest)) {
+  if (stale_files_.load(std::memory_order_relaxed) > 0 && stale(inode)) {
     return fail(ESTALE);
   }
   request.owner.client = this;
@@ -241,7 +242,7 @@ RecordLocks& NfsClientLayer::table(LockKind kind) {
 
 Result<void> NfsClientLayer::set_lock(uint64_t inode, RecordLock request, LockKind kind,
                                       LockWait* wait, Work& work) {
-  if (stale_files_.load(std::memory_order_relaxed) > 0 && stale(inode, StaleUse::kRequest)) {
+  if (stale_files_.load(std::memory_order_relaxed) > 0 && stale(inode)) {
     return fail(ESTALE);
   }
   request.owner.client = this;
@@ -411,13 +412,45 @@ Result<void> NfsClientLayer::flush(uint64_t inode, bool writer, Work& work) {
     OpenFile& file = it->second;
     file.flushes = std::min(file.flushes + 1, file.handles);
     file.last_flush = Clock::now();
-    // nfs_file_flush: the close of a writer reports the writeback's error.
-    if (writer && file.lost_write && result) {
-      file.lost_write = false;
-      return fail(ESTALE);
+    // nfs_file_flush: the close of a writer writes back what it has and
+    // reports an error of that writeback only (filemap_check_wb_err since
+    // the flush began); it stays on the file for an fsync.
+    if (writer && file.unseen_error != 0) {
+      const int error = std::exchange(file.unseen_error, 0);
+      file.unreported_error = error;
+      if (result) return fail(error);
     }
   }
   return result;
+}
+
+// nfs_file_fsync: writes back, then reports the error seen since this file
+// last reported one (file_check_and_advance_wb_err), without a COMMIT.
+Result<void> NfsClientLayer::fsync(uint64_t inode, bool datasync, Work& work) {
+  writeback_completes(inode);
+  if (const int error = take_unreported_error(inode); error != 0) {
+    if (error == ESTALE) {
+      std::lock_guard lock(mutex_);
+      ++stale_requests_;
+    }
+    return fail(error);
+  }
+  return Layer::fsync(inode, datasync, work);
+}
+
+int NfsClientLayer::writeback_completes(uint64_t inode) {
+  std::lock_guard lock(mutex_);
+  auto it = open_.find(inode);
+  if (it == open_.end() || it->second.unseen_error == 0) return 0;
+  OpenFile& file = it->second;
+  file.unreported_error = std::exchange(file.unseen_error, 0);
+  return file.unreported_error;
+}
+
+int NfsClientLayer::take_unreported_error(uint64_t inode) {
+  std::lock_guard lock(mutex_);
+  auto it = open_.find(inode);
+  return it == open_.end() ? 0 : std::exchange(it->second.unreported_error, 0);
 }
 
 // The last close removes the silly name (nfs_dentry_iput -> nfs_complete_unlink
@@ -744,17 +777,10 @@ void NfsClientLayer::forget(uint64_t inode, uint64_t references, Work& work) {
   Layer::forget(inode, references, work);
 }
 
-bool NfsClientLayer::stale(uint64_t inode, StaleUse use) {
+bool NfsClientLayer::stale(uint64_t inode) {
   std::lock_guard lock(mutex_);
   auto it = open_.find(inode);
   if (it == open_.end() || !it->second.stale) return false;
-  OpenFile& file = it->second;
-  if (use == StaleUse::kCachedWrite) file.lost_write = true;
-  if (use == StaleUse::kFsync) {
-    // nfs_file_fsync sends nothing for a clean file: only a lost write fails it.
-    if (!file.lost_write) return false;
-    file.lost_write = false;  // reported now
-  }
   ++stale_requests_;
   return true;
 }
@@ -810,8 +836,10 @@ bool uses_handle(Op op) {
 }  // namespace
 
 Result<void> NfsClientLayer::enter(const Call& call, Work& work) {
+  // An fsync sends nothing for a clean file (nfs_file_fsync): only a lost
+  // write fails it (NfsClientLayer::fsync).
   if (stale_files_.load(std::memory_order_relaxed) > 0 && uses_file_handle(call.op) &&
-      stale(call.inode, call.op == Op::kFsync ? StaleUse::kFsync : StaleUse::kRequest)) {
+      call.op != Op::kFsync && stale(call.inode)) {
     return fail(ESTALE);
   }
   // A directory another client removed, where a program still works (its
@@ -824,20 +852,77 @@ Result<void> NfsClientLayer::enter(const Call& call, Work& work) {
   return Layer::enter(call, work);
 }
 
-// A write to a stale file lands in the page cache and is lost at its
-// writeback (nfs_writeback_done gets ESTALE); the next close or fsync reports
-// it (nfs_file_flush, nfs_file_fsync). An O_SYNC or O_DIRECT write is sent at
-// once and fails at once.
+namespace {
+
+// What a server's WRITE can refuse at the writeback, where the client can no
+// longer tell the program's write(2) (nfs_writeback_done). The rest the client
+// checks before (EFBIG past the server's maxfilesize, EINVAL, EBADF).
+bool refused_at_writeback(int error) {
+  return error == ENOSPC || error == EDQUOT || error == EIO || error == ESTALE;
+}
+
+// nfs_file_write reports these at the write under which a writeback failed,
+// having written back everything else first (nfs_wb_all).
+bool reported_by_next_write(int error) {
+  return error == ENOSPC || error == EDQUOT || error == EFBIG;
+}
+
+}  // namespace
+
+// A buffered write lands in the page cache and returns (write_back); the
+// writeback of an earlier one completes under it. An O_SYNC or O_DIRECT
+// write is sent at once and fails at once, and reports what an fsync would
+// (generic_write_sync -> nfs_file_fsync).
 Result<size_t> NfsClientLayer::write(uint64_t inode, uint64_t offset,
                                      std::span<const std::byte> data, int flags, Work& work) {
-  if (stale_files_.load(std::memory_order_relaxed) > 0) {
-    const bool synchronous = (flags & (O_SYNC | O_DSYNC | O_DIRECT)) != 0;
-    if (stale(inode, synchronous ? StaleUse::kRequest : StaleUse::kCachedWrite)) {
-      if (synchronous) return fail(ESTALE);
-      return data.size();
+  const int seen = writeback_completes(inode);
+  if ((flags & (O_SYNC | O_DSYNC | O_DIRECT)) != 0) {
+    auto result = stale_files_.load(std::memory_order_relaxed) > 0 && stale(inode)
+                      ? fail(ESTALE)
+                      : Layer::write(inode, offset, data, flags, work);
+    const int unreported = take_unreported_error(inode);
+    if (result && unreported != 0) return fail(unreported);
+    return result;
+  }
+  auto result = write_back(inode, offset, data, flags, work);
+  if (reported_by_next_write(seen)) {
+    writeback_completes(inode);  // this write's own writeback too: one report for both
+    take_unreported_error(inode);
+    return fail(seen);
+  }
+  return result;
+}
+
+Result<size_t> NfsClientLayer::write_back(uint64_t inode, uint64_t offset,
+                                          std::span<const std::byte> data, int flags,
+                                          Work& work) {
+  int error = 0;
+  if (stale_files_.load(std::memory_order_relaxed) > 0 && stale(inode)) {
+    error = ESTALE;
+  } else {
+    // A short WRITE reply is sent again for the rest (nfs_writeback_result).
+    for (size_t sent = 0; sent < data.size();) {
+      auto written = Layer::write(inode, offset + sent, data.subspan(sent), flags, work);
+      if (!written) {
+        error = written.error().value;
+        break;
+      }
+      if (*written == 0) {
+        error = EIO;
+        break;
+      }
+      sent += *written;
     }
   }
-  return Layer::write(inode, offset, data, flags, work);
+  if (error == 0) return data.size();
+  if (!refused_at_writeback(error)) return fail(error);
+  // The pages the server refused are lost (nfs_mapping_set_error ->
+  // nfs_set_pageerror): the kernel must read the file again.
+  work.drop_cached_pages = true;
+  std::lock_guard lock(mutex_);
+  ++deferred_write_errors_;
+  if (auto it = open_.find(inode); it != open_.end()) it->second.unseen_error = error;
+  return data.size();
 }
 
 ClientStats NfsClientLayer::client_stats() {
@@ -851,6 +936,7 @@ ClientStats NfsClientLayer::client_stats() {
       }));
   client.stale_handles = stale_requests_;
   client.lock_conflicts = lock_conflicts_;
+  client.deferred_write_errors = deferred_write_errors_;
   client.stale_attributes = stale_attributes_;
   return client;
 }
@@ -873,6 +959,7 @@ void NfsClientLayer::reset_client_statistics() {
   stale_requests_ = 0;
   stale_attributes_ = 0;
   lock_conflicts_ = 0;
+  deferred_write_errors_ = 0;
 }
 
 }  // namespace mimicfs

@@ -32,6 +32,16 @@
 // changed, is answered as the server has it, so a single mount is unchanged.
 // Age is emulated time (NfsClients::now_ns).
 //
+// Write-back errors (fs/nfs/write.c, nfs_write_error; fs/nfs/file.c): a
+// buffered write lands in the client's page cache and its writeback reaches
+// the server after write(2) returned. A server's refusal of it (ENOSPC, EDQUOT,
+// EIO, ESTALE) loses the data and drops the client's pages; the program learns
+// of it at the file's next write (nfs_file_write: ENOSPC and EDQUOT only),
+// fsync (nfs_file_fsync) or close (nfs_file_flush), whichever the writeback
+// completes under. Here a write is sent to the server at once, so that the
+// server allocates as before, and its writeback counts as completing under the
+// next of those requests.
+//
 // Thread-safety: one mutex for the open-file table and the attribute cache,
 // never held across a call to the server (which may wait: real latency, a
 // frozen volume).
@@ -97,6 +107,7 @@ class NfsClientLayer final : public Layer {
                           Work& work) override;
   Result<void> open(uint64_t inode, int flags, Work& work) override;
   Result<void> flush(uint64_t inode, bool writer, Work& work) override;
+  Result<void> fsync(uint64_t inode, bool datasync, Work& work) override;
   void release(uint64_t inode, Work& work) override;
   Result<void> unlink(uint64_t parent, const std::string& name, Work& work) override;
   Result<void> rmdir(uint64_t parent, const std::string& name, Work& work) override;
@@ -172,7 +183,11 @@ class NfsClientLayer final : public Layer {
     uint32_t handles_before_crash = 0;
     // Removed on the server by another client while open here.
     bool stale = false;
-    bool lost_write = false;  // a write to it was lost: the next close says so
+    // Write-back errors (errseq on the file's mapping): a refused write's, not
+    // seen yet (its writeback is under way), and one seen, not yet reported to
+    // an fsync or a write.
+    int unseen_error = 0;
+    int unreported_error = 0;
     // Set once renamed away: the name its last close removes.
     uint64_t silly_parent = 0;
     std::string silly_name;
@@ -220,10 +235,14 @@ class NfsClientLayer final : public Layer {
   void revalidate(uint64_t inode, Work& work) EXCLUDES(mutex_);
   // Unlinks `name` of `parent`, file `inode`, and tells the other clients.
   Result<void> remove(uint64_t parent, const std::string& name, uint64_t inode, Work& work);
-  // What a use of a stale file leaves to report: nothing (a request refused
-  // now), a write lost at its writeback (the next close reports it), or the
-  // report itself (an fsync).
-  enum class StaleUse { kRequest, kCachedWrite, kFsync };
+  // A buffered write's writeback: sends it to the server, and keeps the
+  // server's refusal to report later. What to return now.
+  Result<size_t> write_back(uint64_t inode, uint64_t offset, std::span<const std::byte> data,
+                            int flags, Work& work);
+  // The writeback under way of `inode` completes: its error is seen (0: none).
+  int writeback_completes(uint64_t inode) EXCLUDES(mutex_);
+  // Takes the error seen and not yet reported (0: none).
+  int take_unreported_error(uint64_t inode) EXCLUDES(mutex_);
   // Whether `inode` was removed elsewhere, not open here; counts the request.
   bool gone(uint64_t inode) EXCLUDES(mutex_);
   void mark_gone(uint64_t inode) REQUIRES(mutex_);
@@ -232,7 +251,7 @@ class NfsClientLayer final : public Layer {
   // Tells the other clients what the server removed (Work::unlinked_inodes).
   void tell_removals(Work& work);
   // Whether `inode` is stale here; counts the request when it is.
-  bool stale(uint64_t inode, StaleUse use) EXCLUDES(mutex_);
+  bool stale(uint64_t inode) EXCLUDES(mutex_);
   // Erases a file no handle holds any more.
   void forget_file(std::unordered_map<uint64_t, OpenFile>::iterator it) REQUIRES(mutex_);
   // Whether `inode` (named `name` in `parent`) is open here, after waiting
@@ -274,6 +293,7 @@ class NfsClientLayer final : public Layer {
   uint64_t stale_requests_ GUARDED_BY(mutex_) = 0;
   uint64_t stale_attributes_ GUARDED_BY(mutex_) = 0;
   uint64_t lock_conflicts_ GUARDED_BY(mutex_) = 0;
+  uint64_t deferred_write_errors_ GUARDED_BY(mutex_) = 0;
   std::unordered_map<uint64_t, CachedAttributes> attributes_ GUARDED_BY(mutex_);
   // Moves with every change and reboot: a fetch that saw it move keeps nothing.
   uint64_t generation_ GUARDED_BY(mutex_) = 0;

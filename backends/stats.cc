@@ -106,7 +106,8 @@ nlohmann::json to_json(const StatsSnapshot& s) {
                           {"silly_renamed_open", c.silly_renamed_open},
                           {"stale_handles", c.stale_handles},
                           {"stale_attributes", c.stale_attributes},
-                          {"lock_conflicts", c.lock_conflicts}};
+                          {"lock_conflicts", c.lock_conflicts},
+                          {"deferred_write_errors", c.deferred_write_errors}};
   };
   // The mount's own client; every client, by mount point, where there are
   // several (a volume's stats do not depend on where it is mounted).

@@ -138,6 +138,9 @@ struct ClientStats {
   // Lock requests that found another owner's lock in the way: refused
   // (EAGAIN) or made to wait (client.local_lock).
   uint64_t lock_conflicts = 0;
+  // Buffered writes the server refused at their writeback (ENOSPC, EDQUOT,
+  // EIO, ESTALE): lost, and reported at the file's next write, fsync or close.
+  uint64_t deferred_write_errors = 0;
 };
 
 struct ClockStats {

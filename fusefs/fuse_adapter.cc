@@ -453,6 +453,8 @@ void on_write(fuse_req_t req, fuse_ino_t ino, const char* data, size_t size, off
     auto result = self.fs().write(
         ino, offset, std::span(reinterpret_cast<const std::byte*>(data), size), flags, work);
     if (!work.changed_attributes.empty()) self.invalidate_attributes(work.changed_attributes);
+    // This request holds the pages it writes: they go after its reply.
+    if (work.drop_cached_pages) self.drop_pages_after_reply(ino);
     if (!result) return ErrorReply{result.error().value};
     return WriteReply{*result};
   });
@@ -755,6 +757,12 @@ void FuseAdapter::drop_pages(uint64_t inode) {
   if (error != 0 && error != -ENOENT) {
     spdlog::warn("cannot drop the cached pages of inode {}: {}", inode, strerror(-error));
   }
+}
+
+void FuseAdapter::drop_pages_after_reply(uint64_t inode) {
+  CrashReport pages;
+  pages.dropped_caches.push_back(inode);
+  invalidate_later(std::move(pages));
 }
 
 void FuseAdapter::invalidate(const CrashReport& report) {

@@ -80,6 +80,9 @@ class FuseAdapter {
   // revalidated it and found new data (Work::drop_cached_pages). Safe inside
   // a GETATTR or LOOKUP, before its reply.
   void drop_pages(uint64_t inode);
+  // The same, by the worker once the request that asks has been answered
+  // (a WRITE holds the pages it writes until then).
+  void drop_pages_after_reply(uint64_t inode);
 
   // True while a crash rule's invalidations are queued or being told to the
   // kernel: an open then asks the kernel to drop the file's cached pages itself

@@ -189,6 +189,100 @@ TEST(NfsClientLayer, LocalProfilesHaveNoClient) {
   fs.volume.release(file);
 }
 
+// Write-back errors (NfsClientLayer::write_back): a buffered write the server
+// refuses returns its count, its data is lost, and the file's next writer
+// close, fsync or ENOSPC-class write reports it.
+TEST(NfsClientLayer, AWriteTheServerRefusesIsLostAndReportedAtTheClose) {
+  Fs fs("nfs");
+  const uint64_t file = fs.create_open("f");
+  ASSERT_TRUE(fs.write(file, 0, "kept").has_value());
+  ASSERT_TRUE(fs.engine.faults().add("op=write,error=ENOSPC").has_value());
+  auto written = fs.write(file, 4, "lost");
+  ASSERT_TRUE(written.has_value()) << "into the page cache";
+  EXPECT_EQ(*written, 4u);
+  EXPECT_EQ(fs.volume.snapshot().client->deferred_write_errors, 1u);
+  EXPECT_TRUE(fs.volume.flush(file, /*writer=*/false).has_value()) << "a reader's close: nothing";
+  EXPECT_EQ(error_of(fs.volume.flush(file, true)).value, ENOSPC) << "its writeback failed under it";
+  EXPECT_TRUE(fs.volume.flush(file, true).has_value()) << "a close reports its own writeback only";
+  EXPECT_EQ(error_of(fs.volume.fsync(file, false)).value, ENOSPC) << "not yet told to an fsync";
+  EXPECT_TRUE(fs.volume.fsync(file, false).has_value()) << "once";
+  fs.engine.faults().clear();
+  EXPECT_EQ(fs.read(file, 0, 16), "kept");
+  fs.volume.release(file);
+}
+
+TEST(NfsClientLayer, TheNextWriteReportsEnospcAndAnFsyncEio) {
+  Fs fs("nfs");
+  const uint64_t file = fs.create_open("f");
+  ASSERT_TRUE(fs.engine.faults().add("op=write,error=ENOSPC").has_value());
+  ASSERT_TRUE(fs.write(file, 0, "one").has_value());
+  EXPECT_EQ(error_of(fs.write(file, 3, "two")).value, ENOSPC) << "nfs_file_write";
+  EXPECT_TRUE(fs.write(file, 6, "six").has_value()) << "reported, both writebacks with it";
+  EXPECT_EQ(error_of(fs.volume.fsync(file, false)).value, ENOSPC) << "the third's";
+  fs.engine.faults().clear();
+
+  ASSERT_TRUE(fs.engine.faults().add("op=write,error=EIO").has_value());
+  ASSERT_TRUE(fs.write(file, 0, "one").has_value());
+  EXPECT_TRUE(fs.write(file, 3, "two").has_value()) << "a write reports ENOSPC and EDQUOT only";
+  EXPECT_EQ(error_of(fs.volume.fsync(file, false)).value, EIO);
+  EXPECT_TRUE(fs.volume.fsync(file, false).has_value());
+  fs.engine.faults().clear();
+  EXPECT_EQ(fs.volume.snapshot().client->deferred_write_errors, 5u);
+  EXPECT_EQ(fs.stats(file).size, 0u) << "nothing reached the server";
+  fs.volume.release(file);
+}
+
+TEST(NfsClientLayer, ASynchronousWriteFailsAtOnce) {
+  Fs fs("nfs");
+  const uint64_t file = fs.create_open("f");
+  ASSERT_TRUE(fs.engine.faults().add("op=write,error=EIO").has_value());
+  EXPECT_EQ(error_of(fs.volume.write(file, 0, as_bytes("x"), O_SYNC)).value, EIO);
+  EXPECT_EQ(error_of(fs.volume.write(file, 0, as_bytes("x"), O_DIRECT)).value, EIO);
+  ASSERT_TRUE(fs.write(file, 0, "buffered").has_value());
+  fs.engine.faults().clear();
+  // Its writeback fails under the next O_SYNC write, whose fsync reports it.
+  EXPECT_EQ(error_of(fs.volume.write(file, 0, as_bytes("x"), O_SYNC)).value, EIO);
+  EXPECT_TRUE(fs.volume.fsync(file, false).has_value());
+  EXPECT_EQ(fs.volume.snapshot().client->deferred_write_errors, 1u);
+  fs.volume.release(file);
+}
+
+// A full server: the write that found it full returns, its data lost, and the
+// next one fails; what fit stays.
+TEST(NfsClientLayer, AWritePastAFullServerIsLostAndTheNextOneFails) {
+  Fs fs(volume_fixture::small("nfs", 64 << 10));
+  const uint64_t file = fs.create_open("f");
+  const std::string data = volume_fixture::pattern(128 << 10, 3);
+  constexpr size_t kChunk = 4 << 10;
+  size_t returned = 0;
+  int error = 0;
+  while (error == 0 && returned < data.size()) {
+    auto written = fs.write(file, returned, std::string_view(data).substr(returned, kChunk));
+    if (written) {
+      returned += *written;
+    } else {
+      error = written.error().value;
+    }
+  }
+  EXPECT_EQ(error, ENOSPC);
+  const uint64_t size = fs.stats(file).size;
+  EXPECT_GT(size, 0u);
+  EXPECT_EQ(size + kChunk, returned) << "the last write that returned was lost";
+  EXPECT_EQ(fs.read(file, 0, data.size()), data.substr(0, size));
+  EXPECT_TRUE(fs.volume.flush(file, true).has_value()) << "reported already";
+  fs.volume.release(file);
+}
+
+TEST(NfsClientLayer, LocalProfilesFailTheWriteAtOnce) {
+  Fs fs("ext4");
+  const uint64_t file = fs.create_open("f");
+  ASSERT_TRUE(fs.engine.faults().add("op=write,error=ENOSPC").has_value());
+  EXPECT_EQ(error_of(fs.write(file, 0, "x")).value, ENOSPC);
+  fs.engine.faults().clear();
+  EXPECT_TRUE(fs.volume.flush(file, true).has_value());
+  fs.volume.release(file);
+}
+
 // Two clients of one server (NfsClients): B has a file open that A removes.
 // The server forgets it at once; every request B sends for it gets ESTALE, a
 // buffered write is lost and reported at the close, an O_SYNC one at once.
