@@ -27,10 +27,8 @@ FuseAdapter& adapter(fuse_req_t req) { return *static_cast<FuseAdapter*>(fuse_re
 
 Handle* handle(fuse_file_info* fi) { return reinterpret_cast<Handle*>(fi->fh); }
 
-// A descriptor opened before the last power cut belongs to a world that ended:
-// as after a reboot, nothing done through it reaches the volume (EIO).
 bool from_before_crash(fuse_req_t req, fuse_file_info* fi) {
-  return fi != nullptr && fi->fh != 0 && handle(fi)->boot != adapter(req).fs().crashes();
+  return opened_before_crash(fi, adapter(req).fs().crashes());
 }
 
 // A handle from before the last power cut: its operation gets EIO, once the

@@ -36,6 +36,13 @@ struct Handle {
   std::vector<DirectoryEntry> entries;  // directories: the listing taken at opendir
 };
 
+// Whether the open file `fi` (none: no) was opened before the power cut that
+// made `crashes` (FileSystem::crashes()): it belongs to a world that ended and,
+// as after a reboot, nothing done through it reaches the volume (EIO).
+inline bool opened_before_crash(const fuse_file_info* fi, uint64_t crashes) {
+  return fi != nullptr && fi->fh != 0 && reinterpret_cast<const Handle*>(fi->fh)->boot != crashes;
+}
+
 // fuse_reply_err: 0 for success without data, else a positive errno.
 struct ErrorReply {
   int error = 0;

@@ -77,10 +77,6 @@ Reply take(FuseAdapter& adapter, fuse_req_t req, fuse_ino_t inode, const RecordL
   return ErrorReply{result ? 0 : result.error().value};
 }
 
-bool from_before_crash(FuseAdapter& adapter, const fuse_file_info* fi) {
-  return fi->fh != 0 && reinterpret_cast<const Handle*>(fi->fh)->boot != adapter.fs().crashes();
-}
-
 }  // namespace
 
 // Even the locks client.local_lock keeps on the client: taking one
@@ -95,7 +91,7 @@ Reply test_lock(FuseAdapter& adapter, fuse_ino_t inode, fuse_file_info* fi,
                 const struct flock& lock) {
   NfsClientLayer* nfs = client(adapter);
   if (nfs == nullptr || ControlFiles::owns(inode)) return ErrorReply{ENOLCK};
-  if (from_before_crash(adapter, fi)) return ErrorReply{EIO};
+  if (opened_before_crash(fi, adapter.fs().crashes())) return ErrorReply{EIO};
   auto conflict = nfs->test_lock(inode, to_record_lock(lock, fi));
   if (!conflict) return ErrorReply{conflict.error().value};
   LockReply reply;
@@ -115,13 +111,13 @@ Reply test_lock(FuseAdapter& adapter, fuse_ino_t inode, fuse_file_info* fi,
 
 Reply set_lock(FuseAdapter& adapter, fuse_req_t req, fuse_ino_t inode, fuse_file_info* fi,
                const struct flock& lock, bool sleep) {
-  if (from_before_crash(adapter, fi)) return ErrorReply{EIO};
+  if (opened_before_crash(fi, adapter.fs().crashes())) return ErrorReply{EIO};
   return take(adapter, req, inode, to_record_lock(lock, fi), LockKind::kPosix, sleep);
 }
 
 Reply flock_lock(FuseAdapter& adapter, fuse_req_t req, fuse_ino_t inode, fuse_file_info* fi,
                  int operation) {
-  if (from_before_crash(adapter, fi)) return ErrorReply{EIO};
+  if (opened_before_crash(fi, adapter.fs().crashes())) return ErrorReply{EIO};
   RecordLock request;
   const int kind = operation & (LOCK_SH | LOCK_EX | LOCK_UN);
   request.type = kind == LOCK_SH   ? LockType::kRead
