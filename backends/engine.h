@@ -85,6 +85,13 @@ class Engine {
   // restart while the volume is frozen (FaultLayer::wait_while_frozen).
   void wait_while_frozen() { faults_.wait_while_frozen(); }
   bool powered() const { return faults_.powered(); }
+  // An NFS server's outage (`ctl server down`, `server up`): the clients'
+  // requests wait or time out (FaultLayer). False on a local profile.
+  bool set_server_up(bool up) {
+    if (!clients_) return false;
+    up ? faults_.server_up() : faults_.server_down();
+    return true;
+  }
   // Set once, before any operation: true once the daemon stops, when the
   // operations waiting on a frozen volume give up (FaultLayer::power_off).
   void stop_waiting_when(std::function<bool()> stopping) {

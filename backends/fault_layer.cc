@@ -1,11 +1,37 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "backends/fault_layer.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "backends/caller.h"
 
 namespace mimicfs {
+
+namespace {
+
+FaultLayer::TimeoutMode timeout_mode(const Profile& profile) {
+  if (profile.timeout_mode == "soft") return FaultLayer::TimeoutMode::kSoft;
+  if (profile.timeout_mode == "softerr") return FaultLayer::TimeoutMode::kSoftErr;
+  return FaultLayer::TimeoutMode::kHard;
+}
+
+// The RPC layer's major timeout for TCP: the timeout grows by timeo at each
+// retransmission and gives up at timeo x (retrans + 1), never past 600 s
+// (xprt_calc_majortimeo; NFS_MAX_TCP_TIMEOUT bounds to_maxval).
+uint64_t major_timeout_ns(const Profile& profile) {
+  constexpr uint64_t kMaxTcpTimeoutNs = 600'000'000'000;
+  const uint64_t timeo = std::min(profile.timeo_ns, kMaxTcpTimeoutNs);
+  return std::min(timeo * (uint64_t{profile.retrans} + 1), kMaxTcpTimeoutNs);
+}
+
+}  // namespace
+
+FaultLayer::FaultLayer(FileSystem& target)
+    : Layer(target),
+      timeout_mode_(timeout_mode(target.profile())),
+      major_timeout_ns_(major_timeout_ns(target.profile())),
+      retrans_(target.profile().retrans) {}
 
 bool FaultLayer::faultable(Op op) {
   switch (op) {
@@ -52,16 +78,16 @@ bool FaultLayer::frozen() {
   return frozen_;
 }
 
-bool FaultLayer::wait_for_power_locked(std::unique_lock<std::mutex>& lock) {
-  if (!frozen_ || frozen_operations_ >= kMaxFrozenOperations) return false;
+bool FaultLayer::wait_locked(std::unique_lock<std::mutex>& lock,
+                             const std::function<bool()>& waiting) {
+  if (frozen_operations_ >= kMaxFrozenOperations) return false;
   ++frozen_operations_;
-  const uint64_t restarts = restarts_;
   // A caller killed meanwhile ends once its operation returns: it is not
   // kept waiting (in the kernel, uninterruptibly) for the restart.
   const Credentials* caller = CallerScope::credentials();
-  while (restarts_ == restarts && !(stopping_ && stopping_())) {
+  while (waiting() && !(stopping_ && stopping_())) {
     powered_on_.wait_for(lock, std::chrono::milliseconds(100));
-    if (caller == nullptr || restarts_ != restarts) continue;
+    if (caller == nullptr || !waiting()) continue;
     // Read without the lock: it reads /proc.
     lock.unlock();
     const bool dying = caller->dying();
@@ -70,6 +96,86 @@ bool FaultLayer::wait_for_power_locked(std::unique_lock<std::mutex>& lock) {
   }
   --frozen_operations_;
   return true;
+}
+
+bool FaultLayer::wait_for_power_locked(std::unique_lock<std::mutex>& lock) {
+  if (!frozen_) return false;
+  const uint64_t restarts = restarts_;
+  return wait_locked(lock, [&]() REQUIRES(power_mutex_) { return restarts_ == restarts; });
+}
+
+void FaultLayer::server_down() {
+  std::lock_guard lock(power_mutex_);
+  if (!server_down_) ++outages_;
+  server_down_ = true;
+}
+
+void FaultLayer::server_up() {
+  std::lock_guard lock(power_mutex_);
+  if (!server_down_) return;
+  server_down_ = false;
+  ++server_ups_;
+  server_up_at_ns_ = now_ns_ ? now_ns_() : 0;
+  powered_on_.notify_all();
+}
+
+Result<void> FaultLayer::wait_for_server(Work& work) {
+  std::unique_lock lock(power_mutex_);
+  assert_held(power_mutex_);
+  if (!server_down_) return {};
+  if (timeout_mode_ != TimeoutMode::kHard) {
+    // The RPC layer's major timeout: the program sees it after this long.
+    ++major_timeouts_;
+    retransmissions_ += retrans_;
+    work.fault_latency_ns += major_timeout_ns_;
+    return fail(timeout_mode_ == TimeoutMode::kSoftErr ? ETIMEDOUT : EIO);
+  }
+  const uint64_t sent_ns = now_ns_ ? now_ns_() : 0;
+  const uint64_t ups = server_ups_;
+  ++server_waiters_;
+  const bool waited =
+      wait_locked(lock, [&]() REQUIRES(power_mutex_) { return server_ups_ == ups; });
+  --server_waiters_;
+  if (!waited || server_ups_ == ups) {
+    // Past the waiters' limit, or the caller died, or the daemon stops.
+    work.never_sent = true;
+    return fail(EIO);
+  }
+  // "server not responding, still trying": a major timeout every cycle of the
+  // emulated time that passed (`ctl time advance`). That time is not charged
+  // again: the clock moved on by it, and the request starts after it.
+  const uint64_t waited_ns = server_up_at_ns_ - std::min(server_up_at_ns_, sent_ns);
+  const uint64_t cycles = major_timeout_ns_ == 0 ? 0 : waited_ns / major_timeout_ns_;
+  major_timeouts_ += cycles;
+  retransmissions_ += cycles * retrans_;
+  return {};
+}
+
+void FaultLayer::reset_statistics() {
+  {
+    std::lock_guard lock(power_mutex_);
+    outages_ = server_down_ ? 1 : 0;
+    major_timeouts_ = 0;
+    retransmissions_ = 0;
+  }
+  Layer::reset_statistics();
+}
+
+// What must still answer while the server is down: the mount root's
+// attributes, which every path walk to .mimicfs/ctl (`server up`) checks
+// (default_permissions), a close (a reader's sends nothing, a writer's
+// writes waited already: the emulated client sends each when it is made),
+// and a release (an NFSv3 client sends no CLOSE).
+bool FaultLayer::waits_for_server(const Call& call) {
+  switch (call.op) {
+    case Op::kGetattr:
+      return call.inode != kRootInode;
+    case Op::kFlush:
+    case Op::kRelease:
+      return false;
+    default:
+      return true;
+  }
 }
 
 bool FaultLayer::wait_for_power(const Call& call) {
@@ -86,6 +192,13 @@ void FaultLayer::wait_while_frozen() {
 }
 
 Result<void> FaultLayer::enter(const Call& call, Work& work) {
+  // First the server, then its volume: a power cut while a request waited
+  // for the server ends it as one sent before the cut.
+  if (server_down_ && waits_for_server(call)) {
+    const uint64_t crashes = target().crashes();
+    if (auto answered = wait_for_server(work); !answered) return answered;
+    if (target().crashes() != crashes) return fail(EIO);
+  }
   if (powered_off_ && call.op != Op::kGetattr && call.op != Op::kStatfs &&
       call.op != Op::kRelease) {
     // Sent to the volume before the restart: it answers from a world that ended.
@@ -132,6 +245,13 @@ StatsSnapshot FaultLayer::snapshot() {
   {
     std::lock_guard lock(power_mutex_);
     if (frozen_) s.power["frozen_operations"] = frozen_operations_;
+    if (target().profile().nfs) {
+      s.server = {{"up", !server_down_},
+                  {"outages", outages_},
+                  {"waiting", server_waiters_},
+                  {"major_timeouts", major_timeouts_},
+                  {"retransmissions", retransmissions_}};
+    }
   }
   std::lock_guard lock(cause_mutex_);
   if (!last_crash_.empty()) s.power["last_crash"] = last_crash_;

@@ -10,6 +10,15 @@
 //
 // Lookups, getattr, readdir, readlink, lseek, statfs, xattrs and release are
 // never faulted: how often the kernel sends them depends on its caches.
+//
+// A server outage (NFS profiles: `ctl server down` ... `server up`): every
+// request that reaches the server meanwhile times out, as nfs(5) says for the
+// mount's client.timeout_mode. `hard` retries until the server answers: the
+// request waits for server_up() and is charged the emulated time that passed.
+// `soft` gives up after the RPC layer's major timeout, timeo x (retrans + 1)
+// with TCP's linear backoff (net/sunrpc/xprt.c: xprt_reset_majortimeo), and
+// fails with EIO; `softerr` with ETIMEDOUT. The mount root's getattr, a close
+// and a release do not wait (waits_for_server).
 #pragma once
 
 #include <atomic>
@@ -25,7 +34,7 @@ namespace mimicfs {
 
 class FaultLayer final : public Layer {
  public:
-  explicit FaultLayer(FileSystem& target) : Layer(target) {}
+  explicit FaultLayer(FileSystem& target);
 
   // How a crash rule cuts the power.
   using CrashHook = std::function<void(const PowerCut&)>;
@@ -62,7 +71,17 @@ class FaultLayer final : public Layer {
   void stop_waiting_when(std::function<bool()> stopping) { stopping_ = std::move(stopping); }
   void power_on();
   bool powered() const { return !powered_off_; }
+  // Frozen operations and those waiting through a hard mount's outage.
   static constexpr int kMaxFrozenOperations = 8;
+
+  // nfs(5)'s hard, soft and softerr (client.timeout_mode).
+  enum class TimeoutMode { kHard, kSoft, kSoftErr };
+  // The server's outage (client.nfs only: the caller checks).
+  void server_down() EXCLUDES(power_mutex_);
+  void server_up() EXCLUDES(power_mutex_);
+  bool server_is_up() const { return !server_down_; }
+  // Zeroes the server's counters too (an outage under way counts once).
+  void reset_statistics() override;
   // Adds the rules' state ("faults") to the target's snapshot.
   StatsSnapshot snapshot() override;
   // A volume without power has no flusher and no journal thread.
@@ -83,6 +102,24 @@ class FaultLayer final : public Layer {
   // Waits for power_on() when the volume is frozen; false when it may not wait.
   bool wait_for_power(const Call& call);
   bool wait_for_power_locked(std::unique_lock<std::mutex>& lock) REQUIRES(power_mutex_);
+  // Waits while `waiting` holds, the daemon runs and the caller lives, within
+  // the waiters' limit; false when it may not wait.
+  bool wait_locked(std::unique_lock<std::mutex>& lock, const std::function<bool()>& waiting)
+      REQUIRES(power_mutex_);
+  static bool waits_for_server(const Call& call);
+  // A request sent while the server is down: waits for it (hard) or times out.
+  Result<void> wait_for_server(Work& work) EXCLUDES(power_mutex_);
+
+  const TimeoutMode timeout_mode_;
+  const uint64_t major_timeout_ns_;
+  const uint32_t retrans_;
+  std::atomic<bool> server_down_{false};
+  uint64_t server_ups_ GUARDED_BY(power_mutex_) = 0;  // a waiter leaves at the next
+  uint64_t server_up_at_ns_ GUARDED_BY(power_mutex_) = 0;  // emulated
+  uint64_t outages_ GUARDED_BY(power_mutex_) = 0;
+  uint64_t major_timeouts_ GUARDED_BY(power_mutex_) = 0;
+  uint64_t retransmissions_ GUARDED_BY(power_mutex_) = 0;
+  int server_waiters_ GUARDED_BY(power_mutex_) = 0;
 
   std::atomic<bool> powered_off_{false};
   std::mutex power_mutex_;

@@ -439,6 +439,7 @@ Result<void> NfsClientLayer::fsync(uint64_t inode, bool datasync, Work& work) {
 }
 
 int NfsClientLayer::writeback_completes(uint64_t inode) {
+  if (!writes_refused_.load(std::memory_order_acquire)) return 0;
   std::lock_guard lock(mutex_);
   auto it = open_.find(inode);
   if (it == open_.end() || it->second.unseen_error == 0) return 0;
@@ -448,6 +449,7 @@ int NfsClientLayer::writeback_completes(uint64_t inode) {
 }
 
 int NfsClientLayer::take_unreported_error(uint64_t inode) {
+  if (!writes_refused_.load(std::memory_order_acquire)) return 0;
   std::lock_guard lock(mutex_);
   auto it = open_.find(inode);
   return it == open_.end() ? 0 : std::exchange(it->second.unreported_error, 0);
@@ -854,74 +856,78 @@ Result<void> NfsClientLayer::enter(const Call& call, Work& work) {
 
 namespace {
 
-// What a server's WRITE can refuse at the writeback, where the client can no
-// longer tell the program's write(2) (nfs_writeback_done). The rest the client
+// What a server's WRITE can refuse at the writeback, or its RPC time out
+// with, where the client can no longer tell the program's write(2)
+// (nfs_writeback_done). The rest the client
 // checks before (EFBIG past the server's maxfilesize, EINVAL, EBADF).
 bool refused_at_writeback(int error) {
-  return error == ENOSPC || error == EDQUOT || error == EIO || error == ESTALE;
-}
-
-// nfs_file_write reports these at the write under which a writeback failed,
-// having written back everything else first (nfs_wb_all).
-bool reported_by_next_write(int error) {
-  return error == ENOSPC || error == EDQUOT || error == EFBIG;
+  return error == ENOSPC || error == EDQUOT || error == EIO || error == ESTALE ||
+         error == ETIMEDOUT;  // a softerr mount's major timeout (FaultLayer)
 }
 
 }  // namespace
 
-// A buffered write lands in the page cache and returns (write_back); the
-// writeback of an earlier one completes under it. An O_SYNC or O_DIRECT
-// write is sent at once and fails at once, and reports what an fsync would
-// (generic_write_sync -> nfs_file_fsync).
+// A buffered write lands in the page cache and returns (write_back). An
+// O_SYNC or O_DSYNC write is sent at once and fails at once, and reports what
+// an fsync would (generic_write_sync -> nfs_file_fsync); an O_DIRECT one is
+// sent at once (nfs_file_direct_write) and leaves the file's errors alone.
 Result<size_t> NfsClientLayer::write(uint64_t inode, uint64_t offset,
                                      std::span<const std::byte> data, int flags, Work& work) {
-  const int seen = writeback_completes(inode);
   if ((flags & (O_SYNC | O_DSYNC | O_DIRECT)) != 0) {
     auto result = stale_files_.load(std::memory_order_relaxed) > 0 && stale(inode)
                       ? fail(ESTALE)
                       : Layer::write(inode, offset, data, flags, work);
+    if ((flags & (O_SYNC | O_DSYNC)) == 0) return result;
+    writeback_completes(inode);
     const int unreported = take_unreported_error(inode);
     if (result && unreported != 0) return fail(unreported);
     return result;
   }
+  const int seen = reported_by_write(inode);
   auto result = write_back(inode, offset, data, flags, work);
-  if (reported_by_next_write(seen)) {
-    writeback_completes(inode);  // this write's own writeback too: one report for both
+  if (seen != 0) {
+    // Everything was written back first (nfs_wb_all): one report for all.
+    writeback_completes(inode);
     take_unreported_error(inode);
     return fail(seen);
   }
   return result;
 }
 
+int NfsClientLayer::reported_by_write(uint64_t inode) {
+  if (!writes_refused_.load(std::memory_order_acquire)) return 0;
+  std::lock_guard lock(mutex_);
+  auto it = open_.find(inode);
+  if (it == open_.end()) return 0;
+  OpenFile& file = it->second;
+  const int error = file.unseen_error;
+  if (error != ENOSPC && error != EDQUOT && error != EFBIG) return 0;
+  file.unseen_error = 0;
+  file.unreported_error = error;
+  return error;
+}
+
 Result<size_t> NfsClientLayer::write_back(uint64_t inode, uint64_t offset,
                                           std::span<const std::byte> data, int flags,
                                           Work& work) {
-  int error = 0;
-  if (stale_files_.load(std::memory_order_relaxed) > 0 && stale(inode)) {
-    error = ESTALE;
-  } else {
-    // A short WRITE reply is sent again for the rest (nfs_writeback_result).
-    for (size_t sent = 0; sent < data.size();) {
-      auto written = Layer::write(inode, offset + sent, data.subspan(sent), flags, work);
-      if (!written) {
-        error = written.error().value;
-        break;
-      }
-      if (*written == 0) {
-        error = EIO;
-        break;
-      }
-      sent += *written;
-    }
+  int error = ESTALE;
+  if (stale_files_.load(std::memory_order_relaxed) == 0 || !stale(inode)) {
+    auto written = Layer::write(inode, offset, data, flags, work);
+    if (written) return written;
+    error = written.error().value;
+    // A request that never reached the server was never taken either.
+    if (work.never_sent) return fail(error);
   }
-  if (error == 0) return data.size();
   if (!refused_at_writeback(error)) return fail(error);
   // The pages the server refused are lost (nfs_mapping_set_error ->
   // nfs_set_pageerror): the kernel must read the file again.
   work.drop_cached_pages = true;
   std::lock_guard lock(mutex_);
-  ++deferred_write_errors_;
-  if (auto it = open_.find(inode); it != open_.end()) it->second.unseen_error = error;
+  if (auto it = open_.find(inode); it != open_.end()) {
+    writes_refused_.store(true, std::memory_order_release);
+    ++deferred_write_errors_;
+    it->second.unseen_error = error;
+  }
   return data.size();
 }
 

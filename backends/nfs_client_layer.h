@@ -35,12 +35,13 @@
 // Write-back errors (fs/nfs/write.c, nfs_write_error; fs/nfs/file.c): a
 // buffered write lands in the client's page cache and its writeback reaches
 // the server after write(2) returned. A server's refusal of it (ENOSPC, EDQUOT,
-// EIO, ESTALE) loses the data and drops the client's pages; the program learns
-// of it at the file's next write (nfs_file_write: ENOSPC and EDQUOT only),
-// fsync (nfs_file_fsync) or close (nfs_file_flush), whichever the writeback
-// completes under. Here a write is sent to the server at once, so that the
-// server allocates as before, and its writeback counts as completing under the
-// next of those requests.
+// EIO, ESTALE, a softerr mount's ETIMEDOUT) loses the data and drops the
+// client's pages; the program learns of it at the file's next write
+// (nfs_file_write: ENOSPC, EDQUOT and EFBIG only), fsync (nfs_file_fsync) or
+// close (nfs_file_flush), whichever the writeback completes under. Here a
+// write is sent to the server at once, so that the server allocates as
+// before, and its writeback counts as completing under the next of those
+// requests that reports it.
 //
 // Thread-safety: one mutex for the open-file table and the attribute cache,
 // never held across a call to the server (which may wait: real latency, a
@@ -241,6 +242,10 @@ class NfsClientLayer final : public Layer {
                             int flags, Work& work);
   // The writeback under way of `inode` completes: its error is seen (0: none).
   int writeback_completes(uint64_t inode) EXCLUDES(mutex_);
+  // nfs_file_write reports the ENOSPC, EDQUOT or EFBIG of a writeback that
+  // failed under it (a stream of writes fills the cache and the writeback
+  // runs meanwhile); the rest wait for an fsync or close. That error, seen.
+  int reported_by_write(uint64_t inode) EXCLUDES(mutex_);
   // Takes the error seen and not yet reported (0: none).
   int take_unreported_error(uint64_t inode) EXCLUDES(mutex_);
   // Whether `inode` was removed elsewhere, not open here; counts the request.
@@ -304,6 +309,9 @@ class NfsClientLayer final : public Layer {
   std::unordered_set<uint64_t> changed_elsewhere_ GUARDED_BY(mutex_);
   bool all_changed_elsewhere_ GUARDED_BY(mutex_) = false;
   int waiters_ GUARDED_BY(mutex_) = 0;
+  // Set at the first write the server refused: until then, no request looks
+  // for a write-back error (set under mutex_, so one found is seen).
+  std::atomic<bool> writes_refused_{false};
   // Stale files in open_: while 0, no request looks for one.
   std::atomic<uint32_t> stale_files_{0};
   // The inodes this client's kernel has, with its lookup counts (FUSE's

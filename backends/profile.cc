@@ -201,6 +201,10 @@ std::expected<void, std::string> validate(const Profile& p, std::string_view sou
     return error({"client.local_lock", "client.nfs"},
                  "client.local_lock needs client.nfs (a local filesystem's locks are all local)");
   }
+  if (p.timeout_mode != "hard" && !p.nfs) {
+    return error({"client.timeout_mode", "client.nfs"},
+                 "client.timeout_mode needs client.nfs (a local filesystem has no server)");
+  }
   if (p.acregmin_ns > p.acregmax_ns) {
     return error({"client.acregmin_ns", "client.acregmax_ns"},
                  "client.acregmin_ns must not exceed client.acregmax_ns");

@@ -132,6 +132,11 @@ struct Profile {
   // and fcntl locks to the server, "flock" or "posix" keeps that kind here,
   // "all" keeps both, as a local filesystem does.
   std::string local_lock = "all";
+  // What a request does while the server does not answer (nfs(5) hard, soft,
+  // softerr), and the RPC timeouts behind it (timeo, retrans).
+  std::string timeout_mode = "hard";
+  uint64_t timeo_ns = 60'000'000'000;
+  uint32_t retrans = 2;
 
   bool supports(FallocateMode mode) const {
     return (fallocate_modes & static_cast<uint8_t>(mode)) != 0;

@@ -23,6 +23,7 @@ constexpr std::string_view kMetadataDurabilities[] = {"journal", "log_tree", "sy
 constexpr std::string_view kTruncateWritebacks[] = {"never", "to_zero", "down"};
 constexpr std::string_view kNonEmptyTargetErrors[] = {"ENOTEMPTY", "EEXIST"};
 constexpr std::string_view kLocalLocks[] = {"none", "flock", "posix", "all"};
+constexpr std::string_view kTimeoutModes[] = {"hard", "soft", "softerr"};
 constexpr FallocateModeName kModeNames[] = {
     {FallocateMode::kAllocate, "allocate"},
     {FallocateMode::kKeepSize, "keep_size"},
@@ -184,6 +185,20 @@ const std::vector<ProfileKey>& profile_keys() {
        "kind on the client (no conflict with other clients; flock apart from fcntl); `all` "
        "keeps both. Taking any lock revalidates the file's cached pages and attributes",
        false, 0, 0, false, kLocalLocks, "mode"},
+      {"client.timeout_mode", &Profile::timeout_mode, "",
+       "what a request does while the server does not answer (`ctl server down`), as "
+       "nfs(5) says: `hard` waits until it answers; `soft` fails with EIO after the major "
+       "timeout, client.timeo_ns x (client.retrans + 1) of emulated time; `softerr` with "
+       "ETIMEDOUT",
+       false, 0, 0, false, kTimeoutModes, "mode"},
+      {"client.timeo_ns", &Profile::timeo_ns, "ns",
+       "the RPC timeout before the first retransmission (nfs(5) timeo, 60 s over TCP); "
+       "each retransmission waits one more",
+       false, 1, kMaxNs},
+      {"client.retrans", &Profile::retrans, "",
+       "retransmissions before a major timeout (nfs(5) retrans): a soft mount fails then, "
+       "a hard one says \"not responding, still trying\"",
+       false, 0, 100},
       {"fallocate.modes", FallocateModesField{}, "list",
        "which fallocate calls exist: `allocate` (mode 0), `keep_size`, `punch_hole` "
        "(PUNCH_HOLE\\|KEEP_SIZE), `zero_range` (with or without KEEP_SIZE); the rest get "

@@ -150,6 +150,7 @@ nlohmann::json to_json(const StatsSnapshot& s) {
   }
   j["faults"] = s.faults;
   if (!s.power.empty()) j["power"] = s.power;
+  if (!s.server.empty()) j["server"] = s.server;
   return j;
 }
 

@@ -139,7 +139,8 @@ struct ClientStats {
   // (EAGAIN) or made to wait (client.local_lock).
   uint64_t lock_conflicts = 0;
   // Buffered writes the server refused at their writeback (ENOSPC, EDQUOT,
-  // EIO, ESTALE): lost, and reported at the file's next write, fsync or close.
+  // EIO, ESTALE, ETIMEDOUT): lost, and reported at the file's next write,
+  // fsync or close.
   uint64_t deferred_write_errors = 0;
 };
 
@@ -162,6 +163,7 @@ struct StatsSnapshot {
   std::map<std::string, FileStats> files;           // by path, "/" rooted; regular files only
   nlohmann::json faults = nlohmann::json::array();  // FaultInjector::to_json()
   nlohmann::json power = nlohmann::json::object();  // FaultLayer: {"on", "crashes"}
+  nlohmann::json server = nlohmann::json::object();  // FaultLayer, NFS profiles: outages
 };
 
 nlohmann::json to_json(const StatsSnapshot& snapshot);

@@ -49,6 +49,8 @@ std::expected<ControlCommand, std::string> parse_control_command(std::string_vie
   if (text == "sync") return SyncCommand{};
   if (text == "settle") return SettleCommand{};
   if (text == "fault clear") return FaultClearCommand{};
+  if (text == "server down") return ServerCommand{false};
+  if (text == "server up") return ServerCommand{true};
   if (constexpr std::string_view kFaultAdd = "fault add "; text.starts_with(kFaultAdd)) {
     const std::string_view rule = text.substr(kFaultAdd.size());
     FaultInjector check;  // the same parser the volume runs

@@ -19,6 +19,9 @@
 //                    caches expire, deferred and background work comes due
 //   client mount DIR mount another NFS client of this volume's server on DIR
 //                    (an absolute path; `mimicfs mount --client-of` sends it)
+//   server down      NFS profiles: the server stops answering; requests wait
+//                    (hard) or time out (soft, softerr: client.timeout_mode)
+//   server up        it answers again; waiting requests go on
 #pragma once
 
 #include <expected>
@@ -51,15 +54,19 @@ struct TimeAdvanceCommand {
 struct ClientMountCommand {
   std::string mountpoint;  // absolute
 };
+struct ServerCommand {
+  bool up = false;
+};
 
 using ControlCommand =
     std::variant<ResetCommand, CrashCommand, RestartCommand, SyncCommand, SettleCommand,
                  FaultClearCommand, FaultAddCommand, LatencyCommand, TimeAdvanceCommand,
-                 ClientMountCommand>;
+                 ClientMountCommand, ServerCommand>;
 
 inline constexpr std::string_view kControlCommands =
     "reset, crash [hold|freeze] [writeback=P] [seed=S], restart, sync, settle, fault add RULE, "
-    "fault clear, latency virtual|real|real:SCALE, time advance DURATION, client mount DIR";
+    "fault clear, latency virtual|real|real:SCALE, time advance DURATION, client mount DIR, "
+    "server down, server up";
 
 // Parses one command (trailing newlines and spaces ignored). On error, one line
 // saying what is wrong: an unknown command, a malformed fault rule or latency mode.

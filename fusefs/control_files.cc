@@ -108,6 +108,13 @@ Result<void> ControlFiles::execute(std::string_view text, Work& work) {
     }
     engine_.cost().advance(time->ns, work);
     spdlog::info("ctl: {} of idle time passed", format_duration(time->ns));
+  } else if (const auto* server = std::get_if<ServerCommand>(&*command)) {
+    if (!engine_.set_server_up(server->up)) {
+      spdlog::warn("ctl: server {}: not an NFS profile (client.nfs), there is no server",
+                   server->up ? "up" : "down");
+      return fail(EINVAL);
+    }
+    spdlog::info("ctl: server {}", server->up ? "up" : "down");
   } else if (const auto* client = std::get_if<ClientMountCommand>(&*command)) {
     if (!mount_client_) return fail(EOPNOTSUPP);
     return mount_client_(client->mountpoint);

@@ -390,7 +390,8 @@ int send_control(const std::string& mountpoint, const std::vector<std::string>& 
   std::string command;
   for (const auto& w : words) command += (command.empty() ? "" : " ") + w;
   // Checked here too, so the reason reaches the terminal, not only the mount's log.
-  if (auto parsed = parse_control_command(command); !parsed) {
+  const auto parsed = parse_control_command(command);
+  if (!parsed) {
     fmt::print(stderr, "mimicfs ctl: {}\n", parsed.error());
     return kExitUsage;
   }
@@ -406,6 +407,11 @@ int send_control(const std::string& mountpoint, const std::vector<std::string>& 
   const int error = errno;
   ::close(fd);
   if (written < 0) {
+    if (error == EINVAL && std::holds_alternative<ServerCommand>(*parsed)) {
+      fmt::print(stderr, "mimicfs ctl: {} has no server to take down or up (not an NFS profile)\n",
+                 mountpoint);
+      return kExitUsage;
+    }
     if (error == EINVAL) {
       fmt::print(stderr, "mimicfs ctl: the volume rejected \"{}\" (known: {}); its log says why\n",
                  command.substr(0, command.size() - 1), kControlCommands);

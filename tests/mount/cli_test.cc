@@ -386,5 +386,13 @@ TEST(MountLifecycle, StatsAndCtlCommandsReadTheMount) {
                    "unknown command");
 }
 
+TEST(MountLifecycle, CtlServerDownOnALocalProfileSaysThereIsNoServer) {
+  MIMICFS_REQUIRE_MOUNTABLE();
+  MountedVolume vol("ext4");
+  ASSERT_TRUE(vol.mounted()) << vol.error();
+  ExpectUsageError(run_command({mimicfs_binary(), "ctl", vol.path(), "server", "down"}),
+                   "has no server");
+}
+
 }  // namespace
 }  // namespace mimicfs::testing

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <string>
 #include <thread>
@@ -232,6 +233,18 @@ TEST(NfsClientLayer, TheNextWriteReportsEnospcAndAnFsyncEio) {
   fs.volume.release(file);
 }
 
+// An EIO is not a write's to report (nfs_file_write reports ENOSPC, EDQUOT
+// and EFBIG): it waits for the close, whose writeback it is.
+TEST(NfsClientLayer, AnEioWaitsForTheCloseThroughLaterWrites) {
+  Fs fs("nfs");
+  const uint64_t file = fs.create_open("f");
+  ASSERT_TRUE(fs.engine.faults().add("op=write,error=EIO,nth=1").has_value());
+  ASSERT_TRUE(fs.write(file, 0, "lost").has_value());
+  EXPECT_TRUE(fs.write(file, 4, "kept").has_value()) << "the server took it";
+  EXPECT_EQ(error_of(fs.volume.flush(file, true)).value, EIO);
+  fs.volume.release(file);
+}
+
 TEST(NfsClientLayer, ASynchronousWriteFailsAtOnce) {
   Fs fs("nfs");
   const uint64_t file = fs.create_open("f");
@@ -240,7 +253,9 @@ TEST(NfsClientLayer, ASynchronousWriteFailsAtOnce) {
   EXPECT_EQ(error_of(fs.volume.write(file, 0, as_bytes("x"), O_DIRECT)).value, EIO);
   ASSERT_TRUE(fs.write(file, 0, "buffered").has_value());
   fs.engine.faults().clear();
-  // Its writeback fails under the next O_SYNC write, whose fsync reports it.
+  // An O_DIRECT write leaves it (no fsync follows it); the next O_SYNC
+  // write's fsync reports it.
+  EXPECT_TRUE(fs.volume.write(file, 0, as_bytes("x"), O_DIRECT).has_value());
   EXPECT_EQ(error_of(fs.volume.write(file, 0, as_bytes("x"), O_SYNC)).value, EIO);
   EXPECT_TRUE(fs.volume.fsync(file, false).has_value());
   EXPECT_EQ(fs.volume.snapshot().client->deferred_write_errors, 1u);
@@ -281,6 +296,114 @@ TEST(NfsClientLayer, LocalProfilesFailTheWriteAtOnce) {
   fs.engine.faults().clear();
   EXPECT_TRUE(fs.volume.flush(file, true).has_value());
   fs.volume.release(file);
+}
+
+// Waits, at most 10 s, until `n` requests wait for the server.
+void wait_for_waiters(Fs& fs, int n) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (fs.volume.snapshot().server["waiting"] != n &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+// Server outages (FaultLayer::wait_for_server): a soft mount's request fails
+// after the major timeout, 60 s x (2 + 1) of emulated time; a buffered write
+// is lost and reported later, as any writeback error.
+TEST(NfsServerOutage, ASoftMountFailsAfterTheMajorTimeout) {
+  Fs fs(volume_fixture::with("nfs", {"client.timeout_mode=soft"}));
+  const uint64_t file = fs.create_open("f");
+  ASSERT_TRUE(fs.engine.set_server_up(false));
+  const uint64_t before = fs.engine.cost().emulated_ns();
+  std::byte buffer[4];
+  EXPECT_EQ(error_of(fs.volume.read(file, 0, buffer)).value, EIO);
+  EXPECT_GE(fs.engine.cost().emulated_ns() - before, 180'000'000'000u);
+  EXPECT_EQ(error_of(fs.volume.create(kRoot, "g", S_IFREG | 0644, 0, Owner{})).value, EIO);
+  ASSERT_TRUE(fs.write(file, 0, "lost").has_value()) << "into the page cache";
+  ASSERT_TRUE(fs.engine.set_server_up(true));
+  EXPECT_EQ(error_of(fs.volume.fsync(file, false)).value, EIO) << "its writeback timed out";
+  EXPECT_EQ(fs.stats(file).size, 0u);
+  const StatsSnapshot stats = fs.volume.snapshot();
+  EXPECT_EQ(stats.server["outages"], 1);
+  EXPECT_EQ(stats.server["major_timeouts"], 3);
+  EXPECT_EQ(stats.server["retransmissions"], 6);
+  fs.volume.release(file);
+}
+
+TEST(NfsServerOutage, SofterrSaysEtimedout) {
+  Fs fs(volume_fixture::with("nfs", {"client.timeout_mode=softerr"}));
+  const uint64_t file = fs.create_open("f");
+  ASSERT_TRUE(fs.engine.set_server_up(false));
+  std::byte buffer[4];
+  EXPECT_EQ(error_of(fs.volume.read(file, 0, buffer)).value, ETIMEDOUT);
+  ASSERT_TRUE(fs.engine.set_server_up(true));
+  EXPECT_TRUE(fs.volume.read(file, 0, buffer).has_value());
+  fs.volume.release(file);
+}
+
+// A hard mount's request waits for the server, however long, and is charged
+// the emulated time that passed meanwhile.
+TEST(NfsServerOutage, AHardMountWaitsForTheServer) {
+  Fs fs("nfs");
+  const uint64_t file = fs.create_open("f");
+  ASSERT_TRUE(fs.write(file, 0, "data").has_value());
+  ASSERT_TRUE(fs.engine.set_server_up(false));
+  std::atomic<bool> done{false};
+  Result<size_t> read = fail(EINVAL);
+  std::thread reader([&] {
+    std::byte buffer[4];
+    read = fs.volume.read(file, 0, buffer);
+    done = true;
+  });
+  wait_for_waiters(fs, 1);
+  EXPECT_EQ(fs.volume.snapshot().server["waiting"], 1);
+  EXPECT_FALSE(done) << "it waits";
+  EXPECT_TRUE(fs.volume.flush(file, true).has_value()) << "a close does not wait";
+  const uint64_t before = fs.engine.cost().emulated_ns();
+  Work work;
+  fs.engine.cost().advance(400'000'000'000, work);  // 400 s
+  ASSERT_TRUE(fs.engine.set_server_up(true));
+  reader.join();
+  ASSERT_TRUE(read.has_value()) << read.error().value;
+  EXPECT_EQ(*read, 4u);
+  const StatsSnapshot stats = fs.volume.snapshot();
+  EXPECT_EQ(stats.server["waiting"], 0);
+  EXPECT_EQ(stats.server["major_timeouts"], 2) << "400 s: two cycles of 180 s";
+  EXPECT_EQ(stats.server["retransmissions"], 4);
+  const uint64_t passed = fs.engine.cost().emulated_ns() - before;
+  EXPECT_GE(passed, 400'000'000'000u);
+  EXPECT_LT(passed, 401'000'000'000u) << "the outage is not charged twice";
+  fs.volume.release(file);
+}
+
+// The RPC layer never waits longer than 600 s for one try (NFS_MAX_TCP_TIMEOUT).
+TEST(NfsServerOutage, TheMajorTimeoutStopsAtTenMinutes) {
+  Fs fs(volume_fixture::with("nfs", {"client.timeout_mode=soft", "client.retrans=20"}));
+  ASSERT_TRUE(fs.engine.set_server_up(false));
+  const uint64_t before = fs.engine.cost().emulated_ns();
+  EXPECT_EQ(error_of(fs.volume.mkdir(kRoot, "d", 0755, Owner{})).value, EIO);
+  EXPECT_EQ(fs.engine.cost().emulated_ns() - before, 600'000'000'000u);
+}
+
+// A request that waited through an outage in which the volume lost its power
+// ends as one sent before the cut.
+TEST(NfsServerOutage, APowerCutDuringTheWaitEndsTheRequest) {
+  Fs fs("nfs");
+  ASSERT_TRUE(fs.engine.set_server_up(false));
+  Result<Attributes> made = fail(EINVAL);
+  std::thread maker([&] { made = fs.volume.mkdir(kRoot, "d", 0755, Owner{}); });
+  wait_for_waiters(fs, 1);
+  fs.volume.crash();
+  ASSERT_TRUE(fs.engine.set_server_up(true));
+  maker.join();
+  EXPECT_EQ(error_of(made).value, EIO);
+  EXPECT_EQ(fs.inode_of("d"), 0u);
+}
+
+TEST(NfsServerOutage, ALocalProfileHasNoServer) {
+  Fs fs("ext4");
+  EXPECT_FALSE(fs.engine.set_server_up(false));
+  EXPECT_TRUE(fs.volume.snapshot().server.empty());
 }
 
 // Two clients of one server (NfsClients): B has a file open that A removes.
