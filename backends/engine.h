@@ -125,9 +125,10 @@ class Engine {
   // at once; every other mount's is told to invalidate later, from its own
   // thread (its session may be ending).
   CrashReport crash(const PowerCut& cut, bool during_operation = false, int caller = 0) {
-    // Operations already waiting on a frozen volume hold page locks the
-    // kernel's invalidation needs, whatever this cut is.
-    const bool frozen = faults_.frozen() || cut.freeze;
+    // Operations already waiting on a frozen volume, or for a server that is
+    // down, hold page and directory locks the kernel's invalidation needs,
+    // whatever this cut is.
+    const bool frozen = faults_.frozen() || cut.freeze || !faults_.server_is_up();
     // First: nothing reaches the crashed volume before the restart.
     if (cut.hold || cut.freeze) faults_.power_off(cut.freeze);
     const uint64_t written_back =

@@ -165,7 +165,8 @@ void FaultLayer::reset_statistics() {
 // attributes, which every path walk to .mimicfs/ctl (`server up`) checks
 // (default_permissions), a close (a reader's sends nothing, a writer's
 // writes waited already: the emulated client sends each when it is made),
-// and a release (an NFSv3 client sends no CLOSE).
+// and a release (an NFSv3 client sends no CLOSE; the REMOVE of a last
+// close's silly name waits, as Linux's asynchronous one retries).
 bool FaultLayer::waits_for_server(const Call& call) {
   switch (call.op) {
     case Op::kGetattr:
@@ -197,12 +198,16 @@ Result<void> FaultLayer::enter(const Call& call, Work& work) {
   if (server_down_ && waits_for_server(call)) {
     const uint64_t crashes = target().crashes();
     if (auto answered = wait_for_server(work); !answered) return answered;
-    if (target().crashes() != crashes) return fail(EIO);
+    if (target().crashes() != crashes) {
+      work.never_sent = true;
+      return fail(EIO);
+    }
   }
   if (powered_off_ && call.op != Op::kGetattr && call.op != Op::kStatfs &&
       call.op != Op::kRelease) {
     // Sent to the volume before the restart: it answers from a world that ended.
     (void)wait_for_power(call);
+    work.never_sent = true;
     return fail(EIO);
   }
   if (rules_.empty() || !faultable(call.op)) return {};

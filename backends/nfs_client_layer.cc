@@ -707,6 +707,8 @@ void NfsClientLayer::reboot() {
     file.handles_before_crash += file.handles;
     file.handles = 0;
     file.flushes = 0;
+    file.unseen_error = 0;  // the rebooted client's pages went with it
+    file.unreported_error = 0;
     if (!file.removing) {
       file.silly_name.clear();  // the server keeps the file; nobody removes it now
       file.silly_parent = 0;
@@ -877,7 +879,10 @@ Result<size_t> NfsClientLayer::write(uint64_t inode, uint64_t offset,
     auto result = stale_files_.load(std::memory_order_relaxed) > 0 && stale(inode)
                       ? fail(ESTALE)
                       : Layer::write(inode, offset, data, flags, work);
-    if ((flags & (O_SYNC | O_DSYNC)) == 0) return result;
+    // A write that failed otherwise never reaches generic_write_sync.
+    if ((flags & (O_SYNC | O_DSYNC)) == 0 || (!result && result.error() != Errno{ESTALE})) {
+      return result;
+    }
     writeback_completes(inode);
     const int unreported = take_unreported_error(inode);
     if (result && unreported != 0) return fail(unreported);

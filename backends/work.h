@@ -122,8 +122,9 @@ struct Work {
   // client's cache alone says how long they last.
   bool attributes_expire = false;
   // Set by FaultLayer when a request never reached the server (a hard mount's
-  // wait it could not keep): an NFS client returns its error at once, even
-  // for a buffered write, whose data it would otherwise take as sent.
+  // wait it could not keep, a volume without power): an NFS client returns
+  // its error at once, even for a buffered write, whose data it would
+  // otherwise take as sent.
   bool never_sent = false;
 };
 

@@ -125,6 +125,54 @@ TEST_P(NfsServerOutage, AProcessKilledWhileItWaitsEnds) {
   ASSERT_EQ(vol.ctl("server up"), 0);
 }
 
+// A power cut while a write waits for the server: the crash and `server up`
+// both answer (the cut's cache drops go to a worker, as during a freeze: a
+// waiting request may hold locks they need), and the write ends with EIO.
+TEST_P(NfsServerOutage, ACrashDuringAnOutageEndsTheWaitingRequest) {
+  MIMICFS_REQUIRE_MOUNTABLE();
+  MountedVolume vol(GetParam());
+  ASSERT_TRUE(vol.mounted()) << vol.error();
+  const int fd = open(vol.file("f").c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644);
+  ASSERT_GE(fd, 0) << errno_text();
+  const std::string page(4096, 'p');
+  ASSERT_EQ(pwrite(fd, page.data(), page.size(), 0), 4096);
+  ASSERT_EQ(vol.ctl("server down"), 0);
+  std::atomic<int> result{-2};
+  std::thread writer([&] {
+    result = pwrite(fd, page.data(), page.size(), 4096) == 4096 ? 0 : errno;
+  });
+  ASSERT_TRUE(waiting_becomes(vol, 1));
+  EXPECT_EQ(vol.ctl("crash"), 0);
+  EXPECT_EQ(vol.ctl("server up"), 0);
+  writer.join();
+  EXPECT_EQ(result, EIO) << std::strerror(result);
+  close(fd);
+}
+
+// The same for a create, which holds its directory's lock meanwhile.
+TEST_P(NfsServerOutage, ACrashDuringAnOutageEndsAWaitingCreate) {
+  MIMICFS_REQUIRE_MOUNTABLE();
+  MountedVolume vol(GetParam());
+  ASSERT_TRUE(vol.mounted()) << vol.error();
+  ASSERT_EQ(mkdir(vol.file("d").c_str(), 0755), 0) << errno_text();
+  ASSERT_EQ(vol.ctl("sync"), 0);
+  const int made = open(vol.file("d/undone").c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+  ASSERT_GE(made, 0) << errno_text();
+  close(made);
+  ASSERT_EQ(vol.ctl("server down"), 0);
+  std::atomic<int> result{-2};
+  std::thread creator([&] {
+    const int fd = open(vol.file("d/during").c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+    result = fd >= 0 ? 0 : errno;
+    if (fd >= 0) close(fd);
+  });
+  ASSERT_TRUE(waiting_becomes(vol, 1));
+  EXPECT_EQ(vol.ctl("crash"), 0);
+  EXPECT_EQ(vol.ctl("server up"), 0);
+  creator.join();
+  EXPECT_EQ(result, EIO) << std::strerror(result);
+}
+
 // A close sends nothing that must wait: a reader's has nothing to write back,
 // and a writer's writes went (or waited) when they were made.
 TEST_P(NfsServerOutage, ACloseDoesNotWait) {
