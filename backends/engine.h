@@ -44,6 +44,7 @@ class Engine {
     faults_.set_crash_hook([this](const PowerCut& cut) { crash(cut, true); });
     if (volume_.profile().nfs) {
       clients_ = std::make_unique<NfsClients>(counting_, [this] { return cost_.elapsed_ns(); });
+      clients_->set_server_gate([this](Work& work) { return faults_.reach_server(work); });
       first_client_ = &clients_->add("");
     }
   }

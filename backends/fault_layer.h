@@ -80,6 +80,11 @@ class FaultLayer final : public Layer {
   void server_down() EXCLUDES(power_mutex_);
   void server_up() EXCLUDES(power_mutex_);
   bool server_is_up() const { return !server_down_; }
+  // A request that reaches the server outside the layers (an NFS lock):
+  // waits for it or times out, as enter() does for the rest.
+  Result<void> reach_server(Work& work) {
+    return server_down_ ? wait_for_server(work) : Result<void>{};
+  }
   // Zeroes the server's counters too (an outage under way counts once).
   void reset_statistics() override;
   // Adds the rules' state ("faults") to the target's snapshot.

@@ -229,6 +229,10 @@ Result<std::optional<RecordLock>> NfsClientLayer::test_lock(uint64_t inode, Reco
   if (stale_files_.load(std::memory_order_relaxed) > 0 && stale(inode)) {
     return fail(ESTALE);
   }
+  if (!local_posix_) {
+    Work work;  // LOCKT: answered by the server
+    if (auto reached = peers_.reach_server(work); !reached) return std::unexpected(reached.error());
+  }
   request.owner.client = this;
   auto conflict = table(LockKind::kPosix).conflict(inode, request);
   if (conflict && conflict->owner.client != this) conflict->pid = 0;
@@ -244,6 +248,10 @@ Result<void> NfsClientLayer::set_lock(uint64_t inode, RecordLock request, LockKi
                                       LockWait* wait, Work& work) {
   if (stale_files_.load(std::memory_order_relaxed) > 0 && stale(inode)) {
     return fail(ESTALE);
+  }
+  // LOCK and LOCKU go to the server, unless client.local_lock keeps the kind.
+  if (&table(kind) == &peers_.locks()) {
+    if (auto reached = peers_.reach_server(work); !reached) return reached;
   }
   request.owner.client = this;
   auto result = table(kind).set(inode, request, wait);

@@ -130,7 +130,8 @@ class NfsClientLayer final : public Layer {
   // Whether flock() locks stay on this client (local_lock=flock or all).
   bool flock_is_local() const { return local_flock_; }
   // The conflict F_GETLK reports: another client's has no pid (0), as the
-  // server's LOCKT reply has none (decode_lock_denied).
+  // server's LOCKT reply has none (decode_lock_denied). A request the server
+  // answers waits for it through an outage, or times out (reach_server).
   Result<std::optional<RecordLock>> test_lock(uint64_t inode, RecordLock request);
   // Takes or gives back a lock; `wait` makes it wait for a conflicting one
   // (RecordLocks::set). Taking one, here or on the server, is a cache

@@ -58,6 +58,14 @@ class NfsClients {
 
   // The server's byte-range locks, every client's (NfsClientLayer::set_lock).
   RecordLocks& locks() { return locks_; }
+  // A request that reaches the server without the layers' stack (a LOCK,
+  // LOCKT or LOCKU) passes its outage here: it waits or times out as any
+  // other (FaultLayer::reach_server). Set once, before any request.
+  using ServerGate = std::function<Result<void>(Work&)>;
+  void set_server_gate(ServerGate gate) { server_gate_ = std::move(gate); }
+  Result<void> reach_server(Work& work) {
+    return server_gate_ ? server_gate_(work) : Result<void>{};
+  }
   // What every lock table of the daemon shares: the server's and the
   // clients' own (client.local_lock).
   LockWaiters& lock_waiters() { return lock_waiters_; }
@@ -71,6 +79,7 @@ class NfsClients {
   std::atomic<size_t> count_{0};
   LockWaiters lock_waiters_;
   RecordLocks locks_{lock_waiters_};
+  ServerGate server_gate_;
 };
 
 }  // namespace mimicfs

@@ -173,6 +173,44 @@ TEST_P(NfsServerOutage, ACrashDuringAnOutageEndsAWaitingCreate) {
   EXPECT_EQ(result, EIO) << std::strerror(result);
 }
 
+// A lock is the server's: fcntl waits through a hard outage (F_SETLK too: the
+// LOCK itself gets no answer) and fails with EIO on a soft mount.
+TEST_P(NfsServerOutage, AnFcntlLockWaitsOrTimesOut) {
+  MIMICFS_REQUIRE_MOUNTABLE();
+  MountedVolume vol(GetParam());
+  ASSERT_TRUE(vol.mounted()) << vol.error();
+  const int fd = open(vol.file("f").c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644);
+  ASSERT_GE(fd, 0) << errno_text();
+  ASSERT_EQ(vol.ctl("server down"), 0);
+  std::atomic<int> result{-2};
+  std::thread locker([&] {
+    struct flock lock {};
+    lock.l_type = F_WRLCK;
+    lock.l_whence = SEEK_SET;
+    result = fcntl(fd, F_SETLK, &lock) == 0 ? 0 : errno;
+  });
+  ASSERT_TRUE(waiting_becomes(vol, 1));
+  EXPECT_EQ(result, -2) << "it waits for the server";
+  ASSERT_EQ(vol.ctl("server up"), 0);
+  locker.join();
+  EXPECT_EQ(result, 0) << std::strerror(result);
+  close(fd);
+
+  MountedVolume soft(GetParam(), {"--set", "client.timeout_mode=soft"});
+  ASSERT_TRUE(soft.mounted()) << soft.error();
+  const int soft_fd = open(soft.file("f").c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644);
+  ASSERT_GE(soft_fd, 0) << errno_text();
+  ASSERT_EQ(soft.ctl("server down"), 0);
+  struct flock lock {};
+  lock.l_type = F_WRLCK;
+  lock.l_whence = SEEK_SET;
+  EXPECT_EQ(fcntl(soft_fd, F_SETLK, &lock), -1);
+  EXPECT_EQ(errno, EIO) << errno_text();
+  ASSERT_EQ(soft.ctl("server up"), 0);
+  EXPECT_EQ(fcntl(soft_fd, F_SETLK, &lock), 0) << errno_text();
+  close(soft_fd);
+}
+
 // A close sends nothing that must wait: a reader's has nothing to write back,
 // and a writer's writes went (or waited) when they were made.
 TEST_P(NfsServerOutage, ACloseDoesNotWait) {

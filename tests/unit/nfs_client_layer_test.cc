@@ -400,6 +400,52 @@ TEST(NfsServerOutage, APowerCutDuringTheWaitEndsTheRequest) {
   EXPECT_EQ(fs.inode_of("d"), 0u);
 }
 
+// A LOCK goes to the server: it waits through a hard outage and fails with
+// EIO on a soft mount; a lock client.local_lock keeps needs no server.
+TEST(NfsServerOutage, ALockWaitsForTheServerOrTimesOut) {
+  Fs fs("nfs");
+  NfsClientLayer& client = *fs.engine.nfs_client(fs.volume);
+  const uint64_t file = fs.create_open("f");
+  RecordLock lock;
+  lock.owner.id = 1;
+  ASSERT_TRUE(fs.engine.set_server_up(false));
+  std::atomic<bool> done{false};
+  Result<void> taken = fail(EINVAL);
+  std::thread locker([&] {
+    Work work;
+    taken = client.set_lock(file, lock, NfsClientLayer::LockKind::kPosix, nullptr, work);
+    done = true;
+  });
+  wait_for_waiters(fs, 1);
+  EXPECT_FALSE(done) << "it waits";
+  ASSERT_TRUE(fs.engine.set_server_up(true));
+  locker.join();
+  EXPECT_TRUE(taken.has_value());
+  fs.volume.release(file);
+
+  Fs soft(volume_fixture::with("nfs", {"client.timeout_mode=soft"}));
+  NfsClientLayer& soft_client = *soft.engine.nfs_client(soft.volume);
+  const uint64_t soft_file = soft.create_open("f");
+  ASSERT_TRUE(soft.engine.set_server_up(false));
+  Work work;
+  EXPECT_EQ(error_of(soft_client.set_lock(soft_file, lock, NfsClientLayer::LockKind::kPosix,
+                                          nullptr, work)).value,
+            EIO);
+  EXPECT_EQ(error_of(soft_client.test_lock(soft_file, lock)).value, EIO);
+
+  Fs local(volume_fixture::with("nfs", {"client.local_lock=all"}));
+  NfsClientLayer& local_client = *local.engine.nfs_client(local.volume);
+  const uint64_t local_file = local.create_open("f");
+  ASSERT_TRUE(local.engine.set_server_up(false));
+  EXPECT_TRUE(local_client.set_lock(local_file, lock, NfsClientLayer::LockKind::kPosix, nullptr,
+                                    work).has_value())
+      << "kept on the client";
+  ASSERT_TRUE(local.engine.set_server_up(true));
+  local.volume.release(local_file);
+  ASSERT_TRUE(soft.engine.set_server_up(true));
+  soft.volume.release(soft_file);
+}
+
 TEST(NfsServerOutage, ALocalProfileHasNoServer) {
   Fs fs("ext4");
   EXPECT_FALSE(fs.engine.set_server_up(false));
