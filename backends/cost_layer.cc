@@ -39,6 +39,10 @@ uint64_t CostLayer::elapsed_ns() const {
   return static_cast<uint64_t>(static_cast<double>(Timelines::steady_ns()) / mode.scale);
 }
 
+void CostLayer::charge_wait(const Work& work) {
+  if (work.fault_latency_ns > 0) clock_.charge(Cost{0, work.fault_latency_ns}, work.caller);
+}
+
 void CostLayer::advance(uint64_t ns, Work& work) {
   clock_.advance(ns);
   complete_due();

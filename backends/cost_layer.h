@@ -53,6 +53,10 @@ class CostLayer final : public Layer {
   // `ctl time advance`: `ns` of idle time pass on the clock (virtual mode);
   // the deferred work and the background threads it reaches run.
   void advance(uint64_t ns, Work& work) EXCLUDES(schedule_mutex_, files_mutex_);
+  // A request that passed none of the layers but waited on the server (an
+  // NFS lock through a soft timeout or a grace period): its
+  // work.fault_latency_ns on its caller's timeline, as an operation's.
+  void charge_wait(const Work& work);
   // Files with emulated time kept (live inodes only: a destroyed one is dropped).
   size_t tracked_files();
 

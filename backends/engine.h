@@ -17,6 +17,7 @@
 #include <condition_variable>
 #include <functional>
 #include <map>
+#include <optional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -41,10 +42,12 @@ class Engine {
         cost_(faults_, latency),
         counting_(cost_) {
     faults_.set_clock([this] { return cost_.emulated_ns(); });
+    faults_.set_elapsed_clock([this] { return cost_.elapsed_ns(); });
     faults_.set_crash_hook([this](const PowerCut& cut) { crash(cut, true); });
     if (volume_.profile().nfs) {
       clients_ = std::make_unique<NfsClients>(counting_, [this] { return cost_.elapsed_ns(); });
-      clients_->set_server_gate([this](Work& work) { return faults_.reach_server(work); });
+      clients_->set_server_gate(
+          [this](Work& work, bool in_grace) { return faults_.reach_server(work, in_grace); });
       first_client_ = &clients_->add("");
     }
   }
@@ -91,6 +94,16 @@ class Engine {
   bool set_server_up(bool up) {
     if (!clients_) return false;
     up ? faults_.server_up() : faults_.server_down();
+    return true;
+  }
+  // `ctl server restart`: the NFS server boots again (ending an outage), with
+  // a grace period of `grace_ns` (the profile's server.grace_ns if none) in
+  // which the clients reclaim their locks. False on a local profile.
+  bool restart_server(std::optional<uint64_t> grace_ns) {
+    if (!clients_) return false;
+    const uint64_t grace = grace_ns.value_or(volume_.profile().grace_ns);
+    clients_->server_restarted(grace);
+    faults_.server_restart(grace);
     return true;
   }
   // Set once, before any operation: true once the daemon stops, when the

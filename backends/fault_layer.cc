@@ -112,11 +112,63 @@ void FaultLayer::server_down() {
 
 void FaultLayer::server_up() {
   std::lock_guard lock(power_mutex_);
+  end_outage();
+}
+
+void FaultLayer::end_outage() {
   if (!server_down_) return;
   server_down_ = false;
   ++server_ups_;
   server_up_at_ns_ = now_ns_ ? now_ns_() : 0;
   powered_on_.notify_all();
+}
+
+void FaultLayer::server_restart(uint64_t grace_ns) {
+  std::lock_guard lock(power_mutex_);
+  ++server_restarts_;
+  const uint64_t now = elapsed_ns_ ? elapsed_ns_() : 0;
+  grace_end_ns_.store(grace_ns == 0 ? 0 : now + grace_ns, std::memory_order_relaxed);
+  end_outage();
+}
+
+uint64_t FaultLayer::grace_retry_ns(uint64_t remaining_ns) {
+  constexpr uint64_t kRetryMinNs = 100'000'000;     // NFS4_POLL_RETRY_MIN: HZ / 10
+  constexpr uint64_t kRetryMaxNs = 15'000'000'000;  // NFS4_POLL_RETRY_MAX: 15 * HZ
+  uint64_t waited = 0;
+  for (uint64_t delay = kRetryMinNs; waited < remaining_ns;
+       delay = std::min(delay * 2, kRetryMaxNs)) {
+    waited += delay;
+  }
+  return waited;
+}
+
+bool FaultLayer::held_in_grace(Op op) {
+  switch (op) {
+    case Op::kOpen:
+    case Op::kCreate:
+    case Op::kTmpfile:
+    case Op::kUnlink:
+    case Op::kRmdir:
+    case Op::kRename:
+      return true;
+    default:
+      return false;
+  }
+}
+
+void FaultLayer::wait_out_grace(Work& work) {
+  const uint64_t end = grace_end_ns_.load(std::memory_order_relaxed);
+  const uint64_t now = elapsed_ns_ ? elapsed_ns_() : 0;
+  if (end == 0) return;
+  if (now >= end) {
+    // Over: later requests need not look (unless a new restart set another end).
+    uint64_t expected = end;
+    grace_end_ns_.compare_exchange_strong(expected, 0, std::memory_order_relaxed);
+    return;
+  }
+  work.fault_latency_ns += grace_retry_ns(end - now);
+  std::lock_guard lock(power_mutex_);
+  ++grace_waits_;
 }
 
 Result<void> FaultLayer::wait_for_server(Work& work) {
@@ -155,6 +207,8 @@ void FaultLayer::reset_statistics() {
   {
     std::lock_guard lock(power_mutex_);
     outages_ = server_down_ ? 1 : 0;
+    server_restarts_ = 0;
+    grace_waits_ = 0;
     major_timeouts_ = 0;
     retransmissions_ = 0;
   }
@@ -202,6 +256,9 @@ Result<void> FaultLayer::enter(const Call& call, Work& work) {
       work.never_sent = true;
       return fail(EIO);
     }
+  }
+  if (grace_end_ns_.load(std::memory_order_relaxed) != 0 && held_in_grace(call.op)) {
+    wait_out_grace(work);
   }
   if (powered_off_ && call.op != Op::kGetattr && call.op != Op::kStatfs &&
       call.op != Op::kRelease) {
@@ -253,6 +310,10 @@ StatsSnapshot FaultLayer::snapshot() {
     if (target().profile().nfs) {
       s.server = {{"up", !server_down_},
                   {"outages", outages_},
+                  {"restarts", server_restarts_},
+                  {"in_grace", grace_end_ns_.load(std::memory_order_relaxed) >
+                                   (elapsed_ns_ ? elapsed_ns_() : 0)},
+                  {"grace_waits", grace_waits_},
                   {"waiting", server_waiters_},
                   {"major_timeouts", major_timeouts_},
                   {"retransmissions", retransmissions_}};

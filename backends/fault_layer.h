@@ -19,6 +19,14 @@
 // with TCP's linear backoff (net/sunrpc/xprt.c: xprt_reset_majortimeo), and
 // fails with EIO; `softerr` with ETIMEDOUT. The mount root's getattr, a close
 // and a release do not wait (waits_for_server).
+//
+// A server restart (`ctl server restart`) ends an outage, if one is under
+// way, with a new boot of the server, and opens its grace period: until it
+// ends, in the clients' time (elapsed), an OPEN, a REMOVE or a RENAME gets
+// NFS4ERR_GRACE (nfsd4_open, nfsd4_remove, nfsd4_rename), as does a new LOCK,
+// and the client retries it with nfs4_delay's backoff (100 ms doubling to
+// 15 s: nfs4_update_delay): the request is charged the time to the first retry
+// past the grace's end. The clients' lock reclaim is NfsClients'.
 #pragma once
 
 #include <atomic>
@@ -80,11 +88,25 @@ class FaultLayer final : public Layer {
   void server_down() EXCLUDES(power_mutex_);
   void server_up() EXCLUDES(power_mutex_);
   bool server_is_up() const { return !server_down_; }
+  // `ctl server restart`: the server boots again and its grace period of
+  // `grace_ns` starts.
+  void server_restart(uint64_t grace_ns) EXCLUDES(power_mutex_);
   // A request that reaches the server outside the layers (an NFS lock):
-  // waits for it or times out, as enter() does for the rest.
-  Result<void> reach_server(Work& work) {
-    return server_down_ ? wait_for_server(work) : Result<void>{};
+  // waits for it or times out, as enter() does for the rest, and, when the
+  // grace period holds it (`in_grace`: a new LOCK or LOCKT), is charged the
+  // retries until it ends.
+  Result<void> reach_server(Work& work, bool in_grace) {
+    if (server_down_) {
+      if (auto answered = wait_for_server(work); !answered) return answered;
+    }
+    if (in_grace && grace_end_ns_.load(std::memory_order_relaxed) != 0) wait_out_grace(work);
+    return {};
   }
+  // The clients' time: elapsed emulated time, idle time included. Set once.
+  void set_elapsed_clock(std::function<uint64_t()> now_ns) { elapsed_ns_ = std::move(now_ns); }
+  // The time nfs4_delay's retries of a request refused for `remaining_ns`
+  // more of grace take: the first retry at or past its end.
+  static uint64_t grace_retry_ns(uint64_t remaining_ns);
   // Zeroes the server's counters too (an outage under way counts once).
   void reset_statistics() override;
   // Adds the rules' state ("faults") to the target's snapshot.
@@ -112,6 +134,13 @@ class FaultLayer final : public Layer {
   bool wait_locked(std::unique_lock<std::mutex>& lock, const std::function<bool()>& waiting)
       REQUIRES(power_mutex_);
   static bool waits_for_server(const Call& call);
+  // The server answers again: the requests waiting for it go on.
+  void end_outage() REQUIRES(power_mutex_);
+  // NFSv4's OPEN, REMOVE and RENAME: what the grace period refuses.
+  static bool held_in_grace(Op op);
+  // Charges `work` the retries of a request the grace period refuses, if it
+  // has not ended.
+  void wait_out_grace(Work& work) EXCLUDES(power_mutex_);
   // A request sent while the server is down: waits for it (hard) or times out.
   Result<void> wait_for_server(Work& work) EXCLUDES(power_mutex_);
 
@@ -125,6 +154,12 @@ class FaultLayer final : public Layer {
   uint64_t major_timeouts_ GUARDED_BY(power_mutex_) = 0;
   uint64_t retransmissions_ GUARDED_BY(power_mutex_) = 0;
   int server_waiters_ GUARDED_BY(power_mutex_) = 0;
+  uint64_t server_restarts_ GUARDED_BY(power_mutex_) = 0;
+  uint64_t grace_waits_ GUARDED_BY(power_mutex_) = 0;
+  // When the grace period ends, in elapsed ns; 0 once it has (read without
+  // the lock: no request looks further while 0).
+  std::atomic<uint64_t> grace_end_ns_{0};
+  std::function<uint64_t()> elapsed_ns_;
 
   std::atomic<bool> powered_off_{false};
   std::mutex power_mutex_;

@@ -67,6 +67,9 @@ enum class SetIdClearing : uint8_t {
 // Not an open(2) flag (Linux's end at bit 22): with open's O_TRUNC or a
 // write, SetIdClearing::kModification.
 inline constexpr int kKillSuidgid = 1 << 30;
+// Nor is this: the write goes through an NFS lock the client lost after a
+// server restart (NfsClientLayer::lock_lost): it never reaches the server.
+inline constexpr int kLockLost = 1 << 29;
 
 // setattr's changes; an absent field is left alone. A timestamp whose tv_nsec is
 // UTIME_NOW is set to the volume's current time.

@@ -225,13 +225,19 @@ void NfsClientLayer::revalidate(uint64_t inode, Work& work) {
   }
 }
 
-Result<std::optional<RecordLock>> NfsClientLayer::test_lock(uint64_t inode, RecordLock request) {
+Result<std::optional<RecordLock>> NfsClientLayer::test_lock(uint64_t inode, RecordLock request,
+                                                             Work& work) {
   if (stale_files_.load(std::memory_order_relaxed) > 0 && stale(inode)) {
     return fail(ESTALE);
   }
   if (!local_posix_) {
-    Work work;  // LOCKT: answered by the server
-    if (auto reached = peers_.reach_server(work); !reached) return std::unexpected(reached.error());
+    // LOCKT: answered by the server, refused in its grace period (nfsd4_lockt).
+    peers_.contact(*this);
+    const uint64_t sent_ns = peers_.now_ns();
+    if (auto reached = peers_.reach_server(work, true); !reached) {
+      return std::unexpected(reached.error());
+    }
+    peers_.settle(sent_ns + work.fault_latency_ns);
   }
   request.owner.client = this;
   auto conflict = table(LockKind::kPosix).conflict(inode, request);
@@ -250,10 +256,22 @@ Result<void> NfsClientLayer::set_lock(uint64_t inode, RecordLock request, LockKi
     return fail(ESTALE);
   }
   // LOCK and LOCKU go to the server, unless client.local_lock keeps the kind.
+  // A new LOCK waits out a restart's grace period (NFS4ERR_GRACE); a LOCKU
+  // does not (nfsd4_locku).
   if (&table(kind) == &peers_.locks()) {
-    if (auto reached = peers_.reach_server(work); !reached) return reached;
+    peers_.contact(*this);
+    const uint64_t sent_ns = peers_.now_ns();
+    const bool unlock = request.type == LockType::kUnlock;
+    if (auto reached = peers_.reach_server(work, !unlock); !reached) return reached;
+    peers_.settle(sent_ns + work.fault_latency_ns);
   }
   request.owner.client = this;
+  if (request.type == LockType::kUnlock && lost_locks_held_.load(std::memory_order_acquire) > 0) {
+    forget_lost(inode, [&request](const RecordLock& lost) {
+      return lost.owner.id == request.owner.id && lost.start >= request.start &&
+             lost.end <= request.end;
+    });
+  }
   auto result = table(kind).set(inode, request, wait);
   const bool refused = !result && result.error() == Errno{EAGAIN};
   if (wait != nullptr ? wait->waited : refused) {
@@ -275,12 +293,43 @@ void NfsClientLayer::release_locks(uint64_t inode, uint64_t owner) {
   for (RecordLocks* locks : {&peers_.locks(), &local_posix_locks_, &local_flock_locks_}) {
     locks->release_owner(inode, LockOwner{this, owner});
   }
+  if (lost_locks_held_.load(std::memory_order_acquire) > 0) {
+    forget_lost(inode, [owner](const RecordLock& lost) { return lost.owner.id == owner; });
+  }
 }
 
 void NfsClientLayer::release_handle_locks(uint64_t inode, uint64_t handle) {
   for (RecordLocks* locks : {&peers_.locks(), &local_posix_locks_, &local_flock_locks_}) {
     locks->release_handle(inode, this, handle);
   }
+  if (lost_locks_held_.load(std::memory_order_acquire) > 0) {
+    forget_lost(inode, [handle](const RecordLock& lost) { return lost.handle == handle; });
+  }
+}
+
+void NfsClientLayer::locks_lost(const std::vector<std::pair<uint64_t, RecordLock>>& lost) {
+  std::lock_guard lock(mutex_);
+  for (const auto& [inode, held] : lost) lost_[inode].push_back(held);
+  lost_locks_ += lost.size();
+  lost_locks_held_.fetch_add(lost.size(), std::memory_order_release);
+}
+
+bool NfsClientLayer::lost_through(uint64_t inode, uint64_t handle) {
+  std::lock_guard lock(mutex_);
+  auto it = lost_.find(inode);
+  return it != lost_.end() && std::ranges::any_of(it->second, [handle](const RecordLock& lost) {
+           return lost.handle == handle;
+         });
+}
+
+void NfsClientLayer::forget_lost(uint64_t inode,
+                                 const std::function<bool(const RecordLock&)>& matches) {
+  std::lock_guard lock(mutex_);
+  auto it = lost_.find(inode);
+  if (it == lost_.end()) return;
+  const size_t forgotten = std::erase_if(it->second, matches);
+  if (it->second.empty()) lost_.erase(it);
+  lost_locks_held_.fetch_sub(forgotten, std::memory_order_release);
 }
 
 void NfsClientLayer::changed_elsewhere(uint64_t inode, Change what) {
@@ -710,6 +759,8 @@ CrashReport NfsClientLayer::crash(Work& work) {
 void NfsClientLayer::reboot() {
   std::lock_guard lock(mutex_);
   attributes_.clear();
+  lost_.clear();  // the rebooted client's locks went with it
+  lost_locks_held_.store(0, std::memory_order_release);
   ++generation_;
   for (auto& [inode, file] : open_) {
     file.handles_before_crash += file.handles;
@@ -848,6 +899,11 @@ bool uses_handle(Op op) {
 }  // namespace
 
 Result<void> NfsClientLayer::enter(const Call& call, Work& work) {
+  // A request after a server restart tells of it; a close does not (a
+  // clean file's close sends nothing: nfs_file_flush).
+  if (call.op != Op::kFlush && call.op != Op::kRelease) {
+    peers_.contact(*this);
+  }
   // An fsync sends nothing for a clean file (nfs_file_fsync): only a lost
   // write fails it (NfsClientLayer::fsync).
   if (stale_files_.load(std::memory_order_relaxed) > 0 && uses_file_handle(call.op) &&
@@ -883,6 +939,7 @@ bool refused_at_writeback(int error) {
 // sent at once (nfs_file_direct_write) and leaves the file's errors alone.
 Result<size_t> NfsClientLayer::write(uint64_t inode, uint64_t offset,
                                      std::span<const std::byte> data, int flags, Work& work) {
+  if ((flags & kLockLost) != 0) return refuse_lost_lock_write(inode, data.size(), flags, work);
   if ((flags & (O_SYNC | O_DSYNC | O_DIRECT)) != 0) {
     auto result = stale_files_.load(std::memory_order_relaxed) > 0 && stale(inode)
                       ? fail(ESTALE)
@@ -932,8 +989,13 @@ Result<size_t> NfsClientLayer::write_back(uint64_t inode, uint64_t offset,
     if (work.never_sent) return fail(error);
   }
   if (!refused_at_writeback(error)) return fail(error);
-  // The pages the server refused are lost (nfs_mapping_set_error ->
-  // nfs_set_pageerror): the kernel must read the file again.
+  writeback_failed(inode, error, work);
+  return data.size();
+}
+
+// The pages of a failed writeback are lost (nfs_mapping_set_error ->
+// nfs_set_pageerror): the kernel must read the file again.
+void NfsClientLayer::writeback_failed(uint64_t inode, int error, Work& work) {
   work.drop_cached_pages = true;
   std::lock_guard lock(mutex_);
   if (auto it = open_.find(inode); it != open_.end()) {
@@ -941,7 +1003,17 @@ Result<size_t> NfsClientLayer::write_back(uint64_t inode, uint64_t offset,
     ++deferred_write_errors_;
     it->second.unseen_error = error;
   }
-  return data.size();
+}
+
+// The WRITE's stateid is the lost lock's: the client fails it before
+// sending (nfs4_set_rw_stateid -> -EIO). A direct or synchronous write
+// returns EIO; a buffered one was taken into the page cache, and its
+// writeback's EIO is reported as any other refusal's (nfs_write_error).
+Result<size_t> NfsClientLayer::refuse_lost_lock_write(uint64_t inode, size_t size, int flags,
+                                                      Work& work) {
+  if ((flags & (O_SYNC | O_DSYNC | O_DIRECT)) != 0) return fail(EIO);
+  writeback_failed(inode, EIO, work);
+  return size;
 }
 
 ClientStats NfsClientLayer::client_stats() {
@@ -956,6 +1028,7 @@ ClientStats NfsClientLayer::client_stats() {
   client.stale_handles = stale_requests_;
   client.lock_conflicts = lock_conflicts_;
   client.deferred_write_errors = deferred_write_errors_;
+  client.lost_locks = lost_locks_;
   client.stale_attributes = stale_attributes_;
   return client;
 }
@@ -979,6 +1052,7 @@ void NfsClientLayer::reset_client_statistics() {
   stale_attributes_ = 0;
   lock_conflicts_ = 0;
   deferred_write_errors_ = 0;
+  lost_locks_ = 0;
 }
 
 }  // namespace mimicfs

@@ -132,7 +132,9 @@ class NfsClientLayer final : public Layer {
   // The conflict F_GETLK reports: another client's has no pid (0), as the
   // server's LOCKT reply has none (decode_lock_denied). A request the server
   // answers waits for it through an outage, or times out (reach_server).
-  Result<std::optional<RecordLock>> test_lock(uint64_t inode, RecordLock request);
+  // A request held by the grace period after a server restart is charged its
+  // retries in `work.fault_latency_ns`.
+  Result<std::optional<RecordLock>> test_lock(uint64_t inode, RecordLock request, Work& work);
   // Takes or gives back a lock; `wait` makes it wait for a conflicting one
   // (RecordLocks::set). Taking one, here or on the server, is a cache
   // coherency point (do_setlk: nfs_zap_caches): the file is revalidated as
@@ -145,6 +147,15 @@ class NfsClientLayer final : public Layer {
   // set through the open file `handle`.
   void release_locks(uint64_t inode, uint64_t owner);
   void release_handle_locks(uint64_t inode, uint64_t handle);
+  // Locks this client failed to reclaim after a server restart (NfsClients):
+  // until their owner unlocks them or closes the file, reads and writes
+  // through the open file `handle` that set one get EIO
+  // (nfs4_select_rw_stateid: NFS_LOCK_LOST); a write is then flagged
+  // kLockLost and never sent.
+  void locks_lost(const std::vector<std::pair<uint64_t, RecordLock>>& lost) EXCLUDES(mutex_);
+  bool lock_lost(uint64_t inode, uint64_t handle) EXCLUDES(mutex_) {
+    return lost_locks_held_.load(std::memory_order_acquire) > 0 && lost_through(inode, handle);
+  }
 
   // Adds this client's counters ("client") and every client's ("clients").
   StatsSnapshot snapshot() override;
@@ -249,6 +260,15 @@ class NfsClientLayer final : public Layer {
   int reported_by_write(uint64_t inode) EXCLUDES(mutex_);
   // Takes the error seen and not yet reported (0: none).
   int take_unreported_error(uint64_t inode) EXCLUDES(mutex_);
+  bool lost_through(uint64_t inode, uint64_t handle) EXCLUDES(mutex_);
+  // Forgets the lost locks of `inode` that `matches` (their owner gave them back).
+  void forget_lost(uint64_t inode, const std::function<bool(const RecordLock&)>& matches)
+      EXCLUDES(mutex_);
+  // A buffered write's writeback failed with `error`: reported later.
+  void writeback_failed(uint64_t inode, int error, Work& work) EXCLUDES(mutex_);
+  // A write through a lost lock: refused before it is sent (kLockLost).
+  Result<size_t> refuse_lost_lock_write(uint64_t inode, size_t size, int flags, Work& work)
+      EXCLUDES(mutex_);
   // Whether `inode` was removed elsewhere, not open here; counts the request.
   bool gone(uint64_t inode) EXCLUDES(mutex_);
   void mark_gone(uint64_t inode) REQUIRES(mutex_);
@@ -300,6 +320,10 @@ class NfsClientLayer final : public Layer {
   uint64_t stale_attributes_ GUARDED_BY(mutex_) = 0;
   uint64_t lock_conflicts_ GUARDED_BY(mutex_) = 0;
   uint64_t deferred_write_errors_ GUARDED_BY(mutex_) = 0;
+  uint64_t lost_locks_ GUARDED_BY(mutex_) = 0;
+  // The locks lost after a server restart and not yet given back, by inode.
+  std::unordered_map<uint64_t, std::vector<RecordLock>> lost_ GUARDED_BY(mutex_);
+  std::atomic<size_t> lost_locks_held_{0};  // in lost_: while 0, no I/O looks
   std::unordered_map<uint64_t, CachedAttributes> attributes_ GUARDED_BY(mutex_);
   // Moves with every change and reboot: a fetch that saw it move keeps nothing.
   uint64_t generation_ GUARDED_BY(mutex_) = 0;

@@ -6,6 +6,19 @@
 // (ESTALE), since an NFS server keeps no state of who has a file open. The
 // server's locks are kept here too (RecordLocks): they are every client's.
 //
+// A server restart (`ctl server restart`) loses the server's locks; each
+// client reclaims its own in the grace period once it learns of the restart
+// (nfs4_state_manager -> nfs4_reclaim_locks -> nfs4_lock_reclaim): at its
+// next request, or at its lease renewal, which comes two thirds of the lease
+// after its last one (nfs4_schedule_state_renewal; here, the latest it can:
+// that long after the restart). A client that learns of it after the grace
+// period loses its locks (nfs4_lock_expired sets NFS_LOCK_LOST): another
+// client may take them, and the program's reads and writes through them
+// get EIO (nfs4_select_rw_stateid). With client.recover_lost_locks the
+// client asks for each again, and loses only those another owner holds.
+// Meanwhile the table keeps the locks not yet reclaimed: a new lock waits
+// for the grace period's end (FaultLayer), when every client's fate is known.
+//
 // Thread-safety: one mutex for the list, taken before a client's own lock,
 // never the other way round.
 #pragma once
@@ -31,7 +44,11 @@ class NfsClients {
   using Change = NfsClientLayer::Change;
 
   // `server`: the layers every client sends its requests to.
-  NfsClients(FileSystem& server, Clock now) : server_(server), now_(std::move(now)) {}
+  NfsClients(FileSystem& server, Clock now)
+      : server_(server),
+        now_(std::move(now)),
+        recover_lost_locks_(server.profile().recover_lost_locks),
+        renewal_ns_(server.profile().lease_ns / 3 * 2) {}
   NfsClients(const NfsClients&) = delete;
   NfsClients& operator=(const NfsClients&) = delete;
 
@@ -54,6 +71,19 @@ class NfsClients {
   std::vector<ClientStats> stats() EXCLUDES(mutex_);
   // A power cut of server and clients: every client reboots.
   void reboot_all() EXCLUDES(mutex_);
+  // The server restarted now, with a grace period of `grace_ns`: every
+  // client's locks are to be reclaimed.
+  void server_restarted(uint64_t grace_ns) EXCLUDES(mutex_);
+  // A request of `client` reaches the server: it learns of a restart it had
+  // not, and reclaims or loses its locks.
+  void contact(NfsClientLayer& client) {
+    if (recovering_.load(std::memory_order_acquire)) recover(&client, now_());
+  }
+  // A lock request at `at_ns`, after it waited out the grace period: every
+  // client that has not reclaimed by then loses its locks.
+  void settle(uint64_t at_ns) {
+    if (recovering_.load(std::memory_order_acquire)) recover(nullptr, at_ns);
+  }
   void reset_statistics() EXCLUDES(mutex_);
 
   // The server's byte-range locks, every client's (NfsClientLayer::set_lock).
@@ -61,10 +91,12 @@ class NfsClients {
   // A request that reaches the server without the layers' stack (a LOCK,
   // LOCKT or LOCKU) passes its outage here: it waits or times out as any
   // other (FaultLayer::reach_server). Set once, before any request.
-  using ServerGate = std::function<Result<void>(Work&)>;
+  // `in_grace`: a request the grace period after a restart holds (a new
+  // LOCK or LOCKT), charged its retries in `work.fault_latency_ns`.
+  using ServerGate = std::function<Result<void>(Work&, bool in_grace)>;
   void set_server_gate(ServerGate gate) { server_gate_ = std::move(gate); }
-  Result<void> reach_server(Work& work) {
-    return server_gate_ ? server_gate_(work) : Result<void>{};
+  Result<void> reach_server(Work& work, bool in_grace) {
+    return server_gate_ ? server_gate_(work, in_grace) : Result<void>{};
   }
   // What every lock table of the daemon shares: the server's and the
   // clients' own (client.local_lock).
@@ -80,6 +112,18 @@ class NfsClients {
   LockWaiters lock_waiters_;
   RecordLocks locks_{lock_waiters_};
   ServerGate server_gate_;
+
+  // One client (null: every one) learns of the restart at `at_ns`.
+  void recover(const NfsClientLayer* client, uint64_t at_ns) EXCLUDES(mutex_);
+  // `client` missed the grace period: its locks go (or are asked for again).
+  void lose_locks(NfsClientLayer& client) REQUIRES(mutex_);
+  const bool recover_lost_locks_;
+  const uint64_t renewal_ns_;  // two thirds of the lease
+  // Clients that have not learnt of the last restart yet.
+  std::vector<NfsClientLayer*> reclaiming_ GUARDED_BY(mutex_);
+  uint64_t restart_ns_ GUARDED_BY(mutex_) = 0;
+  uint64_t grace_end_ns_ GUARDED_BY(mutex_) = 0;
+  std::atomic<bool> recovering_{false};  // !reclaiming_.empty()
 };
 
 }  // namespace mimicfs

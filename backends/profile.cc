@@ -205,6 +205,10 @@ std::expected<void, std::string> validate(const Profile& p, std::string_view sou
     return error({"client.timeout_mode", "client.nfs"},
                  "client.timeout_mode needs client.nfs (a local filesystem has no server)");
   }
+  if (p.recover_lost_locks && !p.nfs) {
+    return error({"client.recover_lost_locks", "client.nfs"},
+                 "client.recover_lost_locks needs client.nfs (a local filesystem has no server)");
+  }
   if (p.acregmin_ns > p.acregmax_ns) {
     return error({"client.acregmin_ns", "client.acregmax_ns"},
                  "client.acregmin_ns must not exceed client.acregmax_ns");

@@ -137,6 +137,16 @@ struct Profile {
   std::string timeout_mode = "hard";
   uint64_t timeo_ns = 60'000'000'000;
   uint32_t retrans = 2;
+  // A lock the client could not reclaim after a server restart: lost (EIO
+  // through it), or taken again if nobody holds it (nfs.recover_lost_locks).
+  bool recover_lost_locks = false;
+
+  // [server]: the emulated NFS server's state (NfsClients, docs/nfs.md):
+  // its lease (a silent client's state expires after it; clients renew at
+  // two thirds of it) and the grace period after a restart, in which clients
+  // reclaim their locks and new OPENs, LOCKs, REMOVEs and RENAMEs wait.
+  uint64_t lease_ns = 90'000'000'000;
+  uint64_t grace_ns = 90'000'000'000;
 
   bool supports(FallocateMode mode) const {
     return (fallocate_modes & static_cast<uint8_t>(mode)) != 0;

@@ -199,6 +199,20 @@ const std::vector<ProfileKey>& profile_keys() {
        "retransmissions before a major timeout (nfs(5) retrans): a soft mount fails then, "
        "a hard one says \"not responding, still trying\"",
        false, 0, 100},
+      flag("client.recover_lost_locks", &Profile::recover_lost_locks,
+           "a lock the client did not reclaim in the server's grace period (`ctl server "
+           "restart`) is asked for again, and kept if nobody took it meanwhile (the nfs "
+           "module's recover_lost_locks). false, Linux's default: it is lost, and reads and "
+           "writes through the descriptor that held it get EIO"),
+      {"server.lease_ns", &Profile::lease_ns, "ns",
+       "the NFSv4 server's lease (nfsd's nfsv4leasetime): a client renews it every two "
+       "thirds of it, so after a restart it learns of it within that time at the latest",
+       false, 1, kMaxNs},
+      {"server.grace_ns", &Profile::grace_ns, "ns",
+       "the grace period after a server restart (nfsd's nfsv4gracetime; `ctl server "
+       "restart --grace` overrides it): clients reclaim their locks, and an open, a lock, "
+       "an unlink, an rmdir or a rename waits until it ends (NFS4ERR_GRACE, retried)",
+       false, 0, kMaxNs},
       {"fallocate.modes", FallocateModesField{}, "list",
        "which fallocate calls exist: `allocate` (mode 0), `keep_size`, `punch_hole` "
        "(PUNCH_HOLE\\|KEEP_SIZE), `zero_range` (with or without KEEP_SIZE); the rest get "

@@ -159,6 +159,22 @@ void RecordLocks::release_client(const void* client) {
   }
 }
 
+std::vector<std::pair<uint64_t, RecordLock>> RecordLocks::take_client(const void* client) {
+  std::lock_guard lock(mutex_);
+  std::vector<std::pair<uint64_t, RecordLock>> taken;
+  std::vector<uint64_t> inodes;
+  for (const auto& [inode, held] : locks_) {
+    for (const RecordLock& one : held) {
+      if (one.owner.client == client) taken.emplace_back(inode, one);
+    }
+    inodes.push_back(inode);
+  }
+  for (uint64_t inode : inodes) {
+    erase_if(inode, [client](const RecordLock& held) { return held.owner.client == client; });
+  }
+  return taken;
+}
+
 void RecordLocks::clear() {
   std::lock_guard lock(mutex_);
   locks_.clear();

@@ -101,6 +101,9 @@ class RecordLocks {
   void release_handle(uint64_t inode, const void* client, uint64_t handle) EXCLUDES(mutex_);
   // Every lock of `client` (its mount has gone).
   void release_client(const void* client) EXCLUDES(mutex_);
+  // Takes every lock of `client` out of the table: the locks it failed to
+  // reclaim after a server restart. With their files' inodes.
+  std::vector<std::pair<uint64_t, RecordLock>> take_client(const void* client) EXCLUDES(mutex_);
   // The server restarted without reclaim: nothing is held.
   void clear() EXCLUDES(mutex_);
 

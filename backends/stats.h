@@ -142,6 +142,9 @@ struct ClientStats {
   // EIO, ESTALE, ETIMEDOUT): lost, and reported at the file's next write,
   // fsync or close.
   uint64_t deferred_write_errors = 0;
+  // Locks the client failed to reclaim after a server restart (`ctl server
+  // restart`): reads and writes through them get EIO.
+  uint64_t lost_locks = 0;
 };
 
 struct ClockStats {

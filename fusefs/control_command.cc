@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "backends/duration.h"
 #include "backends/fault_injector.h"
 
@@ -39,6 +41,41 @@ std::expected<ControlCommand, std::string> parse_crash(std::string_view options)
   return crash;
 }
 
+// "server restart" options: --grace DURATION (or --grace=DURATION).
+std::expected<ControlCommand, std::string> parse_server_restart(std::string_view options) {
+  ServerCommand restart{ServerCommand::Action::kRestart, {}};
+  while (!options.empty() && options.front() == ' ') options.remove_prefix(1);
+  if (options.empty()) return restart;
+  constexpr std::string_view kGrace = "--grace";
+  if (!options.starts_with(kGrace)) {
+    return std::unexpected(
+        fmt::format("server restart: unknown option \"{}\" (--grace DURATION)", options));
+  }
+  options.remove_prefix(kGrace.size());
+  if (options.empty()) return std::unexpected("server restart: --grace needs a duration");
+  if (options.front() != ' ' && options.front() != '=') {
+    return std::unexpected(
+        fmt::format("server restart: unknown option \"--grace{}\" (--grace DURATION)", options));
+  }
+  options.remove_prefix(1);
+  while (!options.empty() && options.front() == ' ') options.remove_prefix(1);
+  // 0 (with a unit) is no grace period at all: what a duration elsewhere refuses.
+  const size_t digits = options.find_first_not_of("0123456789");
+  const bool zero = digits > 0 && options.substr(0, digits).find_first_not_of('0') ==
+                                      std::string_view::npos;
+  auto ns = parse_duration_ns(zero ? "1" + std::string(options.substr(
+                                               std::min(digits, options.size())))
+                                   : std::string(options));
+  if (!ns) return std::unexpected("server restart: --grace: " + ns.error());
+  constexpr uint64_t kMaxGraceNs = uint64_t{3600} * 1'000'000'000;  // server.grace_ns's bound
+  if (*ns > kMaxGraceNs) {
+    return std::unexpected(
+        fmt::format("server restart: --grace {} is longer than an hour", options));
+  }
+  restart.grace_ns = zero ? 0 : *ns;
+  return restart;
+}
+
 }  // namespace
 
 std::expected<ControlCommand, std::string> parse_control_command(std::string_view text) {
@@ -49,8 +86,11 @@ std::expected<ControlCommand, std::string> parse_control_command(std::string_vie
   if (text == "sync") return SyncCommand{};
   if (text == "settle") return SettleCommand{};
   if (text == "fault clear") return FaultClearCommand{};
-  if (text == "server down") return ServerCommand{false};
-  if (text == "server up") return ServerCommand{true};
+  if (text == "server down") return ServerCommand{ServerCommand::Action::kDown, {}};
+  if (text == "server up") return ServerCommand{ServerCommand::Action::kUp, {}};
+  if (text == "server restart" || text.starts_with("server restart ")) {
+    return parse_server_restart(text.substr(std::string_view("server restart").size()));
+  }
   if (constexpr std::string_view kFaultAdd = "fault add "; text.starts_with(kFaultAdd)) {
     const std::string_view rule = text.substr(kFaultAdd.size());
     FaultInjector check;  // the same parser the volume runs

@@ -22,9 +22,14 @@
 //   server down      NFS profiles: the server stops answering; requests wait
 //                    (hard) or time out (soft, softerr: client.timeout_mode)
 //   server up        it answers again; waiting requests go on
+//   server restart [--grace D]
+//                    the server boots again (ending an outage): its locks are
+//                    reclaimed in the grace period D (server.grace_ns), when
+//                    opens, new locks, unlinks and renames wait
 #pragma once
 
 #include <expected>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -55,7 +60,9 @@ struct ClientMountCommand {
   std::string mountpoint;  // absolute
 };
 struct ServerCommand {
-  bool up = false;
+  enum class Action { kDown, kUp, kRestart };
+  Action action = Action::kDown;
+  std::optional<uint64_t> grace_ns;  // restart: --grace, else the profile's
 };
 
 using ControlCommand =
@@ -66,7 +73,7 @@ using ControlCommand =
 inline constexpr std::string_view kControlCommands =
     "reset, crash [hold|freeze] [writeback=P] [seed=S], restart, sync, settle, fault add RULE, "
     "fault clear, latency virtual|real|real:SCALE, time advance DURATION, client mount DIR, "
-    "server down, server up";
+    "server down, server up, server restart [--grace DURATION]";
 
 // Parses one command (trailing newlines and spaces ignored). On error, one line
 // saying what is wrong: an unknown command, a malformed fault rule or latency mode.

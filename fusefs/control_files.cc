@@ -109,12 +109,18 @@ Result<void> ControlFiles::execute(std::string_view text, Work& work) {
     engine_.cost().advance(time->ns, work);
     spdlog::info("ctl: {} of idle time passed", format_duration(time->ns));
   } else if (const auto* server = std::get_if<ServerCommand>(&*command)) {
-    if (!engine_.set_server_up(server->up)) {
-      spdlog::warn("ctl: server {}: not an NFS profile (client.nfs), there is no server",
-                   server->up ? "up" : "down");
+    using Action = ServerCommand::Action;
+    const char* const what = server->action == Action::kDown ? "down"
+                             : server->action == Action::kUp ? "up"
+                                                             : "restart";
+    const bool served = server->action == Action::kRestart
+                            ? engine_.restart_server(server->grace_ns)
+                            : engine_.set_server_up(server->action == Action::kUp);
+    if (!served) {
+      spdlog::warn("ctl: server {}: not an NFS profile (client.nfs), there is no server", what);
       return fail(EINVAL);
     }
-    spdlog::info("ctl: server {}", server->up ? "up" : "down");
+    spdlog::info("ctl: server {}", what);
   } else if (const auto* client = std::get_if<ClientMountCommand>(&*command)) {
     if (!mount_client_) return fail(EOPNOTSUPP);
     return mount_client_(client->mountpoint);

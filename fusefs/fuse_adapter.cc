@@ -352,7 +352,8 @@ void on_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
       reply.info.direct_io = 1;  // size is unknown until read: bypass the page cache
       return reply;
     }
-    const int flags = fi->flags | (FuseChannel::request_kills_suidgid() ? kKillSuidgid : 0);
+    const int flags = fi->flags | (FuseChannel::request_kills_suidgid() ? kKillSuidgid : 0) |
+                      (lock_lost(self, ino, fi) ? kLockLost : 0);
     Work work;
     const auto opened = self.fs().open(ino, flags, work);
     self.invalidate_attributes(work.changed_attributes);  // O_TRUNC cleared S_ISUID
@@ -424,6 +425,7 @@ void on_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, fuse_fil
       return DataReply{contents.substr(start, std::min(size, contents.size() - start))};
     }
     if (stale(req, fi)) return ErrorReply{EIO};
+    if (lock_lost(adapter(req), ino, fi)) return ErrorReply{EIO};
     // The reply points into the thread's buffer until sent.
     const std::span<std::byte> buffer = read_reply_buffer(size);
     auto result = adapter(req).fs().read(ino, offset, buffer, fi->flags);
@@ -446,7 +448,8 @@ void on_write(fuse_req_t req, fuse_ino_t ino, const char* data, size_t size, off
     if (ControlFiles::owns(ino)) return ErrorReply{EBADF};
     if (stale(req, fi)) return ErrorReply{EIO};
     // fi->flags are the descriptor's now (fcntl may have changed O_DIRECT or O_APPEND).
-    const int flags = fi->flags | (FuseChannel::request_kills_suidgid() ? kKillSuidgid : 0);
+    const int flags = fi->flags | (FuseChannel::request_kills_suidgid() ? kKillSuidgid : 0) |
+                      (lock_lost(self, ino, fi) ? kLockLost : 0);
     Work work;
     auto result = self.fs().write(
         ino, offset, std::span(reinterpret_cast<const std::byte*>(data), size), flags, work);

@@ -73,6 +73,7 @@ Reply take(FuseAdapter& adapter, fuse_req_t req, fuse_ino_t inode, const RecordL
   } else {
     result = nfs->set_lock(inode, request, kind, nullptr, work);
   }
+  adapter.engine().cost().charge_wait(work);
   if (work.drop_cached_pages) adapter.drop_pages(inode);
   return ErrorReply{result ? 0 : result.error().value};
 }
@@ -92,7 +93,9 @@ Reply test_lock(FuseAdapter& adapter, fuse_ino_t inode, fuse_file_info* fi,
   NfsClientLayer* nfs = client(adapter);
   if (nfs == nullptr || ControlFiles::owns(inode)) return ErrorReply{ENOLCK};
   if (opened_before_crash(fi, adapter.fs().crashes())) return ErrorReply{EIO};
-  auto conflict = nfs->test_lock(inode, to_record_lock(lock, fi));
+  Work work;
+  auto conflict = nfs->test_lock(inode, to_record_lock(lock, fi), work);
+  adapter.engine().cost().charge_wait(work);
   if (!conflict) return ErrorReply{conflict.error().value};
   LockReply reply;
   reply.lock.l_whence = SEEK_SET;
@@ -138,6 +141,11 @@ Reply flock_lock(FuseAdapter& adapter, fuse_req_t req, fuse_ino_t inode, fuse_fi
   request.handle = fi->fh;
   request.pid = static_cast<uint32_t>(fuse_req_ctx(req)->pid);
   return take(adapter, req, inode, request, LockKind::kFlock, (operation & LOCK_NB) == 0);
+}
+
+bool lock_lost(FuseAdapter& adapter, fuse_ino_t inode, const fuse_file_info* fi) {
+  NfsClientLayer* nfs = client(adapter);
+  return nfs != nullptr && fi != nullptr && nfs->lock_lost(inode, fi->fh);
 }
 
 void release_owner_locks(FuseAdapter& adapter, fuse_ino_t inode, const fuse_file_info* fi) {

@@ -38,6 +38,10 @@ Reply set_lock(FuseAdapter& adapter, fuse_req_t req, fuse_ino_t inode, fuse_file
 Reply flock_lock(FuseAdapter& adapter, fuse_req_t req, fuse_ino_t inode, fuse_file_info* fi,
                  int operation);
 
+// Whether the open file `fi` set a lock its client lost after a server
+// restart (NfsClientLayer::lock_lost): its reads and writes get EIO.
+bool lock_lost(FuseAdapter& adapter, fuse_ino_t inode, const fuse_file_info* fi);
+
 // A close's FLUSH (fi->lock_owner: the closing process's locks) and the last
 // close's RELEASE (fi->fh: the open file's).
 void release_owner_locks(FuseAdapter& adapter, fuse_ino_t inode, const fuse_file_info* fi);

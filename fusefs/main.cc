@@ -24,6 +24,7 @@
 #include "backends/profile_schema.h"
 #include "fusefs/client_command.h"
 #include "fusefs/completion_command.h"
+#include "fusefs/control_command.h"
 #include "fusefs/crashtest_command.h"
 #include "fusefs/exit_status.h"
 #include "fusefs/mount.h"
@@ -343,11 +344,10 @@ int run(int argc, char** argv) {
   std::string ctl_mount;
   std::vector<std::string> ctl_words;
   ctl->add_option("MOUNT", ctl_mount, "The mountpoint")->required();
-  ctl->add_option("COMMAND", ctl_words,
-                  "reset | crash [hold|freeze] | restart | sync | settle | fault add RULE | fault "
-                  "clear | latency "
-                  "virtual|real|real:SCALE")
-      ->required();
+  // COMMAND is every word after MOUNT, its own options too (server restart
+  // --grace D): ctl takes none after MOUNT (prefix_command).
+  ctl->prefix_command();
+  ctl->footer(fmt::format("COMMAND: {}", kControlCommands));
 
   // completion
   CLI::App* completion = app.add_subcommand(
@@ -523,7 +523,13 @@ int run(int argc, char** argv) {
     stats_view.sort_given = stats->count("--sort") > 0;
     return print_stats(stats_mount, stats_view);
   }
-  if (*ctl) return send_control(ctl_mount, ctl_words);
+  if (*ctl) {
+    ctl_words = ctl->remaining();
+    if (ctl_words.empty()) {
+      return usage_error(fmt::format("ctl: a COMMAND is required ({})", kControlCommands));
+    }
+    return send_control(ctl_mount, ctl_words);
+  }
   if (*report) {
     return write_report(
         report_mount, report_out,

@@ -408,7 +408,7 @@ int send_control(const std::string& mountpoint, const std::vector<std::string>& 
   ::close(fd);
   if (written < 0) {
     if (error == EINVAL && std::holds_alternative<ServerCommand>(*parsed)) {
-      fmt::print(stderr, "mimicfs ctl: {} has no server to take down or up (not an NFS profile)\n",
+      fmt::print(stderr, "mimicfs ctl: {} has no server to take down, up or restart (not an NFS profile)\n",
                  mountpoint);
       return kExitUsage;
     }

@@ -431,7 +431,7 @@ TEST(NfsServerOutage, ALockWaitsForTheServerOrTimesOut) {
   EXPECT_EQ(error_of(soft_client.set_lock(soft_file, lock, NfsClientLayer::LockKind::kPosix,
                                           nullptr, work)).value,
             EIO);
-  EXPECT_EQ(error_of(soft_client.test_lock(soft_file, lock)).value, EIO);
+  EXPECT_EQ(error_of(soft_client.test_lock(soft_file, lock, work)).value, EIO);
 
   Fs local(volume_fixture::with("nfs", {"client.local_lock=all"}));
   NfsClientLayer& local_client = *local.engine.nfs_client(local.volume);
@@ -450,6 +450,152 @@ TEST(NfsServerOutage, ALocalProfileHasNoServer) {
   Fs fs("ext4");
   EXPECT_FALSE(fs.engine.set_server_up(false));
   EXPECT_TRUE(fs.volume.snapshot().server.empty());
+}
+
+// A server restart (FaultLayer::server_restart): nfs4_delay's retries, 100 ms
+// doubling to 15 s, until the first one past the grace period's end.
+TEST(NfsServerRestart, GraceRetriesFollowNfs4Delay) {
+  EXPECT_EQ(FaultLayer::grace_retry_ns(0), 0u);
+  EXPECT_EQ(FaultLayer::grace_retry_ns(1), 100'000'000u);
+  EXPECT_EQ(FaultLayer::grace_retry_ns(10'000'000'000), 12'700'000'000u);
+  // 0.1 + 0.2 + ... + 12.8 = 25.5 s, then 15 s each: 100.5 s passes 90 s.
+  EXPECT_EQ(FaultLayer::grace_retry_ns(90'000'000'000), 100'500'000'000u);
+}
+
+// In the grace period an OPEN, a REMOVE and a RENAME are refused and retried
+// (nfsd4_open, nfsd4_remove, nfsd4_rename); a read or a mkdir is not.
+TEST(NfsServerRestart, OpensWaitOutTheGracePeriod) {
+  Fs fs("nfs");
+  const uint64_t file = fs.create_open("f");
+  ASSERT_TRUE(fs.engine.restart_server(10'000'000'000));  // --grace 10s
+  std::byte buffer[4];
+  uint64_t before = fs.engine.cost().emulated_ns();
+  ASSERT_TRUE(fs.volume.read(file, 0, buffer).has_value());
+  ASSERT_TRUE(fs.volume.mkdir(kRoot, "d", 0755, Owner{}).has_value());
+  EXPECT_LT(fs.engine.cost().emulated_ns() - before, 1'000'000'000u) << "not held";
+  before = fs.engine.cost().emulated_ns();
+  ASSERT_TRUE(fs.volume.open(file, O_RDWR).has_value());
+  const uint64_t open_ns = fs.engine.cost().emulated_ns() - before;
+  EXPECT_GE(open_ns, 12'700'000'000u) << "retried until past the grace";
+  EXPECT_LT(open_ns, 12'800'000'000u);
+  before = fs.engine.cost().emulated_ns();
+  ASSERT_TRUE(fs.volume.rmdir(kRoot, "d").has_value());
+  EXPECT_LT(fs.engine.cost().emulated_ns() - before, 1'000'000'000u) << "the grace is over";
+  const StatsSnapshot stats = fs.volume.snapshot();
+  EXPECT_EQ(stats.server["restarts"], 1);
+  EXPECT_EQ(stats.server["grace_waits"], 1);
+  EXPECT_EQ(stats.server["in_grace"], false);
+  fs.volume.release(file);
+  fs.volume.release(file);
+}
+
+// Two clients: A holds a lock when the server restarts; B asks for it.
+struct RestartedLocks {
+  explicit RestartedLocks(std::vector<std::string> keys = {})
+      : fs(volume_fixture::with("nfs", std::move(keys))),
+        a(*fs.engine.nfs_client(fs.volume)),
+        b_fs(fs.engine.add_client("/b")),
+        b(*fs.engine.nfs_client(b_fs)) {
+    file = fs.create_open("db");
+    EXPECT_TRUE(b_fs.open(file, O_RDWR).has_value());
+    lock.owner.id = 1;
+    lock.handle = 7;
+    Work work;
+    EXPECT_TRUE(a.set_lock(file, lock, NfsClientLayer::LockKind::kPosix, nullptr, work));
+  }
+  ~RestartedLocks() {
+    fs.volume.release(file);
+    b_fs.release(file);
+  }
+  Result<void> b_locks(uint64_t* waited_ns = nullptr) {
+    RecordLock other = lock;
+    other.owner.id = 2;
+    other.handle = 8;
+    Work work;
+    auto result = b.set_lock(file, other, NfsClientLayer::LockKind::kPosix, nullptr, work);
+    if (waited_ns != nullptr) *waited_ns = work.fault_latency_ns;
+    return result;
+  }
+  Fs fs;
+  NfsClientLayer& a;
+  FileSystem& b_fs;
+  NfsClientLayer& b;
+  uint64_t file = 0;
+  RecordLock lock;
+};
+
+// A client renews its lease within two thirds of it (60 s): inside the
+// default grace period (90 s), so it reclaims its lock, and B, whose LOCK
+// waited out the grace, is refused.
+TEST(NfsServerRestart, ALockReclaimedInTheGracePeriodStays) {
+  RestartedLocks locks;
+  ASSERT_TRUE(locks.fs.engine.restart_server(std::nullopt));
+  uint64_t waited = 0;
+  EXPECT_EQ(error_of(locks.b_locks(&waited)).value, EAGAIN);
+  EXPECT_EQ(waited, FaultLayer::grace_retry_ns(90'000'000'000)) << "retried through the grace";
+  EXPECT_FALSE(locks.a.lock_lost(locks.file, 7));
+  EXPECT_EQ(locks.a.client_stats().lost_locks, 0u);
+}
+
+// A grace period shorter than the renewal: A, silent, learns of the restart
+// too late. Its lock is lost and B takes it; A's reads and writes through it
+// fail until A unlocks.
+TEST(NfsServerRestart, ALockNotReclaimedInTimeIsLost) {
+  RestartedLocks locks;
+  ASSERT_TRUE(locks.fs.engine.restart_server(10'000'000'000));
+  EXPECT_TRUE(locks.b_locks().has_value()) << "A's lock went at the grace's end";
+  EXPECT_TRUE(locks.a.lock_lost(locks.file, 7));
+  EXPECT_FALSE(locks.a.lock_lost(locks.file, 9)) << "another open file of A";
+  EXPECT_EQ(locks.a.client_stats().lost_locks, 1u);
+  EXPECT_EQ(locks.b.client_stats().lost_locks, 0u);
+
+  FileSystem& a = locks.fs.volume;
+  EXPECT_EQ(error_of(a.write(locks.file, 0, as_bytes("sync"), O_RDWR | O_SYNC | kLockLost)).value,
+            EIO);
+  auto written = a.write(locks.file, 0, as_bytes("lost"), O_RDWR | kLockLost);
+  ASSERT_TRUE(written.has_value()) << "into the page cache";
+  EXPECT_EQ(*written, 4u);
+  EXPECT_EQ(error_of(a.fsync(locks.file, false)).value, EIO) << "its writeback failed";
+  std::byte buffer[4];
+  EXPECT_EQ(locks.fs.volume.read(locks.file, 0, buffer).value_or(99), 0u) << "never sent";
+
+  RecordLock unlock = locks.lock;
+  unlock.type = LockType::kUnlock;
+  Work work;
+  ASSERT_TRUE(locks.a.set_lock(locks.file, unlock, NfsClientLayer::LockKind::kPosix, nullptr, work));
+  EXPECT_FALSE(locks.a.lock_lost(locks.file, 7)) << "given back";
+}
+
+// A request of A's in the grace period tells it of the restart in time.
+TEST(NfsServerRestart, ARequestInTheGracePeriodReclaims) {
+  RestartedLocks locks;
+  ASSERT_TRUE(locks.fs.engine.restart_server(10'000'000'000));
+  ASSERT_TRUE(locks.fs.volume.getattr(locks.file).has_value());
+  EXPECT_EQ(error_of(locks.b_locks()).value, EAGAIN);
+  EXPECT_FALSE(locks.a.lock_lost(locks.file, 7));
+}
+
+// nfs.recover_lost_locks: the lock is asked for again after the grace, and
+// kept when nobody holds it.
+TEST(NfsServerRestart, RecoverLostLocksAsksAgain) {
+  RestartedLocks locks({"client.recover_lost_locks=true"});
+  ASSERT_TRUE(locks.fs.engine.restart_server(0));
+  EXPECT_EQ(error_of(locks.b_locks()).value, EAGAIN);
+  EXPECT_FALSE(locks.a.lock_lost(locks.file, 7));
+}
+
+// A power cut of everything after a restart: nothing is left to reclaim.
+TEST(NfsServerRestart, APowerCutEndsTheRecovery) {
+  RestartedLocks locks;
+  ASSERT_TRUE(locks.fs.engine.restart_server(0));
+  locks.fs.volume.crash();
+  EXPECT_TRUE(locks.b_locks().has_value());
+  EXPECT_EQ(locks.a.client_stats().lost_locks, 0u);
+}
+
+TEST(NfsServerRestart, ALocalProfileHasNoServer) {
+  Fs fs("ext4");
+  EXPECT_FALSE(fs.engine.restart_server(std::nullopt));
 }
 
 // Two clients of one server (NfsClients): B has a file open that A removes.
