@@ -39,6 +39,12 @@ uint64_t CostLayer::elapsed_ns() const {
   return static_cast<uint64_t>(static_cast<double>(Timelines::steady_ns()) / mode.scale);
 }
 
+uint64_t CostLayer::uptime_ns() {
+  if (clock_.mode().real) return elapsed_ns();
+  std::lock_guard lock(schedule_mutex_);
+  return uptime_offset_ns_ + clock_.total_ns();
+}
+
 void CostLayer::charge_wait(const Work& work) {
   if (work.fault_latency_ns > 0) clock_.charge(Cost{0, work.fault_latency_ns}, work.caller);
 }

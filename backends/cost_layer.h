@@ -50,6 +50,9 @@ class CostLayer final : public Layer {
   // virtual mode the clock (idle time passes with advance() only); in real
   // mode the host's monotonic time, on the clock's scale.
   uint64_t elapsed_ns() const;
+  // The same, but never set back by a statistics reset: for deadlines that
+  // outlive one (an NFS server's grace period and leases).
+  uint64_t uptime_ns() EXCLUDES(schedule_mutex_);
   // `ctl time advance`: `ns` of idle time pass on the clock (virtual mode);
   // the deferred work and the background threads it reaches run.
   void advance(uint64_t ns, Work& work) EXCLUDES(schedule_mutex_, files_mutex_);

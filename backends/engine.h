@@ -42,12 +42,17 @@ class Engine {
         cost_(faults_, latency),
         counting_(cost_) {
     faults_.set_clock([this] { return cost_.emulated_ns(); });
-    faults_.set_elapsed_clock([this] { return cost_.elapsed_ns(); });
+    faults_.set_elapsed_clock([this] { return cost_.uptime_ns(); });
     faults_.set_crash_hook([this](const PowerCut& cut) { crash(cut, true); });
     if (volume_.profile().nfs) {
       clients_ = std::make_unique<NfsClients>(counting_, [this] { return cost_.elapsed_ns(); });
       clients_->set_server_gate(
-          [this](Work& work, bool in_grace) { return faults_.reach_server(work, in_grace); });
+          [this](Work& work, bool in_grace) { return faults_.reach_server(work, in_grace); },
+          [this] { return cost_.uptime_ns(); },
+          [this](Work& work) {
+            cost_.charge_wait(work);
+            work.fault_latency_ns = 0;
+          });
       first_client_ = &clients_->add("");
     }
   }
@@ -106,6 +111,40 @@ class Engine {
     faults_.server_restart(grace);
     return true;
   }
+  // `ctl crash --client` on the mount of NFS client `client`: its machine
+  // crashes and reboots (NfsClients::crash_client), staying down with `hold`
+  // until restart_client(). The files it alone had written since their last
+  // sync lose that data on the server (Volume::lose_unsynced); its kernel's
+  // caches go (`observer`, its mount's, is told), and the other clients'
+  // pages of those files are old. False on a local profile.
+  bool crash_client(FileSystem& client, bool hold, int observer) {
+    if (!clients_) return false;
+    auto& crashed = static_cast<NfsClientLayer&>(client);
+    const CrashReport report = volume_.lose_unsynced(clients_->crash_client(crashed, hold));
+    for (const uint64_t inode : report.restored_files) {
+      clients_->changed(inode, crashed, NfsClientLayer::Change::kData);
+    }
+    const bool later = faults_.frozen() || !faults_.server_is_up();
+    tell_crash_observers(report, [&](int id) -> std::optional<bool> {
+      if (id != observer) return std::nullopt;
+      return later;
+    });
+    return true;
+  }
+  // The crashed client is up again; false if it was not held down.
+  bool restart_client(FileSystem& client) {
+    if (!clients_) return false;
+    auto& nfs = static_cast<NfsClientLayer&>(client);
+    if (!nfs.down()) return false;
+    nfs.restart();
+    return true;
+  }
+  // `ctl time advance`: idle time passes; the server's leases and grace
+  // periods end in it.
+  void advance(uint64_t ns, Work& work) {
+    cost_.advance(ns, work);
+    if (clients_) clients_->settle();
+  }
   // Set once, before any operation: true once the daemon stops, when the
   // operations waiting on a frozen volume give up (FaultLayer::power_off).
   void stop_waiting_when(std::function<bool()> stopping) {
@@ -149,29 +188,16 @@ class Engine {
         cut.writeback > 0 ? counting_.write_back_at_random(cut.writeback, cut.seed) : 0;
     CrashReport report = fs().crash();
     faults_.crashed(cut.cause);
+    if (clients_) faults_.end_grace();
     spdlog::warn(
         "power cut: {}{}{}", cut.cause,
         cut.writeback > 0 ? fmt::format("; {} bytes written back first", written_back) : "",
         cut.freeze ? "; the volume stays off, its operations waiting, until `restart`"
         : cut.hold ? "; the volume stays off until `restart`"
                    : "");
-    // Told without the lock (an invalidation may wait for page locks that a
-    // request holds, and that request may be cut by a crash rule); a removal
-    // waits for it.
-    std::vector<std::pair<int, CrashObserver*>> observers;
-    {
-      std::lock_guard lock(observers_mutex_);
-      ++observers_busy_;
-      for (auto& [id, observer] : crash_observers_) observers.emplace_back(id, &observer);
-    }
-    for (auto& [id, observer] : observers) {
-      (*observer)(report, during_operation || frozen || id != caller);
-    }
-    {
-      std::lock_guard lock(observers_mutex_);
-      --observers_busy_;
-    }
-    observers_idle_.notify_all();
+    tell_crash_observers(report, [&](int id) -> std::optional<bool> {
+      return during_operation || frozen || id != caller;
+    });
     return report;
   }
 
@@ -193,6 +219,28 @@ class Engine {
   }
 
  private:
+  // Tells the observers `later_for` answers for (whether later, from another
+  // thread: see CrashObserver) of `report`. Without the lock (an
+  // invalidation may wait for page locks that a request holds, and that
+  // request may be cut by a crash rule); a removal waits for it.
+  void tell_crash_observers(const CrashReport& report,
+                            const std::function<std::optional<bool>(int id)>& later_for) {
+    std::vector<std::pair<int, CrashObserver*>> observers;
+    {
+      std::lock_guard lock(observers_mutex_);
+      ++observers_busy_;
+      for (auto& [id, observer] : crash_observers_) observers.emplace_back(id, &observer);
+    }
+    for (auto& [id, observer] : observers) {
+      if (const std::optional<bool> later = later_for(id)) (*observer)(report, *later);
+    }
+    {
+      std::lock_guard lock(observers_mutex_);
+      --observers_busy_;
+    }
+    observers_idle_.notify_all();
+  }
+
   Volume volume_;
   FaultLayer faults_;
   CostLayer cost_;

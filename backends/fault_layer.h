@@ -91,6 +91,8 @@ class FaultLayer final : public Layer {
   // `ctl server restart`: the server boots again and its grace period of
   // `grace_ns` starts.
   void server_restart(uint64_t grace_ns) EXCLUDES(power_mutex_);
+  // A power cut of everything: no client is left to reclaim anything.
+  void end_grace() { grace_end_ns_.store(0, std::memory_order_relaxed); }
   // A request that reaches the server outside the layers (an NFS lock):
   // waits for it or times out, as enter() does for the rest, and, when the
   // grace period holds it (`in_grace`: a new LOCK or LOCKT), is charged the
@@ -102,7 +104,7 @@ class FaultLayer final : public Layer {
     if (in_grace && grace_end_ns_.load(std::memory_order_relaxed) != 0) wait_out_grace(work);
     return {};
   }
-  // The clients' time: elapsed emulated time, idle time included. Set once.
+  // The server's time: emulated uptime, idle time included. Set once.
   void set_elapsed_clock(std::function<uint64_t()> now_ns) { elapsed_ns_ = std::move(now_ns); }
   // The time nfs4_delay's retries of a request refused for `remaining_ns`
   // more of grace take: the first retry at or past its end.

@@ -233,11 +233,10 @@ Result<std::optional<RecordLock>> NfsClientLayer::test_lock(uint64_t inode, Reco
   if (!local_posix_) {
     // LOCKT: answered by the server, refused in its grace period (nfsd4_lockt).
     peers_.contact(*this);
-    const uint64_t sent_ns = peers_.now_ns();
     if (auto reached = peers_.reach_server(work, true); !reached) {
       return std::unexpected(reached.error());
     }
-    peers_.settle(sent_ns + work.fault_latency_ns);
+    peers_.settle();
   }
   request.owner.client = this;
   auto conflict = table(LockKind::kPosix).conflict(inode, request);
@@ -260,18 +259,14 @@ Result<void> NfsClientLayer::set_lock(uint64_t inode, RecordLock request, LockKi
   // does not (nfsd4_locku).
   if (&table(kind) == &peers_.locks()) {
     peers_.contact(*this);
-    const uint64_t sent_ns = peers_.now_ns();
     const bool unlock = request.type == LockType::kUnlock;
     if (auto reached = peers_.reach_server(work, !unlock); !reached) return reached;
-    peers_.settle(sent_ns + work.fault_latency_ns);
+    peers_.settle();
+    // A crashed client's lease or the grace may end while it waits.
+    if (wait != nullptr) wait->poll = [this] { peers_.settle(); };
   }
   request.owner.client = this;
-  if (request.type == LockType::kUnlock && lost_locks_held_.load(std::memory_order_acquire) > 0) {
-    forget_lost(inode, [&request](const RecordLock& lost) {
-      return lost.owner.id == request.owner.id && lost.start >= request.start &&
-             lost.end <= request.end;
-    });
-  }
+  if (request.type == LockType::kUnlock) unlock_lost(inode, request);
   auto result = table(kind).set(inode, request, wait);
   const bool refused = !result && result.error() == Errno{EAGAIN};
   if (wait != nullptr ? wait->waited : refused) {
@@ -281,6 +276,8 @@ Result<void> NfsClientLayer::set_lock(uint64_t inode, RecordLock request, LockKi
   if (result && request.type != LockType::kUnlock) revalidate(inode, work);
   return result;
 }
+
+int NfsClientLayer::lock_waiters() const { return peers_.locks().waiters(); }
 
 // Whichever table it waits in.
 void NfsClientLayer::interrupt_lock_wait(LockWait& wait) {
@@ -293,6 +290,7 @@ void NfsClientLayer::release_locks(uint64_t inode, uint64_t owner) {
   for (RecordLocks* locks : {&peers_.locks(), &local_posix_locks_, &local_flock_locks_}) {
     locks->release_owner(inode, LockOwner{this, owner});
   }
+  peers_.pass_recovery();
   if (lost_locks_held_.load(std::memory_order_acquire) > 0) {
     forget_lost(inode, [owner](const RecordLock& lost) { return lost.owner.id == owner; });
   }
@@ -302,6 +300,7 @@ void NfsClientLayer::release_handle_locks(uint64_t inode, uint64_t handle) {
   for (RecordLocks* locks : {&peers_.locks(), &local_posix_locks_, &local_flock_locks_}) {
     locks->release_handle(inode, this, handle);
   }
+  peers_.pass_recovery();
   if (lost_locks_held_.load(std::memory_order_acquire) > 0) {
     forget_lost(inode, [handle](const RecordLock& lost) { return lost.handle == handle; });
   }
@@ -314,12 +313,46 @@ void NfsClientLayer::locks_lost(const std::vector<std::pair<uint64_t, RecordLock
   lost_locks_held_.fetch_add(lost.size(), std::memory_order_release);
 }
 
+bool NfsClientLayer::lock_lost(uint64_t inode, uint64_t handle) {
+  peers_.contact(*this);
+  return lost_locks_held_.load(std::memory_order_acquire) > 0 && lost_through(inode, handle);
+}
+
 bool NfsClientLayer::lost_through(uint64_t inode, uint64_t handle) {
   std::lock_guard lock(mutex_);
   auto it = lost_.find(inode);
   return it != lost_.end() && std::ranges::any_of(it->second, [handle](const RecordLock& lost) {
            return lost.handle == handle;
          });
+}
+
+// What an unlock leaves of the owner's lost locks: the parts outside its
+// range (the lock state goes once the owner holds nothing of the file).
+void NfsClientLayer::unlock_lost(uint64_t inode, const RecordLock& unlock) {
+  if (lost_locks_held_.load(std::memory_order_acquire) == 0) return;
+  std::lock_guard lock(mutex_);
+  auto it = lost_.find(inode);
+  if (it == lost_.end()) return;
+  std::vector<RecordLock> kept;
+  for (const RecordLock& lost : it->second) {
+    if (lost.owner.id != unlock.owner.id || lost.end < unlock.start || lost.start > unlock.end) {
+      kept.push_back(lost);
+    } else {
+      keep_outside(lost, unlock.start, unlock.end, kept);
+    }
+  }
+  const size_t before = it->second.size();
+  const size_t after = kept.size();
+  if (kept.empty()) {
+    lost_.erase(it);
+  } else {
+    it->second = std::move(kept);
+  }
+  if (after > before) {
+    lost_locks_held_.fetch_add(after - before, std::memory_order_release);
+  } else {
+    lost_locks_held_.fetch_sub(before - after, std::memory_order_release);
+  }
 }
 
 void NfsClientLayer::forget_lost(uint64_t inode,
@@ -465,6 +498,8 @@ void NfsClientLayer::opened(uint64_t inode, bool flushed) {
 Result<void> NfsClientLayer::flush(uint64_t inode, bool writer, Work& work) {
   auto result = Layer::flush(inode, writer, work);
   std::lock_guard lock(mutex_);
+  // A writer's close writes back and commits (nfs_file_flush -> nfs_wb_all).
+  if (writer && result) unsynced_.erase(inode);
   if (auto it = open_.find(inode); it != open_.end()) {
     OpenFile& file = it->second;
     file.flushes = std::min(file.flushes + 1, file.handles);
@@ -492,7 +527,12 @@ Result<void> NfsClientLayer::fsync(uint64_t inode, bool datasync, Work& work) {
     }
     return fail(error);
   }
-  return Layer::fsync(inode, datasync, work);
+  auto synced = Layer::fsync(inode, datasync, work);
+  if (synced) {
+    std::lock_guard lock(mutex_);
+    unsynced_.erase(inode);
+  }
+  return synced;
 }
 
 int NfsClientLayer::writeback_completes(uint64_t inode) {
@@ -757,9 +797,13 @@ CrashReport NfsClientLayer::crash(Work& work) {
 }
 
 void NfsClientLayer::reboot() {
+  // The locks its kernel kept (client.local_lock) went with it.
+  local_posix_locks_.clear();
+  local_flock_locks_.clear();
   std::lock_guard lock(mutex_);
   attributes_.clear();
   lost_.clear();  // the rebooted client's locks went with it
+  unsynced_.clear();  // a power cut loses them on the server too
   lost_locks_held_.store(0, std::memory_order_release);
   ++generation_;
   for (auto& [inode, file] : open_) {
@@ -774,6 +818,24 @@ void NfsClientLayer::reboot() {
     }
   }
   released_.notify_all();
+}
+
+std::vector<uint64_t> NfsClientLayer::crash_client(bool hold) {
+  std::vector<uint64_t> unsynced;
+  {
+    std::lock_guard lock(mutex_);
+    unsynced.assign(unsynced_.begin(), unsynced_.end());
+    ++client_crashes_;
+  }
+  reboot();
+  own_crashes_.fetch_add(1);
+  down_.store(hold, std::memory_order_release);
+  return unsynced;
+}
+
+bool NfsClientLayer::unsynced(uint64_t inode) {
+  std::lock_guard lock(mutex_);
+  return unsynced_.contains(inode);
 }
 
 void NfsClientLayer::forget_file(std::unordered_map<uint64_t, OpenFile>::iterator it) {
@@ -899,6 +961,14 @@ bool uses_handle(Op op) {
 }  // namespace
 
 Result<void> NfsClientLayer::enter(const Call& call, Work& work) {
+  // A client held down after its crash answers nothing but what keeps the
+  // mount walkable and lets descriptors close, and sends nothing.
+  if (down_.load(std::memory_order_acquire)) {
+    if (call.op != Op::kGetattr && call.op != Op::kStatfs && call.op != Op::kRelease) {
+      return fail(EIO);
+    }
+    return Layer::enter(call, work);
+  }
   // A request after a server restart tells of it; a close does not (a
   // clean file's close sends nothing: nfs_file_flush).
   if (call.op != Op::kFlush && call.op != Op::kRelease) {
@@ -983,7 +1053,11 @@ Result<size_t> NfsClientLayer::write_back(uint64_t inode, uint64_t offset,
   int error = ESTALE;
   if (stale_files_.load(std::memory_order_relaxed) == 0 || !stale(inode)) {
     auto written = Layer::write(inode, offset, data, flags, work);
-    if (written) return written;
+    if (written) {
+      std::lock_guard lock(mutex_);
+      if (unsynced_.size() < kMaxUnsynced) unsynced_.insert(inode);
+      return written;
+    }
     error = written.error().value;
     // A request that never reached the server was never taken either.
     if (work.never_sent) return fail(error);
@@ -1029,6 +1103,7 @@ ClientStats NfsClientLayer::client_stats() {
   client.lock_conflicts = lock_conflicts_;
   client.deferred_write_errors = deferred_write_errors_;
   client.lost_locks = lost_locks_;
+  client.crashes = client_crashes_;
   client.stale_attributes = stale_attributes_;
   return client;
 }
@@ -1053,6 +1128,7 @@ void NfsClientLayer::reset_client_statistics() {
   lock_conflicts_ = 0;
   deferred_write_errors_ = 0;
   lost_locks_ = 0;
+  client_crashes_ = 0;
 }
 
 }  // namespace mimicfs

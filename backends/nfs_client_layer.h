@@ -119,6 +119,20 @@ class NfsClientLayer final : public Layer {
                        Work& work) override;
   // Every client reboots with the server: their silly-renamed files stay behind.
   CrashReport crash(Work& work) override;
+  // The volume's power cuts and this client's own crashes: a descriptor
+  // opened before either gets EIO.
+  uint64_t crashes() override { return Layer::crashes() + own_crashes_.load(); }
+
+  // This client's machine crashes (`ctl crash --client`; NfsClients::crash):
+  // it reboots as at a power cut, and, with `hold`, stays down (every request
+  // but getattr, statfs and release gets EIO) until restart(). The files
+  // whose writes since their last sync (fsync, close) it had not written
+  // back: their data is lost, as its page cache is.
+  std::vector<uint64_t> crash_client(bool hold) EXCLUDES(mutex_);
+  void restart() { down_.store(false, std::memory_order_release); }
+  bool down() const { return down_.load(std::memory_order_acquire); }
+  // Whether this client wrote `inode` since the file's last sync here.
+  bool unsynced(uint64_t inode) EXCLUDES(mutex_);
 
   // Byte-range locks (fs/nfs/file.c: nfs_lock, nfs_flock): fcntl locks
   // (kPosix) and flock() locks, which the client sends as whole-file fcntl
@@ -143,6 +157,8 @@ class NfsClientLayer final : public Layer {
   Result<void> set_lock(uint64_t inode, RecordLock request, LockKind kind, LockWait* wait,
                         Work& work);
   void interrupt_lock_wait(LockWait& wait);
+  // Lock requests waiting now, in every table of the daemon.
+  int lock_waiters() const;
   // A close's FLUSH gives back `owner`'s locks of the file; its RELEASE those
   // set through the open file `handle`.
   void release_locks(uint64_t inode, uint64_t owner);
@@ -153,9 +169,9 @@ class NfsClientLayer final : public Layer {
   // (nfs4_select_rw_stateid: NFS_LOCK_LOST); a write is then flagged
   // kLockLost and never sent.
   void locks_lost(const std::vector<std::pair<uint64_t, RecordLock>>& lost) EXCLUDES(mutex_);
-  bool lock_lost(uint64_t inode, uint64_t handle) EXCLUDES(mutex_) {
-    return lost_locks_held_.load(std::memory_order_acquire) > 0 && lost_through(inode, handle);
-  }
+  // A read or write through `handle` is a request: one after a server
+  // restart first learns of it (NfsClients::contact).
+  bool lock_lost(uint64_t inode, uint64_t handle) EXCLUDES(mutex_);
 
   // Adds this client's counters ("client") and every client's ("clients").
   StatsSnapshot snapshot() override;
@@ -264,6 +280,8 @@ class NfsClientLayer final : public Layer {
   // Forgets the lost locks of `inode` that `matches` (their owner gave them back).
   void forget_lost(uint64_t inode, const std::function<bool(const RecordLock&)>& matches)
       EXCLUDES(mutex_);
+  // An unlock by `unlock.owner` of its range: those parts of its lost locks go.
+  void unlock_lost(uint64_t inode, const RecordLock& unlock) EXCLUDES(mutex_);
   // A buffered write's writeback failed with `error`: reported later.
   void writeback_failed(uint64_t inode, int error, Work& work) EXCLUDES(mutex_);
   // A write through a lost lock: refused before it is sent (kLockLost).
@@ -321,6 +339,13 @@ class NfsClientLayer final : public Layer {
   uint64_t lock_conflicts_ GUARDED_BY(mutex_) = 0;
   uint64_t deferred_write_errors_ GUARDED_BY(mutex_) = 0;
   uint64_t lost_locks_ GUARDED_BY(mutex_) = 0;
+  uint64_t client_crashes_ GUARDED_BY(mutex_) = 0;
+  // Files written here since their last fsync or close here: what this
+  // client's crash loses. Past kMaxUnsynced, new ones are not tracked.
+  static constexpr size_t kMaxUnsynced = 1 << 16;
+  std::unordered_set<uint64_t> unsynced_ GUARDED_BY(mutex_);
+  std::atomic<uint64_t> own_crashes_{0};
+  std::atomic<bool> down_{false};
   // The locks lost after a server restart and not yet given back, by inode.
   std::unordered_map<uint64_t, std::vector<RecordLock>> lost_ GUARDED_BY(mutex_);
   std::atomic<size_t> lost_locks_held_{0};  // in lost_: while 0, no I/O looks

@@ -19,6 +19,8 @@ void NfsClients::remove(const NfsClientLayer& client) {
   std::lock_guard lock(mutex_);
   std::erase(reclaiming_, &client);
   recovering_.store(!reclaiming_.empty(), std::memory_order_release);
+  std::erase_if(departed_, [&client](const Departed& d) { return d.client == &client; });
+  departed_any_.store(!departed_.empty(), std::memory_order_release);
   std::erase_if(clients_, [&client](const auto& c) { return c.get() == &client; });
   count_.store(clients_.size());
   for (const auto& other : clients_) other->forget_attributes();
@@ -53,12 +55,15 @@ void NfsClients::reboot_all() {
   std::lock_guard lock(mutex_);
   reclaiming_.clear();
   recovering_.store(false, std::memory_order_release);
+  departed_.clear();
+  departed_any_.store(false, std::memory_order_release);
   for (const auto& client : clients_) client->reboot();
 }
 
 void NfsClients::server_restarted(uint64_t grace_ns) {
+  recover(nullptr, server_now());  // what the last restart's grace settled
   std::lock_guard lock(mutex_);
-  restart_ns_ = now_();
+  restart_ns_ = server_now();
   grace_end_ns_ = restart_ns_ + grace_ns;
   reclaiming_.clear();
   for (const auto& client : clients_) reclaiming_.push_back(client.get());
@@ -70,10 +75,12 @@ void NfsClients::recover(const NfsClientLayer* client, uint64_t at_ns) {
   // A client learns of the restart at its first request or its renewal,
   // whichever comes first; in time if by the grace period's end.
   const uint64_t renewal = restart_ns_ + renewal_ns_;
+  // Past the grace's end every client's fate is known: the one asking now
+  // learnt at `at_ns` at the latest, the others at their renewal.
+  const bool over = at_ns >= grace_end_ns_;
   std::erase_if(reclaiming_, [&](NfsClientLayer* waiting) REQUIRES(mutex_) {
-    if (client != nullptr && waiting != client) return false;
-    const uint64_t learnt = client != nullptr ? std::min(at_ns, renewal) : renewal;
-    if (client == nullptr && at_ns < grace_end_ns_) return false;  // not over yet
+    if (waiting != client && !over) return false;
+    const uint64_t learnt = waiting == client ? std::min(at_ns, renewal) : renewal;
     if (learnt > grace_end_ns_) lose_locks(*waiting);
     return true;
   });
@@ -88,6 +95,45 @@ void NfsClients::lose_locks(NfsClientLayer& client) {
     lost.emplace_back(inode, held);
   }
   if (!lost.empty()) client.locks_lost(lost);
+}
+
+std::vector<uint64_t> NfsClients::crash_client(NfsClientLayer& client, bool hold) {
+  const std::vector<uint64_t> unsynced = client.crash_client(hold);
+  std::lock_guard lock(mutex_);
+  std::vector<uint64_t> lost;
+  for (const uint64_t inode : unsynced) {
+    const bool shared = std::ranges::any_of(clients_, [&](const auto& other) {
+      return other.get() != &client && other->unsynced(inode);
+    });
+    if (!shared) lost.push_back(inode);
+  }
+  // A crash during a restart's recovery: nothing of it is reclaimed now.
+  std::erase(reclaiming_, &client);
+  recovering_.store(!reclaiming_.empty(), std::memory_order_release);
+  std::erase_if(departed_, [&client](const Departed& d) { return d.client == &client; });
+  departed_.push_back({&client, server_now() + lease_ns_});
+  departed_any_.store(true, std::memory_order_release);
+  return lost;
+}
+
+// Under the lock, so that no new boot's lock is taken between.
+void NfsClients::drop_departed(const std::function<bool(const Departed&)>& matches) {
+  std::lock_guard lock(mutex_);
+  std::erase_if(departed_, [&](const Departed& d) {
+    if (!matches(d)) return false;
+    locks_.release_client(d.client);
+    return true;
+  });
+  departed_any_.store(!departed_.empty(), std::memory_order_release);
+}
+
+// Its new boot's first request: the server drops the old boot's state.
+void NfsClients::rebooted(const NfsClientLayer& client) {
+  drop_departed([&client](const Departed& d) { return d.client == &client; });
+}
+
+void NfsClients::expire_leases(uint64_t at_ns) {
+  drop_departed([at_ns](const Departed& d) { return d.expires_ns <= at_ns; });
 }
 
 void NfsClients::reset_statistics() {

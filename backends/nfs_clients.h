@@ -19,6 +19,11 @@
 // Meanwhile the table keeps the locks not yet reclaimed: a new lock waits
 // for the grace period's end (FaultLayer), when every client's fate is known.
 //
+// A client's crash (`ctl crash --client`) leaves its locks on the server
+// until its lease expires (nfs4_laundromat: server.lease_ns after its last
+// renewal, here after the crash) or its next boot sends its first request
+// (a new client verifier: the server drops the old client's state).
+//
 // Thread-safety: one mutex for the list, taken before a client's own lock,
 // never the other way round.
 #pragma once
@@ -48,7 +53,8 @@ class NfsClients {
       : server_(server),
         now_(std::move(now)),
         recover_lost_locks_(server.profile().recover_lost_locks),
-        renewal_ns_(server.profile().lease_ns / 3 * 2) {}
+        renewal_ns_(server.profile().lease_ns / 3 * 2),
+        lease_ns_(server.profile().lease_ns) {}
   NfsClients(const NfsClients&) = delete;
   NfsClients& operator=(const NfsClients&) = delete;
 
@@ -77,13 +83,22 @@ class NfsClients {
   // A request of `client` reaches the server: it learns of a restart it had
   // not, and reclaims or loses its locks.
   void contact(NfsClientLayer& client) {
-    if (recovering_.load(std::memory_order_acquire)) recover(&client, now_());
+    if (recovering_.load(std::memory_order_acquire)) recover(&client, server_now());
+    if (departed_any_.load(std::memory_order_acquire)) rebooted(client);
   }
-  // A lock request at `at_ns`, after it waited out the grace period: every
-  // client that has not reclaimed by then loses its locks.
-  void settle(uint64_t at_ns) {
-    if (recovering_.load(std::memory_order_acquire)) recover(nullptr, at_ns);
+  // The server's state now (a lock request, after it waited out any grace
+  // period; a waiting one, now and then; `ctl time advance`): every client that has not reclaimed
+  // by the grace's end loses its locks, and a crashed client's go once its
+  // lease expired.
+  void settle() {
+    if (recovering_.load(std::memory_order_acquire)) recover(nullptr, server_now());
+    if (departed_any_.load(std::memory_order_acquire)) expire_leases(server_now());
   }
+  // `client`'s machine crashed (NfsClientLayer::crash_client): its locks
+  // stay until its lease expires. The files whose data it alone had not
+  // written back (no other client wrote them since their last sync): they
+  // lose what was written since.
+  std::vector<uint64_t> crash_client(NfsClientLayer& client, bool hold) EXCLUDES(mutex_);
   void reset_statistics() EXCLUDES(mutex_);
 
   // The server's byte-range locks, every client's (NfsClientLayer::set_lock).
@@ -93,10 +108,29 @@ class NfsClients {
   // other (FaultLayer::reach_server). Set once, before any request.
   // `in_grace`: a request the grace period after a restart holds (a new
   // LOCK or LOCKT), charged its retries in `work.fault_latency_ns`.
+  // `server_now`: the server's clock (emulated uptime), for its grace
+  // periods and leases; `serve_wait`: makes the caller wait what `work`
+  // was charged (the grace's retries, a soft timeout), before the request's
+  // outcome is settled.
   using ServerGate = std::function<Result<void>(Work&, bool in_grace)>;
-  void set_server_gate(ServerGate gate) { server_gate_ = std::move(gate); }
+  void set_server_gate(ServerGate gate, Clock server_now, std::function<void(Work&)> serve_wait) {
+    server_gate_ = std::move(gate);
+    server_now_ = std::move(server_now);
+    serve_wait_ = std::move(serve_wait);
+  }
+  // Passes the outage and, `in_grace`, the grace period; the wait served.
   Result<void> reach_server(Work& work, bool in_grace) {
-    return server_gate_ ? server_gate_(work, in_grace) : Result<void>{};
+    auto reached = server_gate_ ? server_gate_(work, in_grace) : Result<void>{};
+    if (serve_wait_ && work.fault_latency_ns > 0) serve_wait_(work);
+    return reached;
+  }
+  uint64_t server_now() const { return server_now_ ? server_now_() : now_(); }
+  // Waits for a recovery under way to finish taking locks: a lock given
+  // back meanwhile is then not left among the lost ones.
+  void pass_recovery() EXCLUDES(mutex_) {
+    if (recovering_.load(std::memory_order_acquire)) {
+      std::lock_guard lock(mutex_);
+    }
   }
   // What every lock table of the daemon shares: the server's and the
   // clients' own (client.local_lock).
@@ -112,6 +146,8 @@ class NfsClients {
   LockWaiters lock_waiters_;
   RecordLocks locks_{lock_waiters_};
   ServerGate server_gate_;
+  Clock server_now_;
+  std::function<void(Work&)> serve_wait_;
 
   // One client (null: every one) learns of the restart at `at_ns`.
   void recover(const NfsClientLayer* client, uint64_t at_ns) EXCLUDES(mutex_);
@@ -124,6 +160,20 @@ class NfsClients {
   uint64_t restart_ns_ GUARDED_BY(mutex_) = 0;
   uint64_t grace_end_ns_ GUARDED_BY(mutex_) = 0;
   std::atomic<bool> recovering_{false};  // !reclaiming_.empty()
+
+  // Crashed clients whose old locks the server still holds, and when their
+  // leases expire (the clients' time).
+  struct Departed {
+    NfsClientLayer* client;
+    uint64_t expires_ns;
+  };
+  std::vector<Departed> departed_ GUARDED_BY(mutex_);
+  std::atomic<bool> departed_any_{false};  // !departed_.empty()
+  const uint64_t lease_ns_;
+  // The old locks of every departed client that matches go.
+  void drop_departed(const std::function<bool(const Departed&)>& matches) EXCLUDES(mutex_);
+  void rebooted(const NfsClientLayer& client) EXCLUDES(mutex_);
+  void expire_leases(uint64_t at_ns) EXCLUDES(mutex_);
 };
 
 }  // namespace mimicfs

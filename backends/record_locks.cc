@@ -62,6 +62,11 @@ Result<void> RecordLocks::set(uint64_t inode, const RecordLock& request, LockWai
         return fail(ENOLCK);
       }
       changed_.wait_for(lock, kStopCheck);
+      if (wait->poll) {
+        lock.unlock();
+        wait->poll();
+        lock.lock();
+      }
     }
     waiters_.count.fetch_sub(1);
   }
@@ -76,6 +81,20 @@ void RecordLocks::interrupt(LockWait& wait) {
   changed_.notify_all();
 }
 
+void keep_outside(const RecordLock& lock, uint64_t start, uint64_t end,
+                  std::vector<RecordLock>& out) {
+  if (lock.start < start) {
+    RecordLock before = lock;
+    before.end = start - 1;
+    out.push_back(before);
+  }
+  if (lock.end > end) {
+    RecordLock after = lock;
+    after.start = end + 1;
+    out.push_back(after);
+  }
+}
+
 bool RecordLocks::apply(uint64_t inode, const RecordLock& request) {
   std::vector<RecordLock>& held = locks_[inode];
   std::vector<RecordLock> next;
@@ -84,17 +103,8 @@ bool RecordLocks::apply(uint64_t inode, const RecordLock& request) {
   for (const RecordLock& lock : held) {
     if (lock.owner != request.owner || !overlap(lock, request)) {
       next.push_back(lock);
-      continue;
-    }
-    if (lock.start < request.start) {
-      RecordLock before = lock;
-      before.end = request.start - 1;
-      next.push_back(before);
-    }
-    if (lock.end > request.end) {
-      RecordLock after = lock;
-      after.start = request.end + 1;
-      next.push_back(after);
+    } else {
+      keep_outside(lock, request.start, request.end, next);
     }
   }
   if (request.type != LockType::kUnlock) {

@@ -59,6 +59,9 @@ struct RecordLock {
 struct LockWait {
   std::atomic<bool> interrupted{false};
   std::function<bool()> ending;
+  // Called now and then while it waits, without the table's lock: what
+  // may end the conflict on its own (an NFS lease or grace period ending).
+  std::function<void()> poll;
   bool waited = false;
 };
 
@@ -67,6 +70,11 @@ struct LockWait {
 struct LockWaiters {
   std::atomic<int> count{0};
 };
+
+// Appends to `out` what of `lock` lies outside [start, end]: none, one or
+// two pieces (an unlock of the middle splits a lock).
+void keep_outside(const RecordLock& lock, uint64_t start, uint64_t end,
+                  std::vector<RecordLock>& out);
 
 class RecordLocks {
  public:

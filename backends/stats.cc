@@ -108,6 +108,7 @@ nlohmann::json to_json(const StatsSnapshot& s) {
                           {"stale_attributes", c.stale_attributes},
                           {"lock_conflicts", c.lock_conflicts},
                           {"lost_locks", c.lost_locks},
+                          {"crashes", c.crashes},
                           {"deferred_write_errors", c.deferred_write_errors}};
   };
   // The mount's own client; every client, by mount point, where there are

@@ -145,6 +145,8 @@ struct ClientStats {
   // Locks the client failed to reclaim after a server restart (`ctl server
   // restart`): reads and writes through them get EIO.
   uint64_t lost_locks = 0;
+  // `ctl crash --client`s of this client.
+  uint64_t crashes = 0;
 };
 
 struct ClockStats {

@@ -95,6 +95,11 @@ class Volume final : public FileSystem {
   Result<void> removexattr(uint64_t inode, const std::string& name, Work& work) override;
   CrashReport crash(Work& work) override;
   uint64_t crashes() override { return crashes_.load(); }
+  // An NFS client's crash (Engine::crash_client): `files` lose what they
+  // wrote since their last sync, as at a power cut, and nothing else does.
+  // The report lists every regular file in dropped_caches (the client's
+  // kernel starts empty) and the files put back in restored_files.
+  CrashReport lose_unsynced(const std::vector<uint64_t>& files);
   uint64_t write_back_at_random(double fraction, uint64_t seed) override;
   void sync_all(Work& work) override;
   BackgroundReport background(uint64_t now_ns, bool flush, bool commit, Work& work) override;

@@ -87,6 +87,23 @@ BackgroundReport Volume::background(uint64_t now_ns, bool flush, bool commit, Wo
   return report;
 }
 
+CrashReport Volume::lose_unsynced(const std::vector<uint64_t>& files) {
+  CrashReport report;
+  for (const std::shared_ptr<Inode>& node : regular_files()) {
+    report.dropped_caches.push_back(node->number);
+  }
+  for (const uint64_t number : files) {
+    const std::shared_ptr<Inode> node = namespace_.find(number);
+    if (node == nullptr || !node->is_regular()) continue;
+    std::lock_guard node_lock(node->mutex);
+    if (!node->file->power_cut()) continue;
+    node->file->recover();
+    report.restored_files.push_back(number);
+  }
+  spdlog::warn("client crash: {} files put back to their last sync", report.restored_files.size());
+  return report;
+}
+
 CrashReport Volume::crash(Work& work) {
   CrashReport report;
   std::lock_guard lock(namespace_.mutex());

@@ -24,7 +24,9 @@ std::expected<ControlCommand, std::string> parse_crash(std::string_view options)
     options.remove_prefix(start);
     const std::string_view word = options.substr(0, options.find(' '));
     options.remove_prefix(word.size());
-    if (word == "hold" || word == "freeze") {
+    if (word == "--client") {
+      crash.client = true;
+    } else if (word == "hold" || word == "freeze") {
       crash.cut.hold = true;
       crash.cut.freeze = crash.cut.freeze || word == "freeze";
     } else if (word.starts_with("writeback=") || word.starts_with("seed=")) {
@@ -33,6 +35,11 @@ std::expected<ControlCommand, std::string> parse_crash(std::string_view options)
       return std::unexpected(
           fmt::format("crash: unknown option \"{}\" (hold, freeze, writeback=P, seed=S)", word));
     }
+  }
+  if (crash.client && (crash.cut.freeze || rule != "crash=after")) {
+    return std::unexpected(
+        "crash --client: only hold goes with it (a client's crash has no freeze, writeback "
+        "or seed)");
   }
   auto cut = FaultInjector::power_cut_of(rule);
   if (!cut) return std::unexpected(cut.error());
@@ -66,7 +73,10 @@ std::expected<ControlCommand, std::string> parse_server_restart(std::string_view
   auto ns = parse_duration_ns(zero ? "1" + std::string(options.substr(
                                                std::min(digits, options.size())))
                                    : std::string(options));
-  if (!ns) return std::unexpected("server restart: --grace: " + ns.error());
+  if (!ns) {
+    return std::unexpected(fmt::format("server restart: --grace: \"{}\" is not a duration like "
+                                       "10s ({})", options, ns.error()));
+  }
   constexpr uint64_t kMaxGraceNs = uint64_t{3600} * 1'000'000'000;  // server.grace_ns's bound
   if (*ns > kMaxGraceNs) {
     return std::unexpected(

@@ -9,7 +9,12 @@
 //   crash hold       the same, and the volume stays off (every operation EIO)
 //   crash [hold|freeze] writeback=P [seed=S]
 //                    part of the unsynced in-place overwrites persist first
-//   restart          power a held volume on again
+//   crash --client [hold]
+//                    NFS profiles: this mount's client alone crashes and
+//                    reboots (with hold: stays down until `restart`); what it
+//                    had not written back is lost, its locks stay until its
+//                    lease expires or it sends its next request
+//   restart          power a held volume on again (and a held client)
 //   sync             make everything durable now, as sync(1) on the real filesystem
 //   settle           finish deferred work now (background reclaim), as if waited for
 //   fault add RULE   add a fault rule (fault_injector.h)
@@ -41,7 +46,8 @@ namespace mimicfs {
 
 struct ResetCommand {};
 struct CrashCommand {
-  PowerCut cut;  // hold, writeback=P, seed=S
+  PowerCut cut;         // hold, writeback=P, seed=S
+  bool client = false;  // --client: the mount's NFS client alone (cut.hold: it stays down)
 };
 struct RestartCommand {};
 struct SyncCommand {};
@@ -71,7 +77,8 @@ using ControlCommand =
                  ClientMountCommand, ServerCommand>;
 
 inline constexpr std::string_view kControlCommands =
-    "reset, crash [hold|freeze] [writeback=P] [seed=S], restart, sync, settle, fault add RULE, "
+    "reset, crash [hold|freeze] [writeback=P] [seed=S], crash --client [hold], restart, sync, "
+    "settle, fault add RULE, "
     "fault clear, latency virtual|real|real:SCALE, time advance DURATION, client mount DIR, "
     "server down, server up, server restart [--grace DURATION]";
 

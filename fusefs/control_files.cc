@@ -76,13 +76,21 @@ Result<void> ControlFiles::execute(std::string_view text, Work& work) {
     fs_.reset_statistics();  // an NFS client's resets every client's
     spdlog::info("ctl: counters reset");
   } else if (const auto* crash = std::get_if<CrashCommand>(&*command)) {
-    engine_.crash(crash->cut, false, crash_observer_);
+    if (!crash->client) {
+      engine_.crash(crash->cut, false, crash_observer_);
+    } else if (!engine_.crash_client(fs_, crash->cut.hold, crash_observer_)) {
+      spdlog::warn("ctl: crash --client: not an NFS profile (client.nfs), there is no client");
+      return fail(EINVAL);
+    } else {
+      spdlog::warn("ctl: client crash{}", crash->cut.hold ? "; it stays down until `restart`" : "");
+    }
   } else if (std::holds_alternative<SyncCommand>(*command)) {
     if (!engine_.powered()) return fail(EIO);  // held off: nothing reaches the volume
     fs_.sync_all(work);
     spdlog::info("ctl: everything is durable");
   } else if (std::holds_alternative<RestartCommand>(*command)) {
     engine_.power_on();
+    if (engine_.restart_client(fs_)) spdlog::info("ctl: client up");
     if (after_restart_) after_restart_();
     spdlog::info("ctl: powered on");
   } else if (std::holds_alternative<SettleCommand>(*command)) {
@@ -106,7 +114,7 @@ Result<void> ControlFiles::execute(std::string_view text, Work& work) {
                    engine_.cost().latency().to_string());
       return fail(EINVAL);
     }
-    engine_.cost().advance(time->ns, work);
+    engine_.advance(time->ns, work);
     spdlog::info("ctl: {} of idle time passed", format_duration(time->ns));
   } else if (const auto* server = std::get_if<ServerCommand>(&*command)) {
     using Action = ServerCommand::Action;

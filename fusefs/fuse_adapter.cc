@@ -352,8 +352,7 @@ void on_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
       reply.info.direct_io = 1;  // size is unknown until read: bypass the page cache
       return reply;
     }
-    const int flags = fi->flags | (FuseChannel::request_kills_suidgid() ? kKillSuidgid : 0) |
-                      (lock_lost(self, ino, fi) ? kLockLost : 0);
+    const int flags = fi->flags | (FuseChannel::request_kills_suidgid() ? kKillSuidgid : 0);
     Work work;
     const auto opened = self.fs().open(ino, flags, work);
     self.invalidate_attributes(work.changed_attributes);  // O_TRUNC cleared S_ISUID
@@ -471,6 +470,10 @@ void on_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in, fuse_fi
     if (ControlFiles::owns(ino_in) || ControlFiles::owns(ino_out)) return ErrorReply{EINVAL};
     if (flags != 0 || off_in < 0 || off_out < 0) return ErrorReply{EINVAL};
     if (stale(req, fi_in) || stale(req, fi_out)) return ErrorReply{EIO};
+    // NFSv4.2's COPY carries both files' stateids (nfs4_set_rw_stateid).
+    if (lock_lost(adapter(req), ino_in, fi_in) || lock_lost(adapter(req), ino_out, fi_out)) {
+      return ErrorReply{EIO};
+    }
     // The reply's count is 32 bits (fuse_write_out.size), and libfuse 3.14 does not clamp.
     const size_t length = std::min<size_t>(len, 0xFFFFF000);
     // libfuse passes only the handles: the destination's sync flags are its open's.

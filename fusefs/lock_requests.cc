@@ -73,7 +73,6 @@ Reply take(FuseAdapter& adapter, fuse_req_t req, fuse_ino_t inode, const RecordL
   } else {
     result = nfs->set_lock(inode, request, kind, nullptr, work);
   }
-  adapter.engine().cost().charge_wait(work);
   if (work.drop_cached_pages) adapter.drop_pages(inode);
   return ErrorReply{result ? 0 : result.error().value};
 }
@@ -95,7 +94,6 @@ Reply test_lock(FuseAdapter& adapter, fuse_ino_t inode, fuse_file_info* fi,
   if (opened_before_crash(fi, adapter.fs().crashes())) return ErrorReply{EIO};
   Work work;
   auto conflict = nfs->test_lock(inode, to_record_lock(lock, fi), work);
-  adapter.engine().cost().charge_wait(work);
   if (!conflict) return ErrorReply{conflict.error().value};
   LockReply reply;
   reply.lock.l_whence = SEEK_SET;
@@ -148,11 +146,16 @@ bool lock_lost(FuseAdapter& adapter, fuse_ino_t inode, const fuse_file_info* fi)
   return nfs != nullptr && fi != nullptr && nfs->lock_lost(inode, fi->fh);
 }
 
+// A descriptor from before a crash gives back nothing: the crashed client's
+// locks are its old boot's, which the server holds until its lease expires
+// (a power cut dropped them already).
 void release_owner_locks(FuseAdapter& adapter, fuse_ino_t inode, const fuse_file_info* fi) {
+  if (opened_before_crash(fi, adapter.fs().crashes())) return;
   if (NfsClientLayer* nfs = client(adapter)) nfs->release_locks(inode, fi->lock_owner);
 }
 
 void release_file_locks(FuseAdapter& adapter, fuse_ino_t inode, const fuse_file_info* fi) {
+  if (opened_before_crash(fi, adapter.fs().crashes())) return;
   if (NfsClientLayer* nfs = client(adapter)) nfs->release_handle_locks(inode, fi->fh);
 }
 

@@ -407,6 +407,12 @@ int send_control(const std::string& mountpoint, const std::vector<std::string>& 
   const int error = errno;
   ::close(fd);
   if (written < 0) {
+    const auto* crash = std::get_if<CrashCommand>(&*parsed);
+    if (error == EINVAL && crash != nullptr && crash->client) {
+      fmt::print(stderr, "mimicfs ctl: {} has no NFS client to crash (not an NFS profile)\n",
+                 mountpoint);
+      return kExitUsage;
+    }
     if (error == EINVAL && std::holds_alternative<ServerCommand>(*parsed)) {
       fmt::print(stderr, "mimicfs ctl: {} has no server to take down, up or restart (not an NFS profile)\n",
                  mountpoint);

@@ -116,15 +116,22 @@ def test_the_fixtures_are_documented(pytester):
     ])
 
 
-def _second_writer_locked_out(a, b):
-    """Whether SQLite on client B is refused a write transaction while one on
-    client A holds it, and then reads A's row once A committed."""
+def _write_transaction_on_first(a, b):
+    """SQLite connections to one database on clients A and B; A's holds a
+    write transaction that inserted 1."""
     first = sqlite3.connect(a.file("app.db"), timeout=0, isolation_level=None)
     first.execute("CREATE TABLE t (x)")
     second = sqlite3.connect(b.file("app.db"), timeout=0, isolation_level=None)
     assert second.execute("SELECT count(*) FROM t").fetchone() == (0,)
     first.execute("BEGIN IMMEDIATE")
     first.execute("INSERT INTO t VALUES (1)")
+    return first, second
+
+
+def _second_writer_locked_out(a, b):
+    """Whether SQLite on client B is refused a write transaction while one on
+    client A holds it, and then reads A's row once A committed."""
+    first, second = _write_transaction_on_first(a, b)
     try:
         second.execute("BEGIN IMMEDIATE")
     except sqlite3.OperationalError as e:
@@ -144,6 +151,40 @@ def test_sqlite_on_two_nfs_clients_takes_turns():
     with mimicfs.mount("nfs") as a, a.client() as b:
         assert _second_writer_locked_out(a, b)
         assert b.stats()["client"]["lock_conflicts"] >= 1
+
+
+def test_sqlite_loses_its_lock_in_a_server_restart_it_learns_of_too_late():
+    # A holds a write transaction when the server restarts with a grace
+    # period shorter than A's lease renewal, and A sends nothing in it: its
+    # locks are lost (nfs4_lock_expired), B takes them and commits, and A's
+    # commit fails with EIO (NFS_LOCK_LOST) instead of overwriting B's.
+    with mimicfs.mount("nfs") as a, a.client() as b:
+        first, second = _write_transaction_on_first(a, b)
+        a.ctl("server", "restart", "--grace", "10s")
+        second.execute("BEGIN IMMEDIATE")
+        second.execute("INSERT INTO t VALUES (2)")
+        second.execute("COMMIT")
+        with pytest.raises(sqlite3.OperationalError, match="disk I/O error"):
+            first.execute("COMMIT")
+        assert a.stats()["client"]["lost_locks"] >= 1
+        assert second.execute("SELECT x FROM t").fetchall() == [(2,)]
+        second.close()
+        first.close()
+
+
+def test_sqlite_keeps_its_lock_through_a_server_restart():
+    # The default grace period (90 s) outlasts A's renewal: A reclaims its
+    # locks, B waits out the grace and is refused, and A commits.
+    with mimicfs.mount("nfs") as a, a.client() as b:
+        first, second = _write_transaction_on_first(a, b)
+        a.ctl("server", "restart")
+        with pytest.raises(sqlite3.OperationalError, match="locked"):
+            second.execute("BEGIN IMMEDIATE")
+        first.execute("COMMIT")
+        assert second.execute("SELECT x FROM t").fetchall() == [(1,)]
+        assert a.stats()["client"]["lost_locks"] == 0
+        second.close()
+        first.close()
 
 
 def test_sqlite_with_client_local_locks_lets_both_write():
