@@ -46,7 +46,11 @@ uint64_t CostLayer::uptime_ns() {
 }
 
 void CostLayer::charge_wait(const Work& work) {
-  if (work.fault_latency_ns > 0) clock_.charge(Cost{0, work.fault_latency_ns}, work.caller);
+  // From the clock: the wait ends when the server's state it waited for
+  // comes, whatever the caller's own time.
+  if (work.fault_latency_ns > 0) {
+    clock_.charge(Cost{0, work.fault_latency_ns}, work.caller, /*at_clock=*/true);
+  }
 }
 
 void CostLayer::advance(uint64_t ns, Work& work) {

@@ -44,6 +44,7 @@ class Engine {
     faults_.set_clock([this] { return cost_.emulated_ns(); });
     faults_.set_elapsed_clock([this] { return cost_.uptime_ns(); });
     faults_.set_crash_hook([this](const PowerCut& cut) { crash(cut, true); });
+    faults_.set_server_restart_hook([this] { restart_server(std::nullopt); });
     if (volume_.profile().nfs) {
       clients_ = std::make_unique<NfsClients>(counting_, [this] { return cost_.elapsed_ns(); });
       clients_->set_server_gate(
@@ -137,6 +138,7 @@ class Engine {
     auto& nfs = static_cast<NfsClientLayer&>(client);
     if (!nfs.down()) return false;
     nfs.restart();
+    clients_->client_up(nfs);
     return true;
   }
   // `ctl time advance`: idle time passes; the server's leases and grace

@@ -28,6 +28,7 @@ struct FaultInjector::Rule {
   int error = 0;
   uint64_t latency_ns = 0;
   Crash crash = Crash::kNone;
+  bool server_restart = false;  // server=restart
   bool hold = false;     // restart=ctl: the volume stays off after the crash
   bool freeze = false;   // restart=freeze: and its operations wait for the restart
   double writeback = 0;  // writeback=: the fraction of unsynced overwrites that persist
@@ -68,11 +69,11 @@ struct FaultInjector::Rule {
 namespace {
 
 constexpr std::string_view kKeys[] = {"op",      "path",      "error", "latency",     "crash",
-                                      "restart", "writeback", "from",  "probability", "seed",
-                                      "nth",     "every",     "count"};
+                                      "server",  "restart",   "writeback", "from",  "probability",
+                                      "seed",    "nth",       "every", "count"};
 constexpr std::string_view kKeyList =
-    "op, path, error, latency, crash, restart, writeback, from, probability, seed, nth, every, "
-    "count";
+    "op, path, error, latency, crash, server, restart, writeback, from, probability, seed, nth, "
+    "every, count";
 constexpr uint64_t kProbabilityOne = uint64_t{1} << 53;
 
 std::string_view trim(std::string_view s) {
@@ -131,10 +132,11 @@ std::expected<std::bitset<static_cast<size_t>(Op::kCount)>, std::string> parse_o
 }
 
 void log_firing(size_t number, std::string_view rule_text, Op op, std::string_view path, int error,
-                uint64_t latency_ns, FaultInjector::Crash crash) noexcept {
+                uint64_t latency_ns, FaultInjector::Crash crash, bool server_restart) noexcept {
   try {
     const std::string what =
-        crash == FaultInjector::Crash::kBefore  ? std::string("power cut before it")
+        server_restart                          ? std::string("server restart before it")
+        : crash == FaultInjector::Crash::kBefore ? std::string("power cut before it")
         : crash == FaultInjector::Crash::kAfter ? std::string("power cut after it")
         : error != 0                            ? errno_name(error)
                      : fmt::format("latency {}", format_duration(latency_ns));
@@ -207,6 +209,9 @@ std::expected<FaultInjector::Rule, std::string> FaultInjector::Rule::parse(std::
       } else {
         return bad(key, fmt::format("\"{}\" is not before or after", value));
       }
+    } else if (key == "server") {
+      if (value != "restart") return bad(key, fmt::format("\"{}\" is not restart", value));
+      rule.server_restart = true;
     } else if (key == "restart") {
       if (value != "now" && value != "ctl" && value != "freeze") {
         return bad(key, fmt::format("\"{}\" is not now, ctl or freeze", value));
@@ -247,16 +252,16 @@ std::expected<FaultInjector::Rule, std::string> FaultInjector::Rule::parse(std::
   const auto given = [&](std::string_view key) {
     return seen.test(std::find(std::begin(kKeys), std::end(kKeys), key) - std::begin(kKeys));
   };
-  const int actions = given("error") + given("latency") + given("crash");
+  const int actions = given("error") + given("latency") + given("crash") + given("server");
   if (actions != 1) {
     return bad(given("error") || actions == 0 ? "error" : "latency",
-               actions == 0 ? "one of error=, latency= or crash= is required"
-                            : "a rule injects one of error=, latency= and crash=");
+               actions == 0 ? "one of error=, latency=, crash= or server= is required"
+                            : "a rule injects one of error=, latency=, crash= and server=");
   }
   if (given("restart") && !given("crash")) return bad("restart", "needs crash=");
   if (given("writeback") && !given("crash")) return bad("writeback", "needs crash=");
   // A power cut happens once: a crash rule fires once unless count= says more.
-  if (given("crash") && !given("count")) rule.limit = 1;
+  if ((given("crash") || given("server")) && !given("count")) rule.limit = 1;
   if (given("probability") + given("nth") + given("every") > 1) {
     return bad(given("probability") ? "probability" : "nth",
                "at most one of probability=, nth= and every= may be given");
@@ -318,7 +323,9 @@ FaultInjector::Fault FaultInjector::check(Op op, std::string_view path, uint64_t
     if (rule.path != "*" && fnmatch(rule.path.c_str(), path_z.c_str(), 0) != 0) continue;
     if (now_ns < rule.from_ns) continue;
     if (!rule.triggers()) continue;
-    if (rule.crash != Crash::kNone) {
+    if (rule.server_restart) {
+      fault.server_restart = true;
+    } else if (rule.crash != Crash::kNone) {
       if (fault.crash != Crash::kNone) continue;  // shadowed: one power cut at a time
       fault.crash = rule.crash;
       fault.power_cut.hold = rule.hold;
@@ -338,7 +345,8 @@ FaultInjector::Fault FaultInjector::check(Op op, std::string_view path, uint64_t
     }
     ++rule.fired;
     // Logged under the lock so that the log's order is the order of firing.
-    log_firing(i + 1, rule.text, op, path, rule.error, rule.latency_ns, rule.crash);
+    log_firing(i + 1, rule.text, op, path, rule.error, rule.latency_ns, rule.crash,
+               rule.server_restart);
   }
   return fault;
 }

@@ -37,6 +37,7 @@ class FaultInjector {
     int error = 0;            // positive errno to return instead of running it
     uint64_t latency_ns = 0;  // extra time the operation takes
     Crash crash = Crash::kNone;
+    bool server_restart = false;  // an NFS server's restart, before it
     PowerCut power_cut;  // with crash: how, and the rule and operation (its cause)
   };
 
@@ -54,6 +55,8 @@ class FaultInjector {
   //   latency=N(ns|us|ms|s)   extra latency                                   } one
   //   crash=before|after      a power cut before the operation runs (it    }
   //                           gets EIO) or after it completes              }
+  //   server=restart          NFS profiles: the server restarts before the
+  //                           operation (`ctl server restart`, its profile's grace)
   //   restart=now|ctl         crash= only: the volume comes back at once (default)
   //                           or stays off until `ctl restart`
   //   from=N(ns|us|ms|s)      only operations from this emulated time on
@@ -67,7 +70,7 @@ class FaultInjector {
   //   every=N                 fire on every Nth matching occurrence
   //   count=N                 fire at most N times
   // At most one of probability, nth and every; with none, every match fires. A
-  // crash rule fires once unless count= is given.
+  // crash or server rule fires once unless count= is given.
   // On error returns `fault rule "TEXT": KEY: what is wrong` and adds nothing.
   std::expected<void, std::string> add(std::string_view rule_text);
 

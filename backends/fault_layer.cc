@@ -257,9 +257,6 @@ Result<void> FaultLayer::enter(const Call& call, Work& work) {
       return fail(EIO);
     }
   }
-  if (grace_end_ns_.load(std::memory_order_relaxed) != 0 && held_in_grace(call.op)) {
-    wait_out_grace(work);
-  }
   if (powered_off_ && call.op != Op::kGetattr && call.op != Op::kStatfs &&
       call.op != Op::kRelease) {
     // Sent to the volume before the restart: it answers from a world that ended.
@@ -267,10 +264,17 @@ Result<void> FaultLayer::enter(const Call& call, Work& work) {
     work.never_sent = true;
     return fail(EIO);
   }
-  if (rules_.empty() || !faultable(call.op)) return {};
-  std::string path = target().path(call.inode);
-  if (!call.name.empty()) path = (path == "/" ? "" : path) + "/" + std::string(call.name);
-  const FaultInjector::Fault fault = rules_.check(call.op, path, now_ns_ ? now_ns_() : 0);
+  FaultInjector::Fault fault;
+  if (!rules_.empty() && faultable(call.op)) {
+    std::string path = target().path(call.inode);
+    if (!call.name.empty()) path = (path == "/" ? "" : path) + "/" + std::string(call.name);
+    fault = rules_.check(call.op, path, now_ns_ ? now_ns_() : 0);
+  }
+  // Before the operation, which then meets the new grace period.
+  if (fault.server_restart && server_restart_hook_) server_restart_hook_();
+  if (grace_end_ns_.load(std::memory_order_relaxed) != 0 && held_in_grace(call.op)) {
+    wait_out_grace(work);
+  }
   work.fault_latency_ns += fault.latency_ns;
   if (fault.crash == FaultInjector::Crash::kBefore && crash_hook_) {
     // The operation never runs: the power went first.

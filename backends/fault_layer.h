@@ -48,6 +48,10 @@ class FaultLayer final : public Layer {
   using CrashHook = std::function<void(const PowerCut&)>;
   // Set once, before any operation: the Engine's crash and its emulated clock.
   void set_crash_hook(CrashHook hook) { crash_hook_ = std::move(hook); }
+  // Set once, before any operation: the Engine's server restart (server=restart).
+  void set_server_restart_hook(std::function<void()> hook) {
+    server_restart_hook_ = std::move(hook);
+  }
   void set_clock(std::function<uint64_t()> now_ns) { now_ns_ = std::move(now_ns); }
   // Records the cause of the latest power cut, for stats.json's `power`.
   void crashed(const std::string& cause);
@@ -173,6 +177,7 @@ class FaultLayer final : public Layer {
   // freeze follows before it wakes.
   uint64_t restarts_ GUARDED_BY(power_mutex_) = 0;
   CrashHook crash_hook_;
+  std::function<void()> server_restart_hook_;
   std::function<uint64_t()> now_ns_;
   std::mutex cause_mutex_;
   std::string last_crash_ GUARDED_BY(cause_mutex_);

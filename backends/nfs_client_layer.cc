@@ -267,7 +267,23 @@ Result<void> NfsClientLayer::set_lock(uint64_t inode, RecordLock request, LockKi
   }
   request.owner.client = this;
   if (request.type == LockType::kUnlock) unlock_lost(inode, request);
+  // A crash while it waits ends the wait: the lock would be the old boot's,
+  // which no close gives back (lock_requests.h).
+  const uint64_t boot = crashes();
+  if (wait != nullptr) {
+    wait->ending = [this, boot, ending = std::move(wait->ending)] {
+      return crashes() != boot || (ending && ending());
+    };
+  }
   auto result = table(kind).set(inode, request, wait);
+  if (crashes() != boot) {
+    if (result && request.type != LockType::kUnlock) {
+      RecordLock undo = request;
+      undo.type = LockType::kUnlock;
+      (void)table(kind).set(inode, undo, nullptr);
+    }
+    return fail(EIO);
+  }
   const bool refused = !result && result.error() == Errno{EAGAIN};
   if (wait != nullptr ? wait->waited : refused) {
     std::lock_guard lock(mutex_);
@@ -445,11 +461,13 @@ void NfsClientLayer::forget_attributes() {
 void NfsClientLayer::leave(const Call& call, Work& work, int error) {
   if (error == 0) {
     switch (call.op) {
-      case Op::kWrite:
       case Op::kTruncate:
       case Op::kFallocate:
       case Op::kPunch:
       case Op::kCopyFileRange:
+        changed_since_sync(call.inode);  // a write counts at its start (write())
+        [[fallthrough]];
+      case Op::kWrite:
         changed_here(call.inode, Change::kData);
         break;
       // A file's own attributes, or a directory's (`inode` is the parent):
@@ -665,7 +683,7 @@ NfsClientLayer::Busy NfsClientLayer::busy(uint64_t parent, const std::string& na
 // in the same directory, then a RENAME the server sees like any other.
 Result<void> NfsClientLayer::silly_rename(uint64_t parent, const std::string& name,
                                           uint64_t inode, Work& work) {
-  const uint64_t boot = target().crashes();
+  const uint64_t boot = crashes();
   std::string silly;
   Result<void> renamed = fail(EEXIST);
   for (int attempt = 0; attempt < 100 && !renamed && renamed.error().value == EEXIST; ++attempt) {
@@ -678,7 +696,7 @@ Result<void> NfsClientLayer::silly_rename(uint64_t parent, const std::string& na
     renamed = target().rename(parent, name, parent, silly, RENAME_NOREPLACE, work);
   }
   // A power cut meanwhile: the rebooted client does not remove it.
-  const bool crashed = target().crashes() != boot;
+  const bool crashed = crashes() != boot;
   if (renamed) {  // sent to the server directly: this layer's leave() did not see it
     changed_here(parent, Change::kAttributes);
     changed_here(inode, Change::kAttributes);
@@ -831,6 +849,11 @@ std::vector<uint64_t> NfsClientLayer::crash_client(bool hold) {
   own_crashes_.fetch_add(1);
   down_.store(hold, std::memory_order_release);
   return unsynced;
+}
+
+void NfsClientLayer::changed_since_sync(uint64_t inode) {
+  std::lock_guard lock(mutex_);
+  if (unsynced_.size() < kMaxUnsynced) unsynced_.insert(inode);
 }
 
 bool NfsClientLayer::unsynced(uint64_t inode) {
@@ -1010,6 +1033,9 @@ bool refused_at_writeback(int error) {
 Result<size_t> NfsClientLayer::write(uint64_t inode, uint64_t offset,
                                      std::span<const std::byte> data, int flags, Work& work) {
   if ((flags & kLockLost) != 0) return refuse_lost_lock_write(inode, data.size(), flags, work);
+  // Any write counts, direct ones too: a crash of this client puts the file
+  // back whole, which must not undo another client's write.
+  changed_since_sync(inode);
   if ((flags & (O_SYNC | O_DSYNC | O_DIRECT)) != 0) {
     auto result = stale_files_.load(std::memory_order_relaxed) > 0 && stale(inode)
                       ? fail(ESTALE)
@@ -1053,11 +1079,7 @@ Result<size_t> NfsClientLayer::write_back(uint64_t inode, uint64_t offset,
   int error = ESTALE;
   if (stale_files_.load(std::memory_order_relaxed) == 0 || !stale(inode)) {
     auto written = Layer::write(inode, offset, data, flags, work);
-    if (written) {
-      std::lock_guard lock(mutex_);
-      if (unsynced_.size() < kMaxUnsynced) unsynced_.insert(inode);
-      return written;
-    }
+    if (written) return written;
     error = written.error().value;
     // A request that never reached the server was never taken either.
     if (work.never_sent) return fail(error);

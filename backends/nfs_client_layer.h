@@ -130,7 +130,12 @@ class NfsClientLayer final : public Layer {
   // back: their data is lost, as its page cache is.
   std::vector<uint64_t> crash_client(bool hold) EXCLUDES(mutex_);
   void restart() { down_.store(false, std::memory_order_release); }
+  // The server still holds its old boot's locks (NfsClients::crash_client).
+  bool departed() const { return departed_.load(std::memory_order_acquire); }
+  void set_departed(bool departed) { departed_.store(departed, std::memory_order_release); }
   bool down() const { return down_.load(std::memory_order_acquire); }
+  // This client wrote `inode` (or is about to): until its next sync here.
+  void changed_since_sync(uint64_t inode) EXCLUDES(mutex_);
   // Whether this client wrote `inode` since the file's last sync here.
   bool unsynced(uint64_t inode) EXCLUDES(mutex_);
 
@@ -346,6 +351,7 @@ class NfsClientLayer final : public Layer {
   std::unordered_set<uint64_t> unsynced_ GUARDED_BY(mutex_);
   std::atomic<uint64_t> own_crashes_{0};
   std::atomic<bool> down_{false};
+  std::atomic<bool> departed_{false};
   // The locks lost after a server restart and not yet given back, by inode.
   std::unordered_map<uint64_t, std::vector<RecordLock>> lost_ GUARDED_BY(mutex_);
   std::atomic<size_t> lost_locks_held_{0};  // in lost_: while 0, no I/O looks

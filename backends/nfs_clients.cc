@@ -62,11 +62,15 @@ void NfsClients::reboot_all() {
 
 void NfsClients::server_restarted(uint64_t grace_ns) {
   recover(nullptr, server_now());  // what the last restart's grace settled
+  // A crashed client's old state is gone with the server's; it reclaims nothing.
+  drop_departed([](const Departed&) { return true; });
   std::lock_guard lock(mutex_);
   restart_ns_ = server_now();
   grace_end_ns_ = restart_ns_ + grace_ns;
   reclaiming_.clear();
-  for (const auto& client : clients_) reclaiming_.push_back(client.get());
+  for (const auto& client : clients_) {
+    if (!client->down()) reclaiming_.push_back(client.get());
+  }
   recovering_.store(!reclaiming_.empty(), std::memory_order_release);
 }
 
@@ -97,9 +101,10 @@ void NfsClients::lose_locks(NfsClientLayer& client) {
   if (!lost.empty()) client.locks_lost(lost);
 }
 
+// All under the lock: no request of the new boot meets the old one's state.
 std::vector<uint64_t> NfsClients::crash_client(NfsClientLayer& client, bool hold) {
-  const std::vector<uint64_t> unsynced = client.crash_client(hold);
   std::lock_guard lock(mutex_);
+  const std::vector<uint64_t> unsynced = client.crash_client(hold);
   std::vector<uint64_t> lost;
   for (const uint64_t inode : unsynced) {
     const bool shared = std::ranges::any_of(clients_, [&](const auto& other) {
@@ -107,12 +112,21 @@ std::vector<uint64_t> NfsClients::crash_client(NfsClientLayer& client, bool hold
     });
     if (!shared) lost.push_back(inode);
   }
-  // A crash during a restart's recovery: nothing of it is reclaimed now.
-  std::erase(reclaiming_, &client);
+  // A crash in a restart's grace period: it reclaims nothing, so what it
+  // held goes at the grace's end at the latest.
+  uint64_t expires = server_now() + lease_ns_;
+  if (std::erase(reclaiming_, &client) > 0) expires = std::min(expires, grace_end_ns_);
   recovering_.store(!reclaiming_.empty(), std::memory_order_release);
   std::erase_if(departed_, [&client](const Departed& d) { return d.client == &client; });
-  departed_.push_back({&client, server_now() + lease_ns_});
-  departed_any_.store(true, std::memory_order_release);
+  if (hold) {
+    departed_.push_back({&client, expires});
+    client.set_departed(true);
+  } else {
+    // Back at once: its new boot's mount tells the server (a new verifier),
+    // which drops the old boot's state.
+    locks_.release_client(&client);
+  }
+  departed_any_.store(!departed_.empty(), std::memory_order_release);
   return lost;
 }
 
@@ -122,6 +136,7 @@ void NfsClients::drop_departed(const std::function<bool(const Departed&)>& match
   std::erase_if(departed_, [&](const Departed& d) {
     if (!matches(d)) return false;
     locks_.release_client(d.client);
+    d.client->set_departed(false);
     return true;
   });
   departed_any_.store(!departed_.empty(), std::memory_order_release);

@@ -19,10 +19,11 @@
 // Meanwhile the table keeps the locks not yet reclaimed: a new lock waits
 // for the grace period's end (FaultLayer), when every client's fate is known.
 //
-// A client's crash (`ctl crash --client`) leaves its locks on the server
-// until its lease expires (nfs4_laundromat: server.lease_ns after its last
-// renewal, here after the crash) or its next boot sends its first request
-// (a new client verifier: the server drops the old client's state).
+// A client's crash (`ctl crash --client`): a client back at once mounts
+// again with a new client verifier, and the server drops its old state. One
+// held down leaves its locks on the server until its lease expires
+// (nfs4_laundromat: server.lease_ns after its last renewal, here after the
+// crash) or it comes back (`ctl restart`).
 //
 // Thread-safety: one mutex for the list, taken before a client's own lock,
 // never the other way round.
@@ -84,7 +85,7 @@ class NfsClients {
   // not, and reclaims or loses its locks.
   void contact(NfsClientLayer& client) {
     if (recovering_.load(std::memory_order_acquire)) recover(&client, server_now());
-    if (departed_any_.load(std::memory_order_acquire)) rebooted(client);
+    if (departed_any_.load(std::memory_order_acquire) && client.departed()) rebooted(client);
   }
   // The server's state now (a lock request, after it waited out any grace
   // period; a waiting one, now and then; `ctl time advance`): every client that has not reclaimed
@@ -95,10 +96,12 @@ class NfsClients {
     if (departed_any_.load(std::memory_order_acquire)) expire_leases(server_now());
   }
   // `client`'s machine crashed (NfsClientLayer::crash_client): its locks
-  // stay until its lease expires. The files whose data it alone had not
+  // go, or, `hold`, stay until its lease expires or client_up(). The files whose data it alone had not
   // written back (no other client wrote them since their last sync): they
   // lose what was written since.
   std::vector<uint64_t> crash_client(NfsClientLayer& client, bool hold) EXCLUDES(mutex_);
+  // A held client is back: its old boot's locks go.
+  void client_up(const NfsClientLayer& client) EXCLUDES(mutex_) { rebooted(client); }
   void reset_statistics() EXCLUDES(mutex_);
 
   // The server's byte-range locks, every client's (NfsClientLayer::set_lock).

@@ -89,12 +89,15 @@ BackgroundReport Volume::background(uint64_t now_ns, bool flush, bool commit, Wo
 
 CrashReport Volume::lose_unsynced(const std::vector<uint64_t>& files) {
   CrashReport report;
-  for (const std::shared_ptr<Inode>& node : regular_files()) {
-    report.dropped_caches.push_back(node->number);
+  // Under the namespace lock, as a power cut: never between its two passes.
+  std::lock_guard lock(namespace_.mutex());
+  for (const auto& [number, node] : namespace_.inodes()) {
+    if (node->is_regular()) report.dropped_caches.push_back(number);
   }
   for (const uint64_t number : files) {
-    const std::shared_ptr<Inode> node = namespace_.find(number);
-    if (node == nullptr || !node->is_regular()) continue;
+    const auto it = namespace_.inodes().find(number);
+    if (it == namespace_.inodes().end() || !it->second->is_regular()) continue;
+    const std::shared_ptr<Inode>& node = it->second;
     std::lock_guard node_lock(node->mutex);
     if (!node->file->power_cut()) continue;
     node->file->recover();

@@ -89,8 +89,10 @@ Result<void> ControlFiles::execute(std::string_view text, Work& work) {
     fs_.sync_all(work);
     spdlog::info("ctl: everything is durable");
   } else if (std::holds_alternative<RestartCommand>(*command)) {
-    engine_.power_on();
-    if (engine_.restart_client(fs_)) spdlog::info("ctl: client up");
+    // A held client's restart, or the volume's (both, when both are held).
+    const bool client_up = engine_.restart_client(fs_);
+    if (client_up) spdlog::info("ctl: client up");
+    if (!client_up || !engine_.powered()) engine_.power_on();
     if (after_restart_) after_restart_();
     spdlog::info("ctl: powered on");
   } else if (std::holds_alternative<SettleCommand>(*command)) {

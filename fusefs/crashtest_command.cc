@@ -199,14 +199,27 @@ std::vector<Point> choose_points(uint64_t total, const CrashTestOptions& options
     // libraries, and a seed must name the same points everywhere.
     point.nth = first + random() % (std::max(first, last) - first + 1);
     point.when = options.when != "both" ? options.when : (random() & 1) ? "after" : "before";
+    if (options.event == "server-restart") point.when = "before";  // the rule's only time
     points.push_back(point);
   }
   return points;
 }
 
 std::string rule_for(const CrashTestOptions& options, const Point& point) {
+  if (options.event == "server-restart") {
+    return fmt::format("op={},path={},nth={},server=restart", options.ops, options.path,
+                       point.nth);
+  }
   return fmt::format("op={},path={},nth={},crash={},restart=freeze", options.ops, options.path,
                      point.nth, point.when);
+}
+
+// Whether the point's event happened: a power cut, or the server's restart.
+bool reached(const CrashTestOptions& options, const nlohmann::json& stats) {
+  if (options.event == "server-restart") {
+    return stats.contains("server") && stats["server"].value("restarts", 0) > 0;
+  }
+  return stats["power"].value("crashes", 0) > 0;
 }
 
 }  // namespace
@@ -217,6 +230,13 @@ int run_crash_test(const CrashTestOptions& options) {
   if (options.points == 0) return usage("--points must be at least 1");
   if (options.when != "before" && options.when != "after" && options.when != "both") {
     return usage(fmt::format("--when {}: not before, after or both", options.when));
+  }
+  if (options.event != "power" && options.event != "server-restart") {
+    return usage(fmt::format("--event {}: not power or server-restart", options.event));
+  }
+  if (options.event == "server-restart" && !options.profile.nfs) {
+    return usage(fmt::format("--event server-restart: profile {} has no server (not client.nfs)",
+                             options.profile.name));
   }
   // The point rule must parse: --op and --path are the rule's own syntax.
   const std::string counting = fmt::format("op={},path={},latency=1ns", options.ops, options.path);
@@ -280,8 +300,10 @@ int run_crash_test(const CrashTestOptions& options) {
       outcomes.push_back(outcome);
       continue;
     }
-    outcome.reached = run.stats["power"].value("crashes", 0) > 0;
-    outcome.operation = run.stats["power"].value("last_crash", "");
+    outcome.reached = reached(options, run.stats);
+    outcome.operation = options.event == "server-restart"
+                            ? std::string("(server restart)")
+                            : run.stats["power"].value("last_crash", "");
     outcome.workload_status = run.workload_status;
     outcome.check_status = run.check_status;
     outcome.check_timed_out = run.check_timed_out;
@@ -304,9 +326,12 @@ int run_crash_test(const CrashTestOptions& options) {
       ++failed;
       fmt::print(
           "  reproduce: the setup, then `mimicfs ctl MOUNT fault add '{}'`, the "
-          "workload; at the cut kill every process using the mount, `ctl restart`, the check "
-          "(profile {})\n  output ({}):\n{}",
-          rule, options.profile.name, log, tail_of(log, 8));
+          "workload; {}the check (profile {})\n  output ({}):\n{}",
+          rule,
+          options.event == "power"
+              ? "at the cut kill every process using the mount, `ctl restart`, "
+              : "",
+          options.profile.name, log, tail_of(log, 8));
     }
     outcomes.push_back(outcome);
     std::fflush(stdout);  // a line per point as it ends, into a log file too

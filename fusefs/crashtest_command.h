@@ -37,6 +37,10 @@ struct CrashTestOptions {
   std::string ops = "*";      // the fault-rule op= of the operations points are chosen among
   std::string path = "*";     // and their path=
   std::string when = "both";  // before, after, or both (drawn per point)
+  // What happens at a point: "power" (a cut: the world ends, the volume
+  // restarts) or "server-restart" (an NFS server's restart before the
+  // operation: the workload goes on, through the grace period).
+  std::string event = "power";
   std::chrono::seconds timeout{120};  // per command
   std::string json_out;               // results as JSON ("": none)
 };

@@ -292,6 +292,11 @@ int run(int argc, char** argv) {
   crashtest_app
       ->add_option("--when", crash_options.when, "before, after or both (default: drawn per point)")
       ->check(CLI::IsMember({"before", "after", "both"}));
+  crashtest_app
+      ->add_option("--event", crash_options.event,
+                   "What happens at each point: power (a power cut, the default) or "
+                   "server-restart (NFS profiles: the server restarts, the workload goes on)")
+      ->check(CLI::IsMember({"power", "server-restart"}));
   crashtest_app->add_option("--timeout", crash_timeout_seconds,
                             "Seconds each command may run (default 120)");
   crashtest_app->add_option("--json", crash_options.json_out, "Write the results here as JSON");

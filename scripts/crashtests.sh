@@ -41,6 +41,12 @@ for profile in ext4 btrfs; do
   done
 done
 
+echo "== SQLite, WAL, on nfs, the server restarting at each point"
+"$mimicfs" crashtest --profile nfs --event server-restart --points 10 --seed "$seed" \
+  --setup "python3 $t/sqlite_bank.py setup --journal wal --synchronous full" \
+  --workload "python3 $t/sqlite_bank.py work --journal wal --synchronous full" \
+  --check "python3 $t/sqlite_bank.py check --journal wal --synchronous full"
+
 echo "== PostgreSQL pgbench on ext4"
 "$mimicfs" crashtest --profile ext4 --points "$points" --seed "$seed" \
   --setup "$t/pgbench_bank.sh setup" --workload "$t/pgbench_bank.sh work" \

@@ -182,6 +182,8 @@ def test_sqlite_keeps_its_lock_through_a_server_restart():
             second.execute("BEGIN IMMEDIATE")
         first.execute("COMMIT")
         assert second.execute("SELECT x FROM t").fetchall() == [(1,)]
+        server = a.stats()["server"]
+        assert server["restarts"] == 1 and server["grace_waits"] >= 1
         assert a.stats()["client"]["lost_locks"] == 0
         second.close()
         first.close()

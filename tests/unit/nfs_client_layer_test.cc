@@ -452,6 +452,14 @@ TEST(NfsServerOutage, ALocalProfileHasNoServer) {
   EXPECT_TRUE(fs.volume.snapshot().server.empty());
 }
 
+// Until a lock request waits, within 10 s.
+void wait_for_a_lock_waiter(const NfsClientLayer& client) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (client.lock_waiters() == 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
 // A server restart (FaultLayer::server_restart): nfs4_delay's retries, 100 ms
 // doubling to 15 s, until the first one past the grace period's end.
 TEST(NfsServerRestart, GraceRetriesFollowNfs4Delay) {
@@ -487,6 +495,25 @@ TEST(NfsServerRestart, OpensWaitOutTheGracePeriod) {
   EXPECT_EQ(stats.server["in_grace"], false);
   fs.volume.release(file);
   fs.volume.release(file);
+}
+
+// A fault rule restarts the server before its operation (crashtest
+// --event server-restart), which then meets the grace period.
+TEST(NfsServerRestart, ARuleRestartsTheServer) {
+  Fs fs("nfs");
+  const uint64_t file = fs.create("f");
+  ASSERT_TRUE(fs.engine.faults().add("op=open,nth=1,server=restart"));
+  const uint64_t before = fs.engine.cost().emulated_ns();
+  ASSERT_TRUE(fs.volume.open(file, O_RDWR).has_value());
+  EXPECT_GE(fs.engine.cost().emulated_ns() - before, FaultLayer::grace_retry_ns(90'000'000'000));
+  EXPECT_EQ(fs.volume.snapshot().server["restarts"], 1);
+  ASSERT_TRUE(fs.volume.open(file, O_RDWR).has_value());
+  EXPECT_EQ(fs.volume.snapshot().server["restarts"], 1) << "once";
+  fs.volume.release(file);
+  fs.volume.release(file);
+  FaultInjector check;
+  EXPECT_FALSE(check.add("op=open,server=reboot"));
+  EXPECT_FALSE(check.add("op=open,server=restart,error=EIO"));
 }
 
 // Two clients: A holds a lock when the server restarts; B asks for it.
@@ -622,10 +649,7 @@ TEST(NfsServerRestart, AWaiterFromBeforeTheRestartGetsTheLostLock) {
     Work work;
     taken = locks.b.set_lock(locks.file, other, NfsClientLayer::LockKind::kPosix, &wait, work);
   });
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (locks.b.lock_waiters() == 0 && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  wait_for_a_lock_waiter(locks.b);
   ASSERT_TRUE(locks.fs.engine.restart_server(10'000'000'000));
   Work work;
   locks.fs.engine.cost().advance(20'000'000'000, work);  // its poll settles it
@@ -747,7 +771,9 @@ TEST(NfsClientCrash, ItsLocksStayUntilItsLeaseExpires) {
   c.b_fs.release(file);
 }
 
-TEST(NfsClientCrash, ItsNextBootsFirstRequestDropsItsOldLocks) {
+// A client back at once mounts with a new verifier: its old locks go then;
+// one held down gives them back when it comes back.
+TEST(NfsClientCrash, ItsOldLocksGoWhenItComesBack) {
   CrashedClient c;
   NfsClientLayer& a = *c.fs.engine.nfs_client(c.fs.volume);
   const uint64_t file = c.fs.create_open("db");
@@ -756,10 +782,46 @@ TEST(NfsClientCrash, ItsNextBootsFirstRequestDropsItsOldLocks) {
   Work work;
   ASSERT_TRUE(c.b.set_lock(file, lock, NfsClientLayer::LockKind::kPosix, nullptr, work));
   ASSERT_TRUE(c.fs.engine.crash_client(c.b_fs, false, 0));
+  EXPECT_TRUE(a.set_lock(file, lock, NfsClientLayer::LockKind::kPosix, nullptr, work));
+  RecordLock unlock = lock;
+  unlock.type = LockType::kUnlock;
+  ASSERT_TRUE(a.set_lock(file, unlock, NfsClientLayer::LockKind::kPosix, nullptr, work));
+
+  ASSERT_TRUE(c.b.set_lock(file, lock, NfsClientLayer::LockKind::kPosix, nullptr, work));
+  ASSERT_TRUE(c.fs.engine.crash_client(c.b_fs, true, 0));
   EXPECT_EQ(error_of(a.set_lock(file, lock, NfsClientLayer::LockKind::kPosix, nullptr, work)).value,
             EAGAIN);
-  ASSERT_TRUE(c.b_fs.getattr(file).has_value());  // its new boot reaches the server
+  ASSERT_TRUE(c.fs.engine.restart_client(c.b_fs));
   EXPECT_TRUE(a.set_lock(file, lock, NfsClientLayer::LockKind::kPosix, nullptr, work));
+  c.fs.volume.release(file);
+}
+
+// A lock request waiting when the power goes ends with EIO and holds nothing.
+TEST(NfsClientCrash, AWaitingLockEndsAtACrash) {
+  CrashedClient c;
+  NfsClientLayer& a = *c.fs.engine.nfs_client(c.fs.volume);
+  const uint64_t file = c.fs.create_open("db");
+  RecordLock lock;
+  lock.owner.id = 1;
+  Work work;
+  ASSERT_TRUE(a.set_lock(file, lock, NfsClientLayer::LockKind::kPosix, nullptr, work));
+  RecordLock other = lock;
+  other.owner.id = 2;
+  LockWait wait;
+  Result<void> taken = fail(EINVAL);
+  std::thread waiter([&] {
+    Work own;
+    taken = c.b.set_lock(file, other, NfsClientLayer::LockKind::kPosix, &wait, own);
+  });
+  wait_for_a_lock_waiter(c.b);
+  ASSERT_TRUE(c.fs.engine.crash_client(c.b_fs, false, 0));
+  waiter.join();
+  EXPECT_EQ(error_of(taken).value, EIO);
+  RecordLock unlock = lock;
+  unlock.type = LockType::kUnlock;
+  ASSERT_TRUE(a.set_lock(file, unlock, NfsClientLayer::LockKind::kPosix, nullptr, work));
+  EXPECT_TRUE(a.set_lock(file, lock, NfsClientLayer::LockKind::kPosix, nullptr, work))
+      << "B holds nothing";
   c.fs.volume.release(file);
 }
 
