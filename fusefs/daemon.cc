@@ -13,7 +13,7 @@
 #include <cstring>
 #include <filesystem>
 
-#include "fusefs/mount.h"
+#include "host/mount_checks.h"
 
 namespace mimicfs {
 namespace {

@@ -24,8 +24,8 @@
 #include <thread>
 #include <vector>
 
-#include "backends/engine.h"
-#include "backends/thread_annotations.h"
+#include "engine/base/thread_annotations.h"
+#include "engine/engine.h"
 #include "fusefs/fuse_adapter.h"
 #include "fusefs/fuse_session.h"
 

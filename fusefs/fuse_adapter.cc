@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "backends/caller.h"
+#include "engine/fs/caller.h"
 #include "fusefs/fuse_reply.h"
 #include "fusefs/lock_requests.h"
 #include "fusefs/request_credentials.h"

@@ -16,8 +16,8 @@
 #define FUSE_USE_VERSION 314
 #include <fuse_lowlevel.h>
 
-#include "backends/engine.h"
-#include "fusefs/control_files.h"
+#include "control/control_files.h"
+#include "engine/engine.h"
 #include "fusefs/fuse_channel.h"
 
 namespace mimicfs {

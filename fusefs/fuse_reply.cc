@@ -6,7 +6,7 @@
 #include <cstring>
 #include <vector>
 
-#include "backends/result.h"
+#include "engine/fs/result.h"
 
 namespace mimicfs {
 namespace {

@@ -23,7 +23,7 @@
 #include <variant>
 #include <vector>
 
-#include "backends/file_system.h"
+#include "engine/fs/file_system.h"
 
 namespace mimicfs {
 

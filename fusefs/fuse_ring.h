@@ -85,9 +85,9 @@
 #include <thread>
 #include <vector>
 
-#include "backends/fault_layer.h"
-#include "backends/record_locks.h"
-#include "backends/thread_annotations.h"
+#include "engine/base/thread_annotations.h"
+#include "engine/layers/fault_layer.h"
+#include "engine/nfs/record_locks.h"
 #include "fusefs/fuse_uring_abi.h"
 
 namespace mimicfs {

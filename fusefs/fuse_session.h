@@ -25,8 +25,8 @@
 #include <memory>
 #include <string>
 
-#include "backends/fault_layer.h"
-#include "backends/nfs_client_layer.h"
+#include "engine/layers/fault_layer.h"
+#include "engine/nfs/nfs_client_layer.h"
 #include "fusefs/fuse_ring.h"
 
 namespace mimicfs {

@@ -10,8 +10,8 @@
 #include <ctime>
 #include <utility>
 
-#include "backends/page_run_memory.h"
-#include "backends/timelines.h"  // Timelines::steady_ns, the engine's real clock
+#include "engine/data/page_run_memory.h"
+#include "engine/time/timelines.h"  // Timelines::steady_ns, the engine's real clock
 
 namespace mimicfs {
 namespace {

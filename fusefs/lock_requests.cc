@@ -3,8 +3,8 @@
 
 #include <sys/file.h>
 
-#include "backends/nfs_client_layer.h"
-#include "fusefs/control_files.h"
+#include "control/control_files.h"
+#include "engine/nfs/nfs_client_layer.h"
 #include "fusefs/fuse_adapter.h"
 
 namespace mimicfs {

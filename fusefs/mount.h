@@ -7,10 +7,10 @@
 #include <string>
 #include <vector>
 
-#include "backends/data_store.h"
-#include "backends/emulated_clock.h"
-#include "backends/host_data_store.h"
-#include "backends/profile.h"
+#include "engine/data/data_store.h"
+#include "engine/data/host_data_store.h"
+#include "engine/profile/profile.h"
+#include "engine/time/emulated_clock.h"
 #include "fusefs/fuse_adapter.h"
 #include "fusefs/fuse_session.h"
 
@@ -34,12 +34,6 @@ struct MountOptions {
   using IoUring = mimicfs::IoUring;
   IoUring io_uring = IoUring::kAuto;
 };
-
-// One-line reason the directory cannot be a mountpoint (missing, not a directory,
-// not empty, already a mount), or empty when it can.
-std::string check_mountpoint(const std::string& path);
-// One-line reason /dev/fuse cannot be used, or empty when it can.
-std::string check_fuse_device();
 
 // Mounts and serves until SIGINT, SIGTERM, SIGHUP or an unmount. Without
 // `foreground` it returns in the parent (kExitOk) once the mount is in place and

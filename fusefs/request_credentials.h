@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// RequestCredentials: the Credentials (backends/caller.h) of the program a
+// RequestCredentials: the Credentials (engine/fs/caller.h) of the program a
 // FUSE request comes from. The kernel passes its filesystem uid and gid and
 // its thread id; its supplementary groups and capabilities are read from
 // /proc/TID/task/TID/status (as libfuse's fuse_req_getgroups reads the
@@ -12,7 +12,7 @@
 #include <optional>
 #include <vector>
 
-#include "backends/caller.h"
+#include "engine/fs/caller.h"
 
 namespace mimicfs {
 

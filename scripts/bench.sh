@@ -150,7 +150,7 @@ fi
 cmake --build "$build" --target mimicfs mimicfs_bench mimicfs_stats_bench mimicfs_extent_bench \
   mimicfs_commit_bench \
   ${JOBS:+--parallel "$JOBS"} >&2
-mimicfs="$(realpath "$build/fusefs/mimicfs")"
+mimicfs="$(realpath "$build/cli/mimicfs")"
 bench="$(realpath "$build/tests/mimicfs_bench")"
 stats_bench="$(realpath "$build/tests/mimicfs_stats_bench")"
 extent_bench="$(realpath "$build/tests/mimicfs_extent_bench")"

@@ -14,7 +14,7 @@ packages=(
   liburing-dev  # FUSE over io_uring (fusefs/fuse_ring.h)
   libgtest-dev libfmt-dev libspdlog-dev
   libcli11-dev nlohmann-json3-dev libtomlplusplus-dev
-  libabsl-dev  # absl::btree_map (backends/block_range_set.h)
+  libabsl-dev  # absl::btree_map (engine/space/block_range_set.h)
   attr
   xfsprogs e2fsprogs btrfs-progs  # mkfs.xfs, xfs_db, mkfs.ext4, dumpe2fs, mkfs.btrfs: the geometry test (mkfs_geometry_test.cc)
   fio  # real software on the mount: the fio scenario (tools/scenario_driver.cc)

@@ -13,7 +13,7 @@ mkdir -p "$out"
 out="$(cd "$out" && pwd)"  # file:// needs an absolute path
 "$root/scripts/bootstrap.sh" --with chromium
 "$root/scripts/build.sh" >/dev/null
-mimicfs="$root/build/fusefs/mimicfs"
+mimicfs="$root/build/cli/mimicfs"
 driver="$root/build/tools/mimicfs-scenarios"
 
 draw() {  # draw NAME MIMICFS-RUN-OPTIONS...

@@ -28,7 +28,7 @@ while [ $# -gt 0 ]; do
 done
 "$root/scripts/bootstrap.sh" --with python3 postgresql
 "$root/scripts/build.sh" >/dev/null
-mimicfs="$root/build/fusefs/mimicfs"
+mimicfs="$root/build/cli/mimicfs"
 t="$(printf %q "$root/tests/crashtest")"  # quoted for the sh -c command lines
 
 for profile in ext4 btrfs; do

@@ -13,5 +13,5 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 [ -r "$1" ] || { echo "fidelity.sh: cannot read $1" >&2; exit 2; }
 "$root/scripts/bootstrap.sh" --with python3
 "$root/scripts/build.sh" >/dev/null
-exec python3 "$root/scripts/fidelity.py" "$@" --mimicfs "$root/build/fusefs/mimicfs" \
+exec python3 "$root/scripts/fidelity.py" "$@" --mimicfs "$root/build/cli/mimicfs" \
   --workload "$root/build/tools/mimicfs-workload" --scenarios "$root/build/tools/mimicfs-scenarios"

@@ -18,5 +18,5 @@ cp -r "$root/python" "$work/src"
 "$work/venv/bin/pip" install --quiet --no-build-isolation --no-deps --no-index "$work/src"
 # From elsewhere than the sources, so the installed package is what is tested.
 cd "$work"
-MIMICFS_BINARY="$root/build/fusefs/mimicfs" \
+MIMICFS_BINARY="$root/build/cli/mimicfs" \
   "$work/venv/bin/python" -m pytest -q -p no:cacheprovider -p pytester "$work/src/tests" "$@"

@@ -44,9 +44,9 @@
 #include <string>
 #include <vector>
 
-#include "backends/engine.h"
-#include "backends/memory_data_store.h"
-#include "backends/profile.h"
+#include "engine/data/memory_data_store.h"
+#include "engine/engine.h"
+#include "engine/profile/profile.h"
 
 namespace mimicfs {
 namespace {

@@ -20,9 +20,9 @@
 #include <string>
 #include <thread>
 
-#include "backends/memory_data_store.h"
-#include "backends/profile.h"
-#include "backends/wall_clock.h"
+#include "engine/data/memory_data_store.h"
+#include "engine/profile/profile.h"
+#include "engine/time/wall_clock.h"
 #include "fusefs/fuse_adapter.h"
 #include "fusefs/fuse_session.h"
 #include "tests/support/mounted_volume.h"

@@ -266,7 +266,7 @@ INSTANTIATE_TEST_SUITE_P(Profiles, Seed004,
 
 
 // ---------------------------------------------------------------------------
-// Concurrent O_SYNC writers (backends/timelines.h). Each 32 KiB O_SYNC write
+// Concurrent O_SYNC writers (engine/time/timelines.h). Each 32 KiB O_SYNC write
 // crosses the device and waits for a journal commit. Writers' requests
 // overlap, and the changes made while a commit runs go into the next commit,
 // which their writers share. So two writers take less than twice one's time

@@ -18,9 +18,9 @@
 #include <string_view>
 #include <vector>
 
-#include "backends/mkfs_geometry.h"
-#include "backends/memory_data_store.h"
-#include "backends/volume.h"
+#include "engine/core/volume.h"
+#include "engine/data/memory_data_store.h"
+#include "engine/space/mkfs_geometry.h"
 #include "tests/unit/volume_fixture.h"
 
 namespace mimicfs {

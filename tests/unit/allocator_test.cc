@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "backends/allocator.h"
-#include "backends/mkfs_geometry.h"
+#include "engine/space/allocator.h"
+#include "engine/space/mkfs_geometry.h"
 
 #include <gtest/gtest.h>
 

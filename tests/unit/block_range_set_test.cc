@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "backends/block_range_set.h"
+#include "engine/space/block_range_set.h"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "backends/cost_layer.h"
+#include "engine/layers/cost_layer.h"
 
 #include <gtest/gtest.h>
 

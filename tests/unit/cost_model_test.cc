@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "backends/cost_model.h"
+#include "engine/time/cost_model.h"
 
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <limits>
 
-#include "backends/profile.h"
+#include "engine/profile/profile.h"
 
 namespace mimicfs {
 namespace {

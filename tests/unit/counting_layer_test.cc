@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "backends/counting_layer.h"
+#include "engine/layers/counting_layer.h"
 
 #include <gtest/gtest.h>
 

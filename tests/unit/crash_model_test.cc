@@ -22,7 +22,7 @@
 #include <string_view>
 #include <vector>
 
-#include "backends/block_range_set.h"
+#include "engine/space/block_range_set.h"
 #include "tests/unit/volume_fixture.h"
 
 namespace mimicfs {

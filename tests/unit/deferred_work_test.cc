@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "backends/deferred_work.h"
+#include "engine/time/deferred_work.h"
 
 #include <gtest/gtest.h>
 
-#include "backends/cost_model.h"
+#include "engine/time/cost_model.h"
 
 #include <vector>
 

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "backends/durability.h"
+#include "engine/durability/durability.h"
 
-#include "backends/memory_data_store.h"
-#include "backends/page_run_memory.h"
+#include "engine/data/memory_data_store.h"
+#include "engine/data/page_run_memory.h"
 
 #include <gtest/gtest.h>
 

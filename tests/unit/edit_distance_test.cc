@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // edit_distance: what names the closest command or profile key to a typo.
-#include "backends/edit_distance.h"
+#include "engine/base/edit_distance.h"
 
 #include <gtest/gtest.h>
 

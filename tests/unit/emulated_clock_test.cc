@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "backends/emulated_clock.h"
+#include "engine/time/emulated_clock.h"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "backends/extent_map.h"
+#include "engine/space/extent_map.h"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "backends/extent_references.h"
+#include "engine/space/extent_references.h"
 
 #include <gtest/gtest.h>
 

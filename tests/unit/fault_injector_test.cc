@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "backends/fault_injector.h"
+#include "engine/layers/fault_injector.h"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>

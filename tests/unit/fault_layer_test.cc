@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "backends/fault_layer.h"
+#include "engine/layers/fault_layer.h"
 
 #include <gtest/gtest.h>
 
@@ -9,7 +9,7 @@
 #include <thread>
 #include <vector>
 
-#include "backends/caller.h"
+#include "engine/fs/caller.h"
 #include "tests/unit/volume_fixture.h"
 
 namespace mimicfs {

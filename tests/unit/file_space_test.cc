@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "backends/file_space.h"
+#include "engine/space/file_space.h"
 
 #include <gtest/gtest.h>
 

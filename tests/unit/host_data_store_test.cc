@@ -2,7 +2,7 @@
 // HostDataStore: contents in sparse host files under a data directory, as
 // sparse as the emulated file, and a directory refused with one line when it
 // cannot be used, with nothing in it overwritten.
-#include "backends/host_data_store.h"
+#include "engine/data/host_data_store.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>

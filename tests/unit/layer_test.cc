@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "backends/layer.h"
+#include "engine/layers/layer.h"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "backends/memory_data_store.h"
+#include "engine/data/memory_data_store.h"
 
 #include <gtest/gtest.h>
 

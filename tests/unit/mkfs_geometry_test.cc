@@ -4,9 +4,9 @@
 // dumpe2fs, debugfs and btrfs inspect-internal read the images). Skipped where
 // the tools are missing, unless MIMICFS_REQUIRE_MKFS=1 (CI installs xfsprogs,
 // e2fsprogs and btrfs-progs).
-#include "backends/mkfs_geometry.h"
+#include "engine/space/mkfs_geometry.h"
 
-#include "backends/profile.h"
+#include "engine/profile/profile.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>

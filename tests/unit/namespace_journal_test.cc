@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "backends/namespace_journal.h"
+#include "engine/namespace/namespace_journal.h"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "backends/page_cache.h"
+#include "engine/durability/page_cache.h"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "backends/page_run_memory.h"
+#include "engine/data/page_run_memory.h"
 
-#include "backends/memory_data_store.h"
+#include "engine/data/memory_data_store.h"
 
 #include <gtest/gtest.h>
 #include <sys/mman.h>

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "backends/mkfs_geometry.h"
-#include "backends/placement_policy.h"
+#include "engine/space/mkfs_geometry.h"
+#include "engine/space/placement_policy.h"
 
 #include <gtest/gtest.h>
 

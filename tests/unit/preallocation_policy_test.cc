@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "backends/preallocation_policy.h"
+#include "engine/space/preallocation_policy.h"
 
 #include <gtest/gtest.h>
 

@@ -7,7 +7,7 @@
 #include <string_view>
 #include <vector>
 
-#include "backends/profile.h"
+#include "engine/profile/profile.h"
 
 namespace mimicfs {
 namespace {

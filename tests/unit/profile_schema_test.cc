@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "backends/profile_schema.h"
+#include "engine/profile/profile_schema.h"
 
 #include <gtest/gtest.h>
 
@@ -26,7 +26,7 @@ TEST(ProfileSchema, TheDocsKeyTableIsTheSchemasOwn) {
   ASSERT_NE(from, std::string::npos);
   ASSERT_NE(to, std::string::npos);
   EXPECT_EQ(doc.substr(from + 1, to - from - 1), profile_keys_markdown())
-      << "regenerate with: build/fusefs/mimicfs profiles keys";
+      << "regenerate with: build/cli/mimicfs profiles keys";
 }
 
 TEST(ProfileSchema, EveryKeyIsDeclaredOnceWithHelp) {

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "backends/mkfs_geometry.h"
-#include "backends/profile.h"
+#include "engine/profile/profile.h"
+#include "engine/space/mkfs_geometry.h"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>

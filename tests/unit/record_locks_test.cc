@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // RecordLocks: the server's byte-range locks, as posix_lock_inode keeps them.
-#include "backends/record_locks.h"
+#include "engine/nfs/record_locks.h"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "backends/segment_slots.h"
+#include "engine/data/segment_slots.h"
 
 #include <gtest/gtest.h>
 #include <sys/mman.h>

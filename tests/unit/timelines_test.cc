@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "backends/timelines.h"
+#include "engine/time/timelines.h"
 
 #include <gtest/gtest.h>
 

@@ -17,9 +17,9 @@
 #include <string_view>
 #include <vector>
 
-#include "backends/engine.h"
-#include "backends/memory_data_store.h"
-#include "backends/volume.h"
+#include "engine/core/volume.h"
+#include "engine/data/memory_data_store.h"
+#include "engine/engine.h"
 
 namespace mimicfs {
 

@@ -15,9 +15,9 @@
 #include <string>
 #include <vector>
 
-#include "backends/engine.h"
-#include "backends/host_data_store.h"
-#include "backends/memory_data_store.h"
+#include "engine/data/host_data_store.h"
+#include "engine/data/memory_data_store.h"
+#include "engine/engine.h"
 #include "tests/unit/volume_fixture.h"
 
 namespace mimicfs {

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "backends/volume.h"
+#include "engine/core/volume.h"
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -20,7 +20,7 @@
 #include <string_view>
 #include <vector>
 
-#include "backends/memory_data_store.h"
+#include "engine/data/memory_data_store.h"
 #include "tests/unit/volume_fixture.h"
 
 namespace mimicfs {

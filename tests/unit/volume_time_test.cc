@@ -12,9 +12,9 @@
 #include <string_view>
 #include <vector>
 
-#include "backends/cost_model.h"
-#include "backends/durability.h"
-#include "backends/volume.h"
+#include "engine/core/volume.h"
+#include "engine/durability/durability.h"
+#include "engine/time/cost_model.h"
 #include "tests/unit/volume_fixture.h"
 
 namespace mimicfs {
