@@ -2,12 +2,9 @@
 #include "engine/core/volume.h"
 
 #include <fcntl.h>
-#include <linux/falloc.h>
 #include <linux/fs.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-#include <algorithm>
 
 namespace mimicfs {
 namespace {
@@ -110,42 +107,6 @@ void Volume::free_storage_locked(const std::shared_ptr<Inode>& inode, Work& work
 // ---------------------------------------------------------------------------
 // Namespace
 
-Result<Attributes> Volume::getattr(uint64_t inode, Work&) {
-  auto node = namespace_.find(inode);
-  if (!node) return fail(ENOENT);
-  std::lock_guard lock(node->mutex);
-  return node->attributes(profile_);
-}
-
-Result<Attributes> Volume::setattr(uint64_t inode, const AttributeChanges& changes, Work& work) {
-  auto node = namespace_.find(inode);
-  if (!node) return fail(ENOENT);
-  work.file = node->number;
-  std::lock_guard lock(node->mutex);
-  if (node->is_regular()) before_attribute_change(*node, work);
-  auto attributes = do_setattr(*node, changes);
-  if (!attributes) return attributes;
-  ++work.metadata_updates;
-  if (node->is_regular()) after_attribute_change(*node);
-  return attributes;
-}
-
-void Volume::note_blocks_change(const Inode& node, uint64_t blocks_before, Work& work) {
-  if (node.file->space().blocks() != blocks_before) work.changed_attributes.push_back(node.number);
-}
-
-void Volume::before_attribute_change(Inode& node, Work& work) {
-  // As nfs_setattr and nfs42_proc_deallocate: the client writes back and commits
-  // the file before it sends the change.
-  if (attributes_synchronous_) node.file->sync(0, kMaxFileSize, work);
-}
-
-void Volume::after_attribute_change(Inode& node, uint64_t allocated_end) {
-  // The server commits SETATTR, ALLOCATE and DEALLOCATE before it replies.
-  if (attributes_synchronous_) node.file->commit_attributes(allocated_end);
-  note_uncommitted_locked(node);
-}
-
 void Volume::note_uncommitted_locked(Inode& node) {
   if (!journal_commits_files_ || node.in_journal || !node.file->unsynced()) return;
   node.in_journal = true;
@@ -169,98 +130,6 @@ void Volume::commit_journal_files() {
     if (node->nlink == 0 && node->pending_removals > 0) continue;
     node->file->commit();
   }
-}
-
-namespace {
-
-// Whether `caller` owns `node` or may write it, by its mode: who the kernel's
-// own privilege removal (file_remove_privs) comes from.
-bool owns_or_may_write(const Inode& node, const Credentials& caller) REQUIRES(node.mutex) {
-  if (caller.uid() == node.uid) return true;
-  const uint32_t bits = caller.in_group(node.gid) ? node.permissions >> 3 : node.permissions;
-  return (bits & S_IWOTH) != 0;
-}
-
-}  // namespace
-
-bool Volume::kill_suidgid_locked(Inode& node, SetIdClearing why) {
-  if (why == SetIdClearing::kNone || node.is_directory()) return false;
-  if (why == SetIdClearing::kModification && !node.is_regular()) return false;
-  // The kernel flags every write by a caller without CAP_FSETID, whatever the
-  // file: most come here with nothing to clear, and ask the caller nothing.
-  const auto capability = node.xattrs.find("security.capability");
-  const bool has_capability = capability != node.xattrs.end();
-  if ((node.permissions & (S_ISUID | S_ISGID)) == 0 && !has_capability) return false;
-  const Credentials* caller = CallerScope::credentials();
-  bool clear_set_id = true;
-  if (why == SetIdClearing::kPrivilegeRemoval && caller != nullptr) {
-    // A capable caller's removal takes only security.capability (the kernel
-    // kills no bit for it). One from a caller that neither owns nor may write
-    // the file is a chown(-1, -1), which ext4 refuses: nothing changes.
-    clear_set_id = !caller->has_fsetid();
-    if (clear_set_id && !owns_or_may_write(node, *caller)) return false;
-  } else if (why == SetIdClearing::kPrivilegeRemoval) {
-    clear_set_id = false;
-  }
-  // security.capability goes with any of them (ATTR_KILL_PRIV:
-  // security_inode_killpriv).
-  bool changed = false;
-  if (has_capability) {
-    node.xattrs.erase(capability);
-    changed = true;
-  }
-  if (clear_set_id) {
-    uint32_t kept = node.permissions & ~S_ISUID;
-    // setattr_should_drop_sgid: with group execute it goes; without, unless
-    // the caller is in the file's group or (not for a modification, whose
-    // caller lacks it by the kernel's word) holds CAP_FSETID.
-    if (kept & S_ISGID) {
-      const bool may_keep_sgid =
-          !(kept & S_IXGRP) &&
-          (caller == nullptr || caller->in_group(node.gid) ||
-           (why != SetIdClearing::kModification && caller->has_fsetid()));
-      if (!may_keep_sgid) kept &= ~S_ISGID;
-    }
-    changed |= kept != node.permissions;
-    node.permissions = kept;
-  }
-  if (changed) node.ctime = clock_.now();
-  return changed;
-}
-
-Result<Attributes> Volume::do_setattr(Inode& node, const AttributeChanges& changes) {
-  const timespec now = clock_.now();
-  if (changes.size) {
-    if (node.is_directory()) return fail(EISDIR);
-    if (!node.is_regular()) return fail(EINVAL);
-    if (*changes.size > kMaxFileSize) return fail(EFBIG);
-    // xfs_setattr_size: truncate(2) (no time asked for) to 0 of an empty file
-    // with no blocks returns before anything, set-ID bits included.
-    const bool only_size = !changes.mode && !changes.uid && !changes.gid && !changes.atime &&
-                           !changes.mtime && !changes.by_descriptor;
-    if (profile_.truncate_empty_shortcut && only_size && *changes.size == 0 &&
-        node.file->size() == 0 && node.file->space().blocks() == 0) {
-      return node.attributes(profile_);
-    }
-  }
-  kill_suidgid_locked(node, changes.kill_suidgid);
-  if (changes.size) {
-    // A size change touches the mtime, and so does any ftruncate; truncate(2)
-    // to the same size only on ext4.
-    if (*changes.size != node.file->size() || changes.by_descriptor ||
-        profile_.truncate_same_size_updates_times) {
-      node.mtime = now;
-    }
-    node.file->truncate(*changes.size);
-  }
-  if (changes.mode) node.permissions = *changes.mode & 07777;
-  if (changes.uid) node.uid = *changes.uid;
-  if (changes.gid) node.gid = *changes.gid;
-  auto resolve = [&](timespec t) { return t.tv_nsec == UTIME_NOW ? now : t; };
-  if (changes.atime && changes.atime->tv_nsec != UTIME_OMIT) node.atime = resolve(*changes.atime);
-  if (changes.mtime && changes.mtime->tv_nsec != UTIME_OMIT) node.mtime = resolve(*changes.mtime);
-  node.ctime = now;
-  return node.attributes(profile_);
 }
 
 Result<Attributes> Volume::lookup(uint64_t parent, const std::string& name, Work&) {
@@ -418,173 +287,6 @@ void Volume::release(uint64_t inode, Work& work) {
   }
 }
 
-Result<std::shared_ptr<Inode>> Volume::file_for_io(uint64_t inode, uint64_t offset, uint64_t length,
-                                                   int flags) {
-  auto node = namespace_.find(inode);
-  if (!node) return fail(ENOENT);
-  if (node->is_directory()) return fail(EISDIR);
-  if (!node->is_regular()) return fail(EINVAL);
-  // The kernel checks no alignment for FUSE; the emulated device does, as
-  // ext4 and xfs do for O_DIRECT (NFS has no constraint: logical_block_size 1).
-  if ((flags & O_DIRECT) &&
-      (offset % profile_.logical_block_size != 0 || length % profile_.logical_block_size != 0)) {
-    return fail(EINVAL);
-  }
-  return node;
-}
-
-Result<size_t> Volume::read(uint64_t inode, uint64_t offset, std::span<std::byte> out, int flags,
-                            Work& work) {
-  auto found = file_for_io(inode, offset, out.size(), flags);
-  if (!found) return std::unexpected(found.error());
-  Inode& node = **found;
-  work.file = node.number;
-  std::lock_guard lock(node.mutex);
-  return node.file->read(offset, out, (flags & O_DIRECT) != 0, work);
-}
-
-template <typename Attempt>
-auto Volume::retry_after_reclaim(Work& work, Attempt&& attempt) -> decltype(attempt()) {
-  const uint64_t boot = crashes();
-  auto result = attempt();
-  if (result || result.error().value != ENOSPC || !profile_.background_reclaim) return result;
-  // As xfs: flush the queue (tasks another thread is running included) and
-  // retry once, whatever the flush freed.
-  deferred_.flush();
-  work.waited_for_deferred = true;
-  if (crashes() != boot) return fail(EIO);  // the power went meanwhile
-  return attempt();
-}
-
-Result<size_t> Volume::write(uint64_t inode, uint64_t offset, std::span<const std::byte> data,
-                             int flags, Work& work) {
-  return retry_after_reclaim(work, [&] { return do_write(inode, offset, data, flags, work); });
-}
-
-Result<size_t> Volume::do_write(uint64_t inode, uint64_t offset, std::span<const std::byte> data,
-                                int flags, Work& work) {
-  auto found = file_for_io(inode, offset, data.size(), flags);
-  if (!found) return std::unexpected(found.error());
-  Inode& node = **found;
-  work.file = node.number;
-  const uint32_t flushes_before = work.flushes;  // copy_range writes chunks into one Work
-  {
-    std::lock_guard lock(node.mutex);
-    // Before the data, as file_remove_privs: a failed write has cleared them too.
-    if ((flags & kKillSuidgid) && kill_suidgid_locked(node, SetIdClearing::kModification)) {
-      work.changed_attributes.push_back(node.number);  // the kernel drops size, not mode
-    }
-    auto written = node.file->write(offset, data, flags, work);
-    if (!written || *written == 0) return written;
-    node.mtime = node.ctime = clock_.now();
-    note_uncommitted_locked(node);
-  }
-  if (flags & O_DSYNC) {
-    // Its commit is fsync's: on a journal every namespace change, and every
-    // other file's changes, go with it. A flush alone (O_DSYNC over blocks
-    // written in place, RegularFile::write) commits no transaction.
-    const bool in_place = work.flushes > flushes_before;
-    if (namespace_.commit(node.number, /*only_its_creation=*/false, work)) {
-      if (in_place) {  // the journal's commit flushes the data too
-        --work.flushes;
-        ++work.commits;
-      }
-      commit_journal_files();
-    } else if (!in_place) {
-      commit_journal_files();
-    }
-  }
-  return data.size();
-}
-
-Result<size_t> Volume::copy_range(uint64_t in, uint64_t in_offset, uint64_t out,
-                                  uint64_t out_offset, uint64_t length, int flags, Work& work) {
-  // Overlapping ranges of one file, compared without overflow.
-  if (in == out && (in_offset <= out_offset ? out_offset - in_offset < length
-                                            : in_offset - out_offset < length)) {
-    return fail(EINVAL);
-  }
-  // In chunks, each read then written: one request, the work of both. A power
-  // cut between chunks ends it: what follows would land on the crashed volume.
-  constexpr uint64_t kChunk = 1 << 20;
-  const uint64_t boot = crashes();
-  std::vector<std::byte> buffer(std::min(length, kChunk));
-  uint64_t copied = 0;
-  const auto partial = [&](Errno error) -> Result<size_t> {
-    if (copied > 0) return copied;
-    return std::unexpected(error);
-  };
-  while (copied < length) {
-    if (crashes() != boot) return partial(Errno{EIO});
-    const std::span<std::byte> chunk(buffer.data(), std::min(length - copied, kChunk));
-    auto got = read(in, in_offset + copied, chunk, 0, work);
-    if (!got) return partial(got.error());
-    if (*got == 0) break;  // the source's end
-    auto put = write(out, out_offset + copied, chunk.first(*got), flags & (O_SYNC | O_DSYNC), work);
-    if (!put) return partial(put.error());
-    copied += *got;
-    if (*got < chunk.size()) break;
-  }
-  work.bytes = copied;
-  work.file = out;
-  return copied;
-}
-
-Result<void> Volume::do_fallocate(Inode& node, int mode, uint64_t offset, uint64_t length,
-                                  Work& work) {
-  FallocateMode kind;
-  if (mode == 0) {
-    kind = FallocateMode::kAllocate;
-  } else if (mode == FALLOC_FL_KEEP_SIZE) {
-    kind = FallocateMode::kKeepSize;
-  } else if (mode == (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE)) {
-    kind = FallocateMode::kPunchHole;
-  } else if ((mode & ~FALLOC_FL_KEEP_SIZE) == FALLOC_FL_ZERO_RANGE) {
-    kind = FallocateMode::kZeroRange;
-  } else {
-    return fail(EOPNOTSUPP);
-  }
-  if (!profile_.supports(kind)) return fail(EOPNOTSUPP);
-  if (node.is_directory()) return fail(EISDIR);
-  if (!node.is_regular()) return fail(ENODEV);
-  const uint64_t size_before = node.file->size();
-  // NFS 4.2's client writes the file back before a DEALLOCATE, not an ALLOCATE.
-  if (kind == FallocateMode::kPunchHole) before_attribute_change(node, work);
-  if (auto done =
-          node.file->fallocate(kind, (mode & FALLOC_FL_KEEP_SIZE) != 0, offset, length, work);
-      !done) {
-    return done;
-  }
-  const bool sets_size = kind == FallocateMode::kAllocate && !(mode & FALLOC_FL_KEEP_SIZE);
-  after_attribute_change(node, sets_size ? offset + length : 0);
-  const timespec now = clock_.now();
-  if (node.file->size() != size_before) node.mtime = now;
-  node.ctime = now;
-  return {};
-}
-
-Result<void> Volume::fallocate(uint64_t inode, int mode, uint64_t offset, uint64_t length,
-                               Work& work) {
-  return retry_after_reclaim(work,
-                             [&] { return fallocate_once(inode, mode, offset, length, work); });
-}
-
-Result<void> Volume::fallocate_once(uint64_t inode, int mode, uint64_t offset, uint64_t length,
-                                    Work& work) {
-  auto node = namespace_.find(inode);
-  if (!node) return fail(ENOENT);
-  work.file = node->number;
-  std::lock_guard lock(node->mutex);
-  if (auto done = do_fallocate(*node, mode, offset, length, work); !done) return done;
-  if (mode & FALLOC_FL_PUNCH_HOLE) {
-    ++work.punches;
-    work.bytes = length;
-  } else {
-    ++work.fallocates;
-  }
-  return {};
-}
-
 Result<void> Volume::fsync(uint64_t inode, bool datasync, Work& work) {
   auto node = namespace_.find(inode);
   if (!node) return fail(ENOENT);
@@ -616,15 +318,6 @@ Result<void> Volume::fsync(uint64_t inode, bool datasync, Work& work) {
   // fdatasync of overwrites in place commits none.
   if ((committed && !in_place) || journal) commit_journal_files();
   return {};
-}
-
-Result<uint64_t> Volume::seek(uint64_t inode, uint64_t offset, int whence, Work&) {
-  if (whence != SEEK_DATA && whence != SEEK_HOLE) return fail(EINVAL);
-  auto node = namespace_.find(inode);
-  if (!node) return fail(ENOENT);
-  if (!node->is_regular()) return fail(EINVAL);
-  std::lock_guard lock(node->mutex);
-  return node->file->seek(offset, whence);
 }
 
 Result<FilesystemStats> Volume::statfs(Work&) {
