@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <random>
+#include <regex>
 #include <sstream>
 #include <vector>
 
@@ -41,6 +42,7 @@ struct Outcome {
   int check_status = 0;
   bool check_timed_out = false;
   bool workload_timed_out = false;
+  std::optional<uint64_t> lost;  // the checker's lost=N
   std::string log;  // the commands' output
 };
 
@@ -89,7 +91,22 @@ struct Run {
   bool workload_timed_out = false;
   int check_status = 0;
   bool check_timed_out = false;
+  std::optional<uint64_t> lost;  // the checker's last `lost=N` line
 };
+
+// The last `lost=N` line a checker printed into `log` from `offset` on.
+std::optional<uint64_t> reported_loss(const std::string& log, std::streamoff offset) {
+  std::ifstream in(log);
+  in.seekg(offset);
+  static const std::regex kLost(R"(^\s*lost=([0-9]+)\s*$)");
+  std::optional<uint64_t> lost;
+  for (std::string line; std::getline(in, line);) {
+    if (std::smatch match; std::regex_match(line, match, kLost)) {
+      lost = std::stoull(match[1].str());
+    }
+  }
+  return lost;
+}
 
 Run run_once(const CrashTestOptions& options, const std::string& rule, const std::string& scratch,
              const std::string& log) {
@@ -177,9 +194,12 @@ Run run_once(const CrashTestOptions& options, const std::string& rule, const std
     (void)(*mount)->ctl("fault clear");
     reap_orphans();
     if (run.error.empty() && SignalForwarding::received() == 0) {
+      std::error_code ec;
+      const auto before = std::filesystem::file_size(log, ec);
       const auto check = shell(options.check);
       run.check_status = check ? check->status : 127;
       run.check_timed_out = check && check->timed_out;
+      run.lost = reported_loss(log, ec ? 0 : static_cast<std::streamoff>(before));
     }
   }
   unsetenv("MIMICFS_MOUNT");
@@ -211,8 +231,13 @@ std::string rule_for(const CrashTestOptions& options, const Point& point) {
     return fmt::format("op={},path={},nth={},server=restart", options.ops, options.path,
                        point.nth);
   }
-  return fmt::format("op={},path={},nth={},crash={},restart=freeze", options.ops, options.path,
-                     point.nth, point.when);
+  std::string rule = fmt::format("op={},path={},nth={},crash={},restart=freeze", options.ops,
+                                 options.path, point.nth, point.when);
+  // Each point tears its own units: the seed is the run's and the point's.
+  if (options.writeback) {
+    rule += fmt::format(",writeback={},seed={}", *options.writeback, options.seed + point.nth);
+  }
+  return rule;
 }
 
 // Whether the point's event happened: a power cut, or the server's restart.
@@ -234,6 +259,12 @@ int run_crash_test(const CrashTestOptions& options) {
   }
   if (options.event != "power" && options.event != "server-restart") {
     return usage(fmt::format("--event {}: not power or server-restart", options.event));
+  }
+  if (options.writeback && !(*options.writeback >= 0 && *options.writeback <= 1)) {
+    return usage(fmt::format("--writeback {}: not a fraction from 0 to 1", *options.writeback));
+  }
+  if (options.writeback && options.event != "power") {
+    return usage("--writeback needs --event power: a server's restart loses no write");
   }
   if (options.event == "server-restart" && !options.profile.nfs) {
     return usage(fmt::format("--event server-restart: profile {} has no server (not client.nfs)",
@@ -309,6 +340,7 @@ int run_crash_test(const CrashTestOptions& options) {
     outcome.check_status = run.check_status;
     outcome.check_timed_out = run.check_timed_out;
     outcome.workload_timed_out = run.workload_timed_out;
+    outcome.lost = run.lost;
     // What the crash fired on, without the rule's text.
     std::string operation = outcome.operation;
     if (const size_t colon = operation.rfind("\": "); colon != std::string::npos) {
@@ -316,11 +348,12 @@ int run_crash_test(const CrashTestOptions& options) {
     }
     operation = operation.substr(0, operation.rfind(" ("));  // the when column says it
     const bool ok = outcome.check_status == 0;
-    fmt::print("point {:>3}/{}  {:>8} {:<6} {:<40} {}{}\n", i + 1, points.size(), points[i].nth,
+    fmt::print("point {:>3}/{}  {:>8} {:<6} {:<40} {}{}{}\n", i + 1, points.size(), points[i].nth,
                points[i].when, outcome.reached ? operation : "(not reached)",
                ok ? "check ok"
                   : fmt::format("CHECK FAILED (status {}{})", outcome.check_status,
                                 outcome.check_timed_out ? ", timed out" : ""),
+               outcome.lost ? fmt::format("  lost={}", *outcome.lost) : "",
                outcome.workload_timed_out ? " (the workload timed out)" : "");
     if (!outcome.reached) ++unreached;
     if (!ok) {
@@ -341,6 +374,19 @@ int run_crash_test(const CrashTestOptions& options) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   fmt::print("crashtest: {} points, {} failed, {} not reached, {:.1f} s\n", outcomes.size(), failed,
              unreached, seconds);
+  // What the checker reported lost, over the points where it said.
+  uint64_t lost_points = 0, lost_total = 0, lost_max = 0, lost_nonzero = 0;
+  for (const Outcome& o : outcomes) {
+    if (!o.lost) continue;
+    ++lost_points;
+    lost_total += *o.lost;
+    lost_max = std::max(lost_max, *o.lost);
+    if (*o.lost > 0) ++lost_nonzero;
+  }
+  if (lost_points > 0) {
+    fmt::print("crashtest: lost {} in all at {} of the {} points that reported it (at most {})\n",
+               lost_total, lost_nonzero, lost_points, lost_max);
+  }
   // A workload that never reaches its points tested nothing: it does not pass.
   const bool none_reached = !outcomes.empty() && unreached == outcomes.size();
   if (none_reached) {
@@ -358,7 +404,8 @@ int run_crash_test(const CrashTestOptions& options) {
                          {"reached", o.reached},
                          {"operation", o.operation},
                          {"workload_status", o.workload_status},
-                         {"check_status", o.check_status}});
+                         {"check_status", o.check_status},
+                         {"lost", o.lost ? nlohmann::json(*o.lost) : nlohmann::json(nullptr)}});
     }
     std::ofstream(options.json_out) << nlohmann::json{{"profile", options.profile.name},
                                                       {"seed", options.seed},
@@ -366,13 +413,24 @@ int run_crash_test(const CrashTestOptions& options) {
                                                       {"failed", failed},
                                                       {"not_reached", unreached},
                                                       {"seconds", seconds},
+                                                      {"writeback", options.writeback
+                                                                        ? nlohmann::json(*options.writeback)
+                                                                        : nlohmann::json(nullptr)},
+                                                      {"lost", {{"points", lost_points},
+                                                                {"nonzero", lost_nonzero},
+                                                                {"total", lost_total},
+                                                                {"max", lost_max}}},
                                                       {"points", results}}
                                            .dump(2)
                                     << "\n";
   }
-  // The logs stay when a check failed, for the report above.
+  // The logs stay when a check failed, for the report above, or when asked.
   std::error_code ec;
-  if (failed == 0) std::filesystem::remove_all(work, ec);
+  if (options.keep_logs) {
+    fmt::print("crashtest: every point's log is in {}\n", work);
+  } else if (failed == 0) {
+    std::filesystem::remove_all(work, ec);
+  }
   if (SignalForwarding::received() != 0) return 128 + SignalForwarding::received();
   return failed == 0 && !none_reached ? kExitOk : kExitFailure;
 }
@@ -411,6 +469,14 @@ void add_crashtest_command(CLI::App& app, CommandAction& action) {
   command->add_option("--timeout", choice->timeout_seconds,
                       "Seconds each command may run (default 120)");
   command->add_option("--json", options.json_out, "Write the results here as JSON");
+  command
+      ->add_option("--writeback", options.writeback,
+                   "At each power cut a fraction P (0 to 1) of the units of unsynced in-place "
+                   "overwrites persist, torn writes drawn from --seed and the point")
+      ->check(CLI::Range(0.0, 1.0));
+  command->add_flag("--keep-logs", options.keep_logs,
+                    "Keep every point's log (point-N.log in the directory printed), not only "
+                    "the failed points'");
   command->callback([choice, &action] {
     action = [choice] {
       auto profile = chosen_profile(choice->profile);

@@ -14,6 +14,10 @@
 // directory outside it that survives the crash (where a workload records what
 // it was told is durable, for the checker).
 //
+// A checker may print a line `lost=N`: how much a workload allowed to lose its
+// last transactions lost at that point (SQLite's WAL with synchronous=NORMAL).
+// The point's line, the summary and --json report it.
+//
 // Prints a line per point and a summary; exits 0 when every check passed, 1
 // when one failed (the rule to reproduce it is printed), 2 for bad input.
 #pragma once
@@ -21,6 +25,7 @@
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "cli/command_options.h"
@@ -43,6 +48,11 @@ struct CrashTestOptions {
   // restarts) or "server-restart" (an NFS server's restart before the
   // operation: the workload goes on, through the grace period).
   std::string event = "power";
+  // --writeback P: at each power cut a fraction P of the units of unsynced
+  // in-place overwrites persist (torn writes), drawn from the point's seed,
+  // as `ctl crash writeback=P` does. Unset: none persist.
+  std::optional<double> writeback;
+  bool keep_logs = false;             // keep every point's log, not only the failed ones'
   std::chrono::seconds timeout{120};  // per command
   std::string json_out;               // results as JSON ("": none)
 };

@@ -210,6 +210,65 @@ TEST_F(Run, CrashtestEndsWhatTheWorkloadLeftRunning) {
   EXPECT_NE(result.out.find("5 points, 0 failed"), std::string::npos) << result.out;
 }
 
+// --writeback P tears unsynced overwrites at the cut as `ctl crash writeback=P`
+// does: with P = 1 every unit of the overwrite persists, so a file overwritten
+// without fsync before the cut reads back new; without it, old.
+TEST_F(Run, CrashtestWritebackPersistsUnsyncedOverwrites) {
+  auto crashtest = [](std::vector<std::string> extra) {
+    std::vector<std::string> argv = {
+        mimicfs_binary(), "crashtest", "--profile", "ext4", "--points", "1", "--op", "fsync",
+        "--path", "/marker", "--when", "before", "--setup",
+        "head -c 8192 /dev/zero | tr '\\0' A > \"$MIMICFS_MOUNT/f\"", "--workload",
+        "head -c 8192 /dev/zero | tr '\\0' B | dd of=\"$MIMICFS_MOUNT/f\" conv=notrunc "
+        "status=none && printf x | dd of=\"$MIMICFS_MOUNT/marker\" conv=fsync status=none",
+        "--check", "grep -q B \"$MIMICFS_MOUNT/f\""};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    return run_command(argv);
+  };
+  const CommandResult torn = crashtest({"--writeback", "1"});
+  EXPECT_EQ(torn.exit_status, 0) << torn.out << torn.err;
+  EXPECT_NE(torn.out.find("1 points, 0 failed"), std::string::npos) << torn.out;
+  const CommandResult dropped = crashtest({});  // its logs stay in the test's TMPDIR
+  EXPECT_EQ(dropped.exit_status, 1) << dropped.out << dropped.err;
+  const CommandResult bad = crashtest({"--writeback", "1.5"});
+  EXPECT_EQ(bad.exit_status, 2) << bad.err;
+}
+
+// A checker's `lost=N` lines are collected: per point, in the summary and in
+// --json; --keep-logs keeps every point's log, passed or not.
+TEST_F(Run, CrashtestCollectsWhatTheCheckerLostAndKeepsLogs) {
+  const std::string json = make_temp_dir() + "/results.json";
+  auto read_file = [](const std::string& path) {
+    std::ifstream in(path);
+    return std::string((std::istreambuf_iterator<char>(in)), {});
+  };
+  const CommandResult result = run_command(
+      {mimicfs_binary(), "crashtest", "--profile", "ext4", "--points", "3", "--workload",
+       "for i in 1 2 3; do printf $i | dd of=\"$MIMICFS_MOUNT/f$i\" conv=fsync status=none; done",
+       "--check", "echo checked; n=$(ls \"$MIMICFS_MOUNT\" | wc -l); echo lost=$((3 - n))",
+       "--keep-logs", "--json", json});
+  EXPECT_EQ(result.exit_status, 0) << result.out << result.err;
+  EXPECT_NE(result.out.find("  lost="), std::string::npos) << result.out;
+  EXPECT_NE(result.out.find("of the 3 points that reported it"), std::string::npos) << result.out;
+  const nlohmann::json results = nlohmann::json::parse(read_file(json));
+  ASSERT_EQ(results["points"].size(), 3u) << results.dump(2);
+  uint64_t total = 0;
+  for (const auto& point : results["points"]) {
+    ASSERT_TRUE(point["lost"].is_number()) << point.dump();
+    total += point["lost"].get<uint64_t>();
+  }
+  EXPECT_EQ(results["lost"]["points"], 3);
+  EXPECT_EQ(results["lost"]["total"], total);
+  const size_t at = result.out.find("every point's log is in ");
+  ASSERT_NE(at, std::string::npos) << result.out;
+  const size_t start = at + std::string("every point's log is in ").size();
+  const std::string logs = result.out.substr(start, result.out.find('\n', start) - start);
+  for (const char* name : {"/point-1.log", "/point-2.log", "/point-3.log"}) {
+    EXPECT_TRUE(std::filesystem::exists(logs + name)) << logs << name;
+  }
+  EXPECT_NE(read_file(logs + "/point-1.log").find("checked"), std::string::npos);
+}
+
 TEST_F(Run, CrashtestBadInputIsAUsageError) {
   const CommandResult no_check = run_command({mimicfs_binary(), "crashtest", "--workload", "true"});
   EXPECT_EQ(no_check.exit_status, 2) << no_check.err;
