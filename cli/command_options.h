@@ -42,7 +42,7 @@ void add_time_options(CLI::App& command, TimeChoice& choice);
 // The daemon's own options: --log-level, --log-file, --attr-timeout, --io-uring.
 struct DaemonChoice {
   std::string log_level = "warn", log_file;
-  double attr_timeout = 1.0;
+  double attr_timeout = 1.0;  // mount sets AdapterOptions' default; run passes it on only when given
   std::string io_uring = "auto";
 };
 void add_daemon_options(CLI::App& command, DaemonChoice& choice);

@@ -80,7 +80,7 @@ void add_completion_command(CLI::App& app, CommandAction& action) {
       "Print a bash completion script (install it as "
       "/usr/share/bash-completion/completions/mimicfs, or source it)");
   command->add_option("SHELL", *shell, "bash")->required()->check(CLI::IsMember({"bash"}));
-  command->callback([&app, &action] {
+  command->callback([&app, &action, shell] {
     action = [&app] {
       std::vector<std::string> profiles;
       for (const BuiltinProfile& profile : builtin_profiles()) profiles.emplace_back(profile.name);

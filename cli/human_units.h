@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 namespace mimicfs {
 
@@ -24,6 +25,13 @@ inline std::string duration_text(uint64_t ns) {
   if (ns < 1'000'000) return fmt::format("{:.3f} us", ns / 1e3);
   if (ns < 1'000'000'000) return fmt::format("{:.3f} ms", ns / 1e6);
   return fmt::format("{:.3f} s", ns / 1e9);
+}
+
+// "file" for 1, "files" for 3; "directories" for 2.
+inline std::string noun(uint64_t n, std::string_view singular) {
+  if (n == 1) return std::string(singular);
+  if (singular.ends_with('y')) return fmt::format("{}ies", singular.substr(0, singular.size() - 1));
+  return fmt::format("{}s", singular);
 }
 
 }  // namespace mimicfs

@@ -106,6 +106,7 @@ int mount_client(const CLI::App& command, const MountChoice& choice) {
 
 void add_mount_command(CLI::App& app, CommandAction& action) {
   auto choice = std::make_shared<MountChoice>();
+  choice->daemon.attr_timeout = AdapterOptions{}.attr_timeout;  // the adapter's default
   CLI::App* command =
       app.add_subcommand("mount", "Mount an emulated volume on an empty directory");
   add_profile_options(*command, choice->profile);

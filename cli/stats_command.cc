@@ -118,17 +118,18 @@ void sort_rows(std::vector<FileRow>& rows, const std::string& key) {
   });
 }
 
-// "file" for 1, "files" for 3; "directories" for 2.
-std::string noun(uint64_t n, std::string_view singular) {
-  if (n == 1) return std::string(singular);
-  if (singular.ends_with('y')) return fmt::format("{}ies", singular.substr(0, singular.size() - 1));
-  return fmt::format("{}s", singular);
-}
-
-// A name cut in the middle to `width` columns: "/pg/base/5/...6_vm".
+// A path cut in the middle to `width` columns, keeping its file name whole and
+// as much of its directory's start as fits ("/base/16384/pg...ce/16400_vm"),
+// or, where the file name alone does not fit, keeping both ends of the path.
 std::string fit(const std::string& name, size_t width) {
   if (name.size() <= width) return name;
   if (width < 8) return name.substr(name.size() - width);
+  const size_t slash = name.rfind('/');
+  const std::string_view base =
+      slash == std::string::npos ? std::string_view() : std::string_view(name).substr(slash);
+  if (!base.empty() && base.size() + 3 <= width) {
+    return name.substr(0, width - 3 - base.size()) + "..." + std::string(base);
+  }
   const size_t tail = (width - 3) / 2 + (width - 3) % 2;
   return name.substr(0, width - 3 - tail) + "..." + name.substr(name.size() - tail);
 }
@@ -168,29 +169,49 @@ const std::vector<Column>& columns() {
   return all;
 }
 
-// The table: the name column as wide as the widest name, the columns that fit
-// in `width` (0: all) in rank order, names cut in the middle past 48 columns
-// when the width is short, the free-form last column cut at the edge.
+// The table in `width` columns (0: no limit). Whole columns only, never a
+// value cut: the name column gets at least a third of the width (or its
+// widest name), the figures' columns that fit beside it in rank order, the
+// free-form last column (extent sizes, a directory's files) when it fits
+// whole, and the name column whatever is left, names cut in the middle.
 void print_rows(const std::vector<FileRow>& rows, const std::vector<FileRow>& summaries,
                 std::string_view first, bool directories, size_t width) {
-  size_t name_width = first.size();
-  for (const FileRow& r : rows) name_width = std::max(name_width, r.name.size());
+  size_t widest = first.size();
+  for (const FileRow& r : rows) widest = std::max(widest, r.name.size());
   size_t label_width = 0;  // the summaries' labels are never cut
   for (const FileRow& r : summaries) label_width = std::max(label_width, r.name.size());
-  if (width > 0) name_width = std::min(name_width, std::max<size_t>(width / 3, 24));
-  name_width = std::max(name_width, label_width);
+  widest = std::max(widest, label_width);
+  const auto last_text = [&](const FileRow& r, bool summary) {
+    return directories ? std::to_string(r.files)
+           : summary   ? fmt::format("{} {}", r.files, noun(r.files, "file"))
+                       : r.extent_sizes;
+  };
+  size_t last_width = directories ? 5 : 12;  // the title's
+  for (const FileRow& r : rows) last_width = std::max(last_width, last_text(r, false).size());
+  for (const FileRow& r : summaries) last_width = std::max(last_width, last_text(r, true).size());
   std::vector<bool> shown(columns().size(), true);
+  const auto columns_width = [&] {
+    size_t used = 0;
+    for (size_t i = 0; i < columns().size(); ++i) {
+      if (shown[i]) used += 1 + columns()[i].width;
+    }
+    return used;
+  };
+  size_t name_width = widest;
+  bool show_last = true;
   if (width > 0) {
-    for (int rank = 5; rank > 1; --rank) {
-      size_t used = name_width;
-      for (size_t i = 0; i < columns().size(); ++i) {
-        if (shown[i]) used += 1 + columns()[i].width;
-      }
-      if (used <= width) break;
+    const size_t least_name = std::max(std::min(widest, std::max<size_t>(width / 3, 24)), label_width);
+    for (int rank = 5; rank >= 1 && least_name + columns_width() > width; --rank) {
       for (size_t i = 0; i < columns().size(); ++i) {
         if (columns()[i].rank == rank) shown[i] = false;
       }
     }
+    const size_t used = columns_width();
+    show_last = least_name + used + 2 + last_width <= width;
+    const size_t left = width > used + (show_last ? 2 + last_width : 0)
+                            ? width - used - (show_last ? 2 + last_width : 0)
+                            : 0;
+    name_width = std::clamp(left, std::min(least_name, widest), widest);
   }
   const auto line = [&](const std::string& name, const std::function<std::string(size_t)>& cell,
                         const std::string& last) {
@@ -198,8 +219,10 @@ void print_rows(const std::vector<FileRow>& rows, const std::vector<FileRow>& su
     for (size_t i = 0; i < columns().size(); ++i) {
       if (shown[i]) text += fmt::format(" {:>{}}", cell(i), columns()[i].width);
     }
-    if (!last.empty()) text += "  " + last;
+    if (show_last && !last.empty()) text += "  " + last;
+    // Only a width too narrow for a name and the first figures: a last resort.
     if (width > 0 && text.size() > width) text.resize(width);
+    while (!text.empty() && text.back() == ' ') text.pop_back();
     fmt::print("{}\n", text);
   };
   line(
@@ -207,10 +230,7 @@ void print_rows(const std::vector<FileRow>& rows, const std::vector<FileRow>& su
       directories ? "files" : "extent sizes");
   const auto print = [&](const FileRow& r, bool summary) {
     line(
-        r.name, [&](size_t i) { return columns()[i].text(r); },
-        directories ? std::to_string(r.files)
-        : summary   ? fmt::format("{} {}", r.files, noun(r.files, "file"))
-                    : r.extent_sizes);
+        r.name, [&](size_t i) { return columns()[i].text(r); }, last_text(r, summary));
   };
   for (const FileRow& r : rows) print(r, false);
   for (const FileRow& r : summaries) print(r, true);

@@ -16,6 +16,7 @@ packages=(
   libcli11-dev nlohmann-json3-dev libtomlplusplus-dev
   libabsl-dev  # absl::btree_map (engine/space/block_range_set.h)
   attr
+  python3  # scripts/check-layout.py, a CTest test
   xfsprogs e2fsprogs btrfs-progs  # mkfs.xfs, xfs_db, mkfs.ext4, dumpe2fs, mkfs.btrfs: the geometry test (mkfs_geometry_test.cc)
   fio  # real software on the mount: the fio scenario (tools/scenario_driver.cc)
 )

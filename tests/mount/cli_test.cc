@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 // The command line's promises: bad input gets one clear line and exit status 2,
 // and never leaves a half-mounted directory; a signal unmounts cleanly.
+#include <fmt/format.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -276,6 +278,65 @@ TEST(MountLifecycle, SigtermUnmountsAMountGivenByARelativePath) {
 
 // `mimicfs stats` on many files: sorted, the first N with the rest summed, a
 // totals line, a line per directory, and a table that fits the width given.
+// A tree the size of a small PostgreSQL cluster (1000 files, long paths) at
+// 80, 120 and 200 columns: every line fits, each ranked row keeps its file
+// name whole, and every value shown is whole (the same words as --wide's row),
+// whole columns dropped instead.
+TEST(MountLifecycle, StatsFitsAThousandFilesAt80120And200Columns) {
+  MIMICFS_REQUIRE_MOUNTABLE();
+  MountedVolume vol("ext4");
+  ASSERT_TRUE(vol.mounted()) << vol.error();
+  std::vector<std::string> names;
+  for (int i = 0; i < 1000; ++i) {
+    const std::string dir = fmt::format("base/{}/pg_tblspc_directory_{}", 16384 + i % 7, i % 5);
+    std::filesystem::create_directories(vol.file(dir));
+    names.push_back(fmt::format("{}/{}_fsm", dir, 16400 + i));
+    std::ofstream(vol.file(names.back())) << std::string(4096 * (i % 9 + 1), 'x');
+  }
+  const auto table = [&](std::vector<std::string> width) {
+    std::vector<std::string> argv = {mimicfs_binary(), "stats",  vol.path(), "--sort",
+                                     "size",           "--top", "20"};
+    argv.insert(argv.end(), width.begin(), width.end());
+    const CommandResult r = run_command(argv);
+    EXPECT_EQ(r.exit_status, 0) << r.err;
+    std::vector<std::string> lines;
+    std::istringstream in(r.out);
+    for (std::string line; std::getline(in, line);) lines.push_back(line);
+    const auto header = std::find_if(lines.begin(), lines.end(),
+                                     [](const auto& l) { return l.starts_with("file "); });
+    return std::vector<std::string>(header, lines.end());
+  };
+  const auto words = [](const std::string& line) {
+    std::vector<std::string> out;
+    std::istringstream in(line);
+    for (std::string word; in >> word;) out.push_back(word);
+    return out;
+  };
+  const std::vector<std::string> wide = table({"--wide"});
+  ASSERT_EQ(wide.size(), 23u) << "header, 20 files, the rest, the total";
+  for (const size_t width : {80u, 120u, 200u}) {
+    const std::vector<std::string> fitted = table({"--width", std::to_string(width)});
+    ASSERT_EQ(fitted.size(), wide.size()) << width;
+    for (size_t row = 0; row < fitted.size(); ++row) {
+      const std::string& line = fitted[row];
+      EXPECT_LE(line.size(), width) << line;
+      std::vector<std::string> narrow = words(line), whole = words(wide[row]);
+      if (row >= 1 && row <= 20) {
+        const std::string path = whole.front();
+        const std::string base = path.substr(path.rfind('/'));
+        EXPECT_TRUE(narrow.front().ends_with(base)) << width << ": " << line;
+        EXPECT_TRUE(narrow.front().starts_with("/base/1")) << width << ": " << line;
+      }
+      for (size_t i = 1; i < narrow.size(); ++i) {
+        EXPECT_NE(std::find(whole.begin(), whole.end(), narrow[i]), whole.end())
+            << width << ": \"" << narrow[i] << "\" is not a whole value of " << wide[row];
+      }
+      if (row == 0) EXPECT_NE(narrow.back(), "extent") << "a title cut: " << line;
+    }
+    if (width == 200) EXPECT_TRUE(Contains(fitted[0], "extent sizes")) << fitted[0];
+  }
+}
+
 TEST(MountLifecycle, StatsTableSortsSumsAndFits) {
   MIMICFS_REQUIRE_MOUNTABLE();
   MountedVolume vol("ext4");
