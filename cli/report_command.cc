@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -20,18 +21,28 @@
 namespace mimicfs {
 namespace {
 
-// The picture: the used part of the device as rows of cells, each cell coloured
-// by the file whose blocks it holds (dark grey when several files share it),
-// then a legend with each file's figures. The files are ranked (by extents or
-// allocated bytes): the first kRankedFiles get colours of their own, the rest
-// share one, "other", summed on one legend line.
+// The picture has two views. The device: its used part as rows of cells, each
+// coloured by the file whose blocks it holds (dark grey when several files
+// share it). And each file: a line of its figures, then a strip of the file
+// itself from offset 0 to its end, its extents in turn in two shades of its
+// colour, holes left blank. The device view shows where blocks are; the strip
+// shows how the file is cut up, which the device view cannot: a file of 1024
+// extents laid end to end on the device (posix_fallocate on NFS) is one solid
+// run there and a striped strip here, beside a 1-extent file's solid one.
+// The files are ranked (by extents or allocated bytes): the first
+// kRankedFiles get colours of their own and a strip, the rest share one,
+// "other", summed on one legend line.
 constexpr int kColumns = 1000;
 constexpr int kRows = 48;
 constexpr int kCellWidth = 1;
 constexpr int kRowHeight = 10;
 constexpr int kLeft = 20;
-constexpr int kTop = 60;
+constexpr int kTop = 84;
 constexpr int kLegendLine = 18;
+constexpr int kStripIndent = 18;
+constexpr int kStripWidth = kColumns - kStripIndent;
+constexpr int kStripHeight = 9;
+constexpr int kFileLine = kLegendLine + kStripHeight + 8;
 constexpr int kEmpty = -1;
 constexpr int kShared = -2;
 constexpr int kOther = -3;
@@ -74,6 +85,53 @@ std::string escape(const std::string& text) {
   }
   return out;
 }
+
+// The second shade of a ranked file's strip: its colour at half brightness.
+std::string darker(int rank) {
+  unsigned rgb = 0;
+  std::sscanf(kPalette[rank] + 1, "%6x", &rgb);
+  const auto half = [&](int shift) { return ((rgb >> shift) & 0xff) / 2; };
+  return fmt::format("#{:02x}{:02x}{:02x}", half(16), half(8), half(0));
+}
+
+// A file's strip: the file from offset 0 to its end across kStripWidth pixels,
+// each pixel the shade of the last extent in it (even, odd), or blank where
+// only a hole is. An extent narrower than a pixel still marks one, so
+// extents alternating faster than the pixels show as a mottled strip.
+std::string strip_svg(const nlohmann::json& extents, uint64_t size_units, int rank, int x, int y,
+                      const std::string& path) {
+  uint64_t span = size_units;
+  for (const auto& e : extents) span = std::max(span, e[0].get<uint64_t>() + e[2].get<uint64_t>());
+  span = std::max<uint64_t>(span, 1);
+  constexpr int kHole = -1;
+  std::vector<int> pixel(kStripWidth, kHole);
+  int index = 0;
+  for (const auto& e : extents) {
+    const uint64_t logical = e[0], length = e[2];
+    const auto at = [&](uint64_t unit) { return unit * kStripWidth / span; };
+    const uint64_t from = at(logical);
+    const uint64_t to = std::max(from + 1, (logical + length) * kStripWidth / span +
+                                               ((logical + length) * kStripWidth % span != 0));
+    for (uint64_t p = from; p < to && p < pixel.size(); ++p) pixel[p] = index % 2;
+    ++index;
+  }
+  std::string svg = fmt::format(
+      "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"#f2f2f2\" "
+      "data-strip=\"{}\"/>\n",
+      x, y, kStripWidth, kStripHeight, escape(path));
+  for (int p = 0; p < kStripWidth;) {
+    int stop = p + 1;
+    while (stop < kStripWidth && pixel[stop] == pixel[p]) ++stop;
+    if (pixel[p] != kHole) {
+      svg += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\"/>\n",
+                         x + p, y, stop - p, kStripHeight,
+                         pixel[p] == 0 ? colour_of(rank) : darker(rank));
+    }
+    p = stop;
+  }
+  return svg;
+}
+
 
 struct FileFigures {
   std::string path;
@@ -144,8 +202,9 @@ std::string render_layout_svg(const nlohmann::json& layout, ReportRanking rankin
   // What a cell shows: its file's rank, "other", empty or shared.
   const auto shown = [&](int who) { return who >= 0 ? rank_of[who] : who; };
 
-  const size_t legend_rows = std::min(files.size(), kRankedFiles) + (files.size() > kRankedFiles);
-  const int height = kTop + rows * kRowHeight + 50 + static_cast<int>(legend_rows) * kLegendLine;
+  const size_t ranked = std::min(files.size(), kRankedFiles);
+  const int height = kTop + rows * kRowHeight + 64 + static_cast<int>(ranked) * kFileLine +
+                     (files.size() > kRankedFiles ? kLegendLine : 0);
   const int width = kLeft * 2 + kColumns * kCellWidth;
   std::string svg = fmt::format(
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" "
@@ -155,16 +214,22 @@ std::string render_layout_svg(const nlohmann::json& layout, ReportRanking rankin
   svg += fmt::format(
       "<text x=\"{}\" y=\"20\" font-size=\"16\">mimicfs device layout, profile {}</text>\n", kLeft,
       escape(layout["profile"].get<std::string>()));
+  const uint64_t free_extents = device["free_extents"].get<uint64_t>();
   svg += fmt::format(
-      "<text x=\"{}\" y=\"40\">device blocks {}..{} of {} ({} per block, {} per cell, one row = "
-      "{}); allocated {} (of it the emulated filesystem's own metadata {}), {} free extents, "
-      "largest free {}</text>\n",
+      "<text x=\"{}\" y=\"40\">device blocks {}..{} of {}, {} per block; a cell {}, a row "
+      "{}</text>\n",
       kLeft, first, end, device["capacity_bytes"].get<uint64_t>() / unit, bytes_text(unit),
-      bytes_text(cell_blocks * unit), bytes_text(cell_blocks * unit * kColumns),
-      bytes_text(device["allocated_bytes"].get<uint64_t>()),
-      bytes_text(device.value("metadata_bytes", uint64_t{0})),
-      device["free_extents"].get<uint64_t>(),
-      bytes_text(device["largest_free_extent_bytes"].get<uint64_t>()));
+      bytes_text(cell_blocks * unit), bytes_text(cell_blocks * unit * kColumns));
+  svg += fmt::format(
+      "<text x=\"{}\" y=\"56\">allocated {} (the emulated filesystem's own metadata {}); {} "
+      "free {}, the largest {}</text>\n",
+      kLeft, bytes_text(device["allocated_bytes"].get<uint64_t>()),
+      bytes_text(device.value("metadata_bytes", uint64_t{0})), free_extents,
+      noun(free_extents, "extent"), bytes_text(device["largest_free_extent_bytes"].get<uint64_t>()));
+  svg += fmt::format(
+      "<text x=\"{}\" y=\"{}\" font-weight=\"bold\">The device: each cell coloured by the "
+      "file holding its blocks (dark grey: several files)</text>\n",
+      kLeft, kTop - 8);
 
   // Runs of cells that show the same, one rect each: a ranked file's runs
   // name it, the other files' runs are one colour.
@@ -188,25 +253,35 @@ std::string render_layout_svg(const nlohmann::json& layout, ReportRanking rankin
     }
   }
 
-  // Legend: the ranked files, then the others summed.
-  int y = kTop + rows * kRowHeight + 30;
+  // Legend: the ranked files, each with its strip, then the others summed.
+  int y = kTop + rows * kRowHeight + 44;
   svg += fmt::format(
-      "<text x=\"{}\" y=\"{}\" font-weight=\"bold\">file: size, allocated, extents "
+      "<text x=\"{}\" y=\"{}\" font-weight=\"bold\">Each file: size, allocated, extents "
       "(FIEMAP records), fragments (filefrag); ranked by {}</text>\n",
-      kLeft, y - 8, ranking == ReportRanking::kAllocated ? "allocated bytes" : "extents");
+      kLeft, y - 22, ranking == ReportRanking::kAllocated ? "allocated bytes" : "extents");
+  svg += fmt::format(
+      "<text x=\"{}\" y=\"{}\">and its strip: the file from offset 0 to its end, its extents "
+      "in turn in two shades, holes blank</text>\n",
+      kLeft, y - 6);
   const auto legend_line = [&](int rank, const FileFigures& f) {
     svg += fmt::format(
         "<rect x=\"{}\" y=\"{}\" width=\"12\" height=\"12\" fill=\"{}\"/>"
-        "<text x=\"{}\" y=\"{}\">{}: {}, {}, {} extents, {} fragments</text>\n",
-        kLeft, y, colour_of(rank), kLeft + 18, y + 11, escape(f.path), bytes_text(f.size),
-        bytes_text(f.blocks * unit), f.extents, f.fragments);
+        "<text x=\"{}\" y=\"{}\">{}: {}, {}, {} {}, {} {}</text>\n",
+        kLeft, y, colour_of(rank), kLeft + kStripIndent, y + 11, escape(f.path),
+        bytes_text(f.size), bytes_text(f.blocks * unit), f.extents, noun(f.extents, "extent"),
+        f.fragments, noun(f.fragments, "fragment"));
     y += kLegendLine;
   };
-  for (size_t r = 0; r < std::min(order.size(), kRankedFiles); ++r) {
-    legend_line(static_cast<int>(r), files[order[r]]);
+  for (size_t r = 0; r < ranked; ++r) {
+    const FileFigures& f = files[order[r]];
+    legend_line(static_cast<int>(r), f);
+    svg += strip_svg(layout["files"][f.path]["extents"], (f.size + unit - 1) / unit,
+                     static_cast<int>(r), kLeft + kStripIndent, y, f.path);
+    y += kFileLine - kLegendLine;
   }
   if (files.size() > kRankedFiles) {
-    FileFigures other{fmt::format("{} other files", files.size() - kRankedFiles)};
+    const size_t others = files.size() - kRankedFiles;
+    FileFigures other{fmt::format("{} other {}", others, noun(others, "file"))};
     for (size_t r = kRankedFiles; r < order.size(); ++r) {
       const FileFigures& f = files[order[r]];
       other.size += f.size;
