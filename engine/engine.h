@@ -94,6 +94,11 @@ class Engine {
   // An operation through a descriptor from before the last cut: waits for the
   // restart while the volume is frozen (FaultLayer::wait_while_frozen).
   void wait_while_frozen() { faults_.wait_while_frozen(); }
+  // FaultLayer::frozen_at and restarts: for requests kept, not waiting, while
+  // the volume is frozen (fusefs/frozen_requests.h).
+  std::optional<uint64_t> frozen_at() { return faults_.frozen_at(); }
+  uint64_t restarts() { return faults_.restarts(); }
+  void count_kept(int change) { faults_.count_kept(change); }
   bool powered() const { return faults_.powered(); }
   // An NFS server's outage (`ctl server down`, `server up`): the clients'
   // requests wait or time out (FaultLayer). False on a local profile.

@@ -40,6 +40,10 @@ bool stale(fuse_req_t req, fuse_file_info* fi) {
   return true;
 }
 
+// A request the frozen volume would hold is kept without a thread and answered
+// at the restart (FrozenRequests); the callback then returns LaterReply.
+bool kept(fuse_req_t req) { return adapter(req).keep_while_frozen(req); }
+
 // What a request whose callback threw is answered.
 enum class OnFailure {
   kError,  // the errno: ENOMEM for bad_alloc, EIO for anything else
@@ -178,6 +182,7 @@ void on_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
     auto control = self.control().lookup(parent, name);
     if (!control && ControlFiles::owns(parent)) control = fail(ENOENT);
     if (control) return entry(req, std::move(*control));
+    if (kept(req)) return LaterReply{};
     Work work;
     auto found = self.fs().lookup(parent, name, work);
     if (!found) return ErrorReply{found.error().value};
@@ -246,6 +251,7 @@ void on_setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attributes, int to_
                 fuse_file_info* fi) {
   serve(req, "setattr", ino, [&]() -> Reply {
     if (ControlFiles::owns(ino)) return ErrorReply{EPERM};
+    if (kept(req)) return LaterReply{};
     if (stale(req, fi)) return ErrorReply{EIO};  // ftruncate through an old descriptor
     AttributeChanges changes;
     if (to_set & FUSE_SET_ATTR_MODE) changes.mode = attributes->st_mode;
@@ -274,6 +280,7 @@ void on_mknod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, 
   serve(req, "mknod", parent, [&]() -> Reply {
     if (ControlFiles::reserved(parent, name)) return ErrorReply{EEXIST};
     if (ControlFiles::owns(parent)) return ErrorReply{EPERM};
+    if (kept(req)) return LaterReply{};
     return entry(req, adapter(req).fs().create(parent, name, mode, rdev, owner_of(req)));
   });
 }
@@ -282,6 +289,7 @@ void on_mkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode) 
   serve(req, "mkdir", parent, [&]() -> Reply {
     if (ControlFiles::reserved(parent, name)) return ErrorReply{EEXIST};
     if (ControlFiles::owns(parent)) return ErrorReply{EPERM};
+    if (kept(req)) return LaterReply{};
     return entry(req, adapter(req).fs().mkdir(parent, name, mode, owner_of(req)));
   });
 }
@@ -290,6 +298,7 @@ void on_symlink(fuse_req_t req, const char* target, fuse_ino_t parent, const cha
   serve(req, "symlink", parent, [&]() -> Reply {
     if (ControlFiles::reserved(parent, name)) return ErrorReply{EEXIST};
     if (ControlFiles::owns(parent)) return ErrorReply{EPERM};
+    if (kept(req)) return LaterReply{};
     return entry(req, adapter(req).fs().symlink(parent, name, target, owner_of(req)));
   });
 }
@@ -298,6 +307,7 @@ void on_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t new_parent, const char* 
   serve(req, "link", ino, [&]() -> Reply {
     if (ControlFiles::reserved(new_parent, new_name)) return ErrorReply{EEXIST};
     if (ControlFiles::owns(ino) || ControlFiles::owns(new_parent)) return ErrorReply{EPERM};
+    if (kept(req)) return LaterReply{};
     return entry(req, adapter(req).fs().link(ino, new_parent, new_name));
   });
 }
@@ -305,6 +315,7 @@ void on_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t new_parent, const char* 
 void on_readlink(fuse_req_t req, fuse_ino_t ino) {
   serve(req, "readlink", ino, [&]() -> Reply {
     if (ControlFiles::owns(ino)) return ErrorReply{EINVAL};
+    if (kept(req)) return LaterReply{};
     auto result = adapter(req).fs().readlink(ino);
     if (!result) return ErrorReply{result.error().value};
     return ReadlinkReply{std::move(*result)};
@@ -315,6 +326,7 @@ void on_unlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
   serve(req, "unlink", parent, [&]() -> Reply {
     if (ControlFiles::reserved(parent, name)) return ErrorReply{EISDIR};
     if (ControlFiles::owns(parent)) return ErrorReply{EPERM};
+    if (kept(req)) return LaterReply{};
     return status(adapter(req).fs().unlink(parent, name));
   });
 }
@@ -324,6 +336,7 @@ void on_rmdir(fuse_req_t req, fuse_ino_t parent, const char* name) {
     if (ControlFiles::reserved(parent, name) || ControlFiles::owns(parent)) {
       return ErrorReply{EPERM};
     }
+    if (kept(req)) return LaterReply{};
     return status(adapter(req).fs().rmdir(parent, name));
   });
 }
@@ -335,6 +348,7 @@ void on_rename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t n
         ControlFiles::owns(parent) || ControlFiles::owns(new_parent)) {
       return ErrorReply{EPERM};
     }
+    if (kept(req)) return LaterReply{};
     return status(adapter(req).fs().rename(parent, name, new_parent, new_name, flags));
   });
 }
@@ -352,6 +366,7 @@ void on_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
       reply.info.direct_io = 1;  // size is unknown until read: bypass the page cache
       return reply;
     }
+    if (kept(req)) return LaterReply{};
     const int flags = fi->flags | (FuseChannel::request_kills_suidgid() ? kKillSuidgid : 0);
     Work work;
     const auto opened = self.fs().open(ino, flags, work);
@@ -377,6 +392,7 @@ void on_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
     if (!unnamed && ControlFiles::reserved(parent, name)) return ErrorReply{EEXIST};
     // ext4 and xfs answer an O_TMPFILE in a directory that cannot hold one so.
     if (ControlFiles::owns(parent)) return ErrorReply{unnamed ? EOPNOTSUPP : EPERM};
+    if (kept(req)) return LaterReply{};
     // Allocated first: once the file exists and is open, nothing may fail before the reply.
     OpenReply reply{*fi, std::make_unique<Handle>(), nullptr, std::nullopt};
     reply.handle->flags = fi->flags;
@@ -423,6 +439,7 @@ void on_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, fuse_fil
       const size_t start = std::min<size_t>(offset, contents.size());
       return DataReply{contents.substr(start, std::min(size, contents.size() - start))};
     }
+    if (kept(req)) return LaterReply{};
     if (stale(req, fi)) return ErrorReply{EIO};
     if (lock_lost(adapter(req), ino, fi)) return ErrorReply{EIO};
     // The reply points into the thread's buffer until sent.
@@ -445,6 +462,7 @@ void on_write(fuse_req_t req, fuse_ino_t ino, const char* data, size_t size, off
       return WriteReply{size};
     }
     if (ControlFiles::owns(ino)) return ErrorReply{EBADF};
+    if (kept(req)) return LaterReply{};
     if (stale(req, fi)) return ErrorReply{EIO};
     // fi->flags are the descriptor's now (fcntl may have changed O_DIRECT or O_APPEND).
     const int flags = fi->flags | (FuseChannel::request_kills_suidgid() ? kKillSuidgid : 0) |
@@ -469,6 +487,7 @@ void on_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in, fuse_fi
   serve(req, "copy_file_range", ino_out, [&]() -> Reply {
     if (ControlFiles::owns(ino_in) || ControlFiles::owns(ino_out)) return ErrorReply{EINVAL};
     if (flags != 0 || off_in < 0 || off_out < 0) return ErrorReply{EINVAL};
+    if (kept(req)) return LaterReply{};
     if (stale(req, fi_in) || stale(req, fi_out)) return ErrorReply{EIO};
     // NFSv4.2's COPY carries both files' stateids (nfs4_set_rw_stateid).
     if (lock_lost(adapter(req), ino_in, fi_in) || lock_lost(adapter(req), ino_out, fi_out)) {
@@ -501,6 +520,7 @@ void on_flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
 // fsync and fdatasync of a file or a directory.
 Reply sync(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info* fi) {
   if (ControlFiles::owns(ino)) return ErrorReply{0};
+  if (kept(req)) return LaterReply{};
   if (stale(req, fi)) return ErrorReply{EIO};
   auto& self = adapter(req);
   Work work;
@@ -516,6 +536,7 @@ void on_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info* fi) 
 void on_opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   serve(req, "opendir", ino, [&]() -> Reply {
     auto& self = adapter(req);
+    if (!ControlFiles::owns(ino) && kept(req)) return LaterReply{};
     const uint64_t boot = self.fs().crashes();
     auto entries = ControlFiles::owns(ino) ? self.control().read_directory(ino)
                                            : self.fs().read_directory(ino);
@@ -529,6 +550,7 @@ void on_opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
 
 void on_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, fuse_file_info* fi) {
   serve(req, "readdir", ino, [&]() -> Reply {
+    if (!ControlFiles::owns(ino) && kept(req)) return LaterReply{};
     if (!ControlFiles::owns(ino) && stale(req, fi)) return ErrorReply{EIO};
     const auto& entries = handle(fi)->entries;
     std::string buffer(size, '\0');
@@ -593,6 +615,7 @@ void on_setxattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* v
   serve(req, "setxattr", ino, [&]() -> Reply {
     if (ControlFiles::owns(ino)) return ErrorReply{ENOTSUP};
     if (std::string_view(name).starts_with(ControlFiles::kXattrPrefix)) return ErrorReply{EPERM};
+    if (kept(req)) return LaterReply{};
     return status(adapter(req).fs().setxattr(ino, name, std::string_view(value, size), flags));
   });
 }
@@ -602,6 +625,7 @@ void on_getxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) 
     auto& self = adapter(req);
     if (ControlFiles::owns(ino)) return ErrorReply{ENODATA};
     auto value = self.control().virtual_xattr(ino, name);
+    if (!value && kept(req)) return LaterReply{};
     auto result = value ? std::move(*value) : self.fs().getxattr(ino, name);
     if (!result) return ErrorReply{result.error().value};
     return xattr_value(std::move(*result), size);
@@ -611,6 +635,7 @@ void on_getxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) 
 void on_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
   serve(req, "listxattr", ino, [&]() -> Reply {
     if (ControlFiles::owns(ino)) return xattr_value("", size);
+    if (kept(req)) return LaterReply{};
     auto names = adapter(req).fs().listxattr(ino);
     if (!names) return ErrorReply{names.error().value};
     std::string list;
@@ -623,6 +648,7 @@ void on_removexattr(fuse_req_t req, fuse_ino_t ino, const char* name) {
   serve(req, "removexattr", ino, [&]() -> Reply {
     if (ControlFiles::owns(ino)) return ErrorReply{ENOTSUP};
     if (std::string_view(name).starts_with(ControlFiles::kXattrPrefix)) return ErrorReply{EPERM};
+    if (kept(req)) return LaterReply{};
     return status(adapter(req).fs().removexattr(ino, name));
   });
 }
@@ -631,6 +657,7 @@ void on_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t 
                   fuse_file_info* fi) {
   serve(req, "fallocate", ino, [&]() -> Reply {
     if (ControlFiles::owns(ino)) return ErrorReply{EOPNOTSUPP};
+    if (kept(req)) return LaterReply{};
     if (stale(req, fi)) return ErrorReply{EIO};
     if (offset < 0 || length <= 0) return ErrorReply{EINVAL};
     return status(adapter(req).fs().fallocate(ino, mode, offset, length));
@@ -640,6 +667,7 @@ void on_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t 
 void on_lseek(fuse_req_t req, fuse_ino_t ino, off_t offset, int whence, fuse_file_info* fi) {
   serve(req, "lseek", ino, [&]() -> Reply {
     if (ControlFiles::owns(ino)) return ErrorReply{EINVAL};
+    if (kept(req)) return LaterReply{};
     if (stale(req, fi)) return ErrorReply{EIO};
     if (offset < 0) return ErrorReply{ENXIO};
     auto result = adapter(req).fs().seek(ino, offset, whence);
@@ -651,7 +679,7 @@ void on_lseek(fuse_req_t req, fuse_ino_t ino, off_t offset, int whence, fuse_fil
 }  // namespace
 
 FuseAdapter::FuseAdapter(Engine& engine, FileSystem& fs, AdapterOptions options)
-    : engine_(engine), fs_(fs), control_(engine, fs), options_(options) {
+    : engine_(engine), fs_(fs), control_(engine, fs), options_(options), frozen_(engine) {
   crash_observer_ = engine_.on_crash([this](const CrashReport& report, bool later) {
     if (later) {
       invalidate_later(report);
@@ -683,6 +711,7 @@ void FuseAdapter::detach() {
   }
   queue_changed_.notify_all();
   if (worker_.joinable()) worker_.join();
+  frozen_.stop();  // answered while the session is still there
   pending_.store(0);
   session_.store(nullptr);
 }

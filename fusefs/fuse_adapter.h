@@ -18,6 +18,7 @@
 
 #include "control/control_files.h"
 #include "engine/engine.h"
+#include "fusefs/frozen_requests.h"
 #include "fusefs/fuse_channel.h"
 
 namespace mimicfs {
@@ -93,6 +94,10 @@ class FuseAdapter {
   // Waits until the worker told the kernel everything queued, at most `limit`.
   void wait_for_invalidations(std::chrono::milliseconds limit);
 
+  // Keeps `req` while the volume is frozen, to be answered EIO at the restart
+  // (FrozenRequests): true when kept, and the callback replies LaterReply.
+  bool keep_while_frozen(fuse_req_t req) { return frozen_.park(req); }
+
  private:
   // Tells the kernel to forget entries and file pages a crash undid.
   void invalidate(const CrashReport& report);
@@ -119,6 +124,7 @@ class FuseAdapter {
   // Started by start(), after fuse_daemonize's fork (or at the first crash
   // inside an operation, where nothing called start()).
   std::thread worker_;
+  FrozenRequests frozen_;
 };
 
 }  // namespace mimicfs

@@ -27,6 +27,7 @@ std::string outcome(const Reply& reply) {
       Overloaded{
           [](const ErrorReply& r) { return r.error ? errno_name(r.error) : std::string("ok"); },
           [](const NoReply&) { return std::string("no reply"); },
+          [](const LaterReply&) { return std::string("kept until the restart"); },
           [](const EntryReply& r) { return fmt::format("inode {}", r.entry.ino); },
           [](const AttrReply& r) { return fmt::format("size {}", r.attr.st_size); },
           [](const OpenReply&) { return std::string("open"); },
@@ -54,6 +55,7 @@ void send(fuse_req_t req, const char* op, uint64_t inode, Reply reply) {
   std::visit(Overloaded{
                  [&](const ErrorReply& r) { fuse_reply_err(req, r.error); },
                  [&](const NoReply&) { fuse_reply_none(req); },
+                 [&](const LaterReply&) {},
                  [&](const EntryReply& r) { fuse_reply_entry(req, &r.entry); },
                  [&](const AttrReply& r) { fuse_reply_attr(req, &r.attr, r.timeout); },
                  [&](OpenReply& r) {

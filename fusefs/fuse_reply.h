@@ -49,6 +49,8 @@ struct ErrorReply {
 };
 // The kernel expects no answer (forget).
 struct NoReply {};
+// Kept, and answered later by FrozenRequests (a frozen volume's request).
+struct LaterReply {};
 struct EntryReply {
   fuse_entry_param entry{};
 };
@@ -102,7 +104,7 @@ struct LockReply {
 };
 
 using Reply =
-    std::variant<ErrorReply, NoReply, EntryReply, AttrReply, OpenReply, DataReply, DataView,
+    std::variant<ErrorReply, NoReply, LaterReply, EntryReply, AttrReply, OpenReply, DataReply, DataView,
                  WriteReply, StatfsReply, XattrSizeReply, LseekReply, ReadlinkReply, LockReply>;
 
 // Sends `reply` to `req`; logs the operation at debug level as "op ino -> outcome".

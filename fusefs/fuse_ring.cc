@@ -279,6 +279,8 @@ class FuseRing::Entry {
     }
   }
 
+  static bool serving() noexcept { return current_ != nullptr; }
+
   // The reply libfuse writes for the request this thread serves (take_reply).
   static bool take(const iovec* iov, int count) noexcept {
     Entry* self = current_;
@@ -435,6 +437,8 @@ void FuseRing::stop() {
 }
 
 bool FuseRing::take_reply(const iovec* iov, int count) noexcept { return Entry::take(iov, count); }
+
+bool FuseRing::on_ring_thread() noexcept { return Entry::serving(); }
 
 bool FuseRing::wait_for_start() {
   std::unique_lock lock(mutex_);  // for the condition variable: the analysis

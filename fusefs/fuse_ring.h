@@ -150,6 +150,10 @@ class FuseRing {
   // thread's entry (a read's data is already there: read_replies_into, fuse_reply.h),
   // which the thread commits once libfuse returns.
   static bool take_reply(const iovec* iov, int count) noexcept;
+  // True on a ring thread serving a request: its reply must come before the
+  // callback returns (the entry commits it then), so it cannot be kept for
+  // later (frozen_requests.h).
+  static bool on_ring_thread() noexcept;
 
  private:
   class Entry;

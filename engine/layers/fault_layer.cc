@@ -78,6 +78,18 @@ bool FaultLayer::frozen() {
   return frozen_;
 }
 
+std::optional<uint64_t> FaultLayer::frozen_at() {
+  if (!powered_off_) return std::nullopt;  // the common case, without the lock
+  std::lock_guard lock(power_mutex_);
+  if (!frozen_) return std::nullopt;
+  return restarts_;
+}
+
+uint64_t FaultLayer::restarts() {
+  std::lock_guard lock(power_mutex_);
+  return restarts_;
+}
+
 bool FaultLayer::wait_locked(std::unique_lock<std::mutex>& lock,
                              const std::function<bool()>& waiting) {
   if (frozen_operations_ >= kMaxFrozenOperations) return false;
@@ -310,7 +322,7 @@ StatsSnapshot FaultLayer::snapshot() {
   s.power = {{"on", powered()}, {"crashes", target().crashes()}};
   {
     std::lock_guard lock(power_mutex_);
-    if (frozen_) s.power["frozen_operations"] = frozen_operations_;
+    if (frozen_) s.power["frozen_operations"] = frozen_operations_ + kept_outside_.load();
     if (target().profile().nfs) {
       s.server = {{"up", !server_down_},
                   {"outages", outages_},

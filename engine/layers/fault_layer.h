@@ -33,6 +33,7 @@
 #include <condition_variable>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "engine/layers/fault_injector.h"
@@ -68,7 +69,8 @@ class FaultLayer final : public Layer {
   // (`mimicfs crashtest`). A close's flush still gets EIO at once (a dying
   // process closes its files and the kernel cannot interrupt it), and past
   // kMaxFrozenOperations waiters the rest get EIO, so the daemon keeps threads
-  // for ctl and stats.json. An operation whose caller is killed meanwhile
+  // for ctl and stats.json. (The adapter keeps the requests it can without a
+  // thread instead, fusefs/frozen_requests.h: those never wait here.) An operation whose caller is killed meanwhile
   // (Credentials::dying) stops waiting within 100 ms: the kernel keeps a
   // killed process in an uninterruptible wait until its request is answered,
   // and a test's timeout could never end it.
@@ -83,6 +85,13 @@ class FaultLayer final : public Layer {
   void stop_waiting_when(std::function<bool()> stopping) { stopping_ = std::move(stopping); }
   void power_on();
   bool powered() const { return !powered_off_; }
+  // The restarts so far when the volume is frozen, nullopt when it is not. A
+  // request the adapter keeps instead of waiting here (fusefs/frozen_requests.h)
+  // is answered once restarts() has moved past it.
+  std::optional<uint64_t> frozen_at() EXCLUDES(power_mutex_);
+  uint64_t restarts() EXCLUDES(power_mutex_);
+  // Requests kept that way now: counted in stats.json's frozen_operations.
+  void count_kept(int change) { kept_outside_.fetch_add(change); }
   // Frozen operations and those waiting through a hard mount's outage.
   static constexpr int kMaxFrozenOperations = 8;
 
@@ -173,6 +182,7 @@ class FaultLayer final : public Layer {
   std::function<bool()> stopping_;
   bool frozen_ GUARDED_BY(power_mutex_) = false;
   int frozen_operations_ GUARDED_BY(power_mutex_) = 0;
+  std::atomic<int> kept_outside_{0};
   // Counts the restarts: a waiter leaves at the next one, even when another
   // freeze follows before it wakes.
   uint64_t restarts_ GUARDED_BY(power_mutex_) = 0;
