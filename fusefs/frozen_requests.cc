@@ -19,24 +19,30 @@ bool dying(uid_t uid, gid_t gid, pid_t tid) { return RequestCredentials(uid, gid
 FrozenRequests::~FrozenRequests() { stop(); }
 
 bool FrozenRequests::park(fuse_req_t req) {
-  if (FuseRing::on_ring_thread()) return false;
+  if (FuseRing::on_ring_thread() || engine_.has_clients()) return false;
   const std::optional<uint64_t> restarts = engine_.frozen_at();
   if (!restarts) return false;
   const fuse_ctx* ctx = fuse_req_ctx(req);
   {
     std::lock_guard lock(mutex_);
     if (stopping_) return false;
+    // Before the request is kept: if the thread cannot start, serve() answers it.
+    if (!thread_.joinable()) thread_ = std::thread([this] { answer_released(); });
   }
   // Before it is in the list, where the thread may answer (and free) it: an
   // interrupt that comes first finds nothing, and the thread's look at the
   // caller covers it.
   fuse_req_interrupt_func(req, &FrozenRequests::interrupted, this);
   std::lock_guard lock(mutex_);
-  kept_.push_back(Kept{req, *restarts, ctx->uid, ctx->gid, ctx->pid});
+  if (stopping_) return false;  // stop() answers none it did not see: serve() does
+  kept_.push_back(Kept{++last_id_, req, *restarts, ctx->uid, ctx->gid, ctx->pid});
   engine_.count_kept(1);
-  if (!thread_.joinable()) thread_ = std::thread([this] { answer_released(); });
-  changed_.notify_all();
   return true;
+}
+
+void FrozenRequests::wake() {
+  std::lock_guard lock(mutex_);
+  changed_.notify_all();
 }
 
 size_t FrozenRequests::kept() {
@@ -56,8 +62,9 @@ std::list<FrozenRequests::Kept> FrozenRequests::take(Release&& release) {
 }
 
 void FrozenRequests::answer(const std::list<Kept>& requests) {
-  for (const Kept& kept : requests) fuse_reply_err(kept.req, EIO);
+  // Counted out first: a caller woken by its answer reads the count.
   engine_.count_kept(-static_cast<int>(requests.size()));
+  for (const Kept& kept : requests) fuse_reply_err(kept.req, EIO);
 }
 
 void FrozenRequests::interrupted(fuse_req_t req, void* data) {
@@ -65,6 +72,8 @@ void FrozenRequests::interrupted(fuse_req_t req, void* data) {
   Kept found{};
   {
     std::lock_guard lock(self.mutex_);
+    // The interrupted request is still allocated while this runs
+    // (find_interrupted holds it), so no other can have its address.
     auto it = std::find_if(self.kept_.begin(), self.kept_.end(),
                            [&](const Kept& k) { return k.req == req; });
     if (it == self.kept_.end()) return;
@@ -76,7 +85,7 @@ void FrozenRequests::interrupted(fuse_req_t req, void* data) {
   std::list<Kept> taken;
   {
     std::lock_guard lock(self.mutex_);
-    taken = self.take([&](const Kept& k) { return k.req == req; });
+    taken = self.take([&](const Kept& k) { return k.id == found.id; });
   }
   self.answer(taken);
 }
@@ -90,15 +99,15 @@ void FrozenRequests::answer_released() {
     const uint64_t restarts = engine_.restarts();
     std::list<Kept> taken = take([&](const Kept& k) { return k.restarts < restarts; });
     // Whose caller is dying: read from /proc without the lock.
-    std::vector<fuse_req_t> gone;
+    std::vector<uint64_t> gone;
     std::vector<Kept> waiting(kept_.begin(), kept_.end());
     lock.unlock();
     for (const Kept& k : waiting) {
-      if (dying(k.uid, k.gid, k.tid)) gone.push_back(k.req);
+      if (dying(k.uid, k.gid, k.tid)) gone.push_back(k.id);
     }
     lock.lock();
     taken.splice(taken.end(), take([&](const Kept& k) {
-                   return std::find(gone.begin(), gone.end(), k.req) != gone.end();
+                   return std::find(gone.begin(), gone.end(), k.id) != gone.end();
                  }));
     lock.unlock();
     answer(taken);
@@ -107,12 +116,14 @@ void FrozenRequests::answer_released() {
 }
 
 void FrozenRequests::stop() {
+  std::thread thread;
   {
     std::lock_guard lock(mutex_);
     stopping_ = true;
     changed_.notify_all();
+    thread = std::move(thread_);
   }
-  if (thread_.joinable()) thread_.join();
+  if (thread.joinable()) thread.join();
   std::list<Kept> taken;
   {
     std::lock_guard lock(mutex_);

@@ -14,7 +14,10 @@
 // kernel sends only one, and a fatal signal after a handled one would wait
 // for the restart). Only requests read from /dev/fuse are kept: a FUSE over
 // io_uring entry commits its reply when the callback returns
-// (FuseRing::on_ring_thread), so those wait in the engine as before.
+// (FuseRing::on_ring_thread), so those wait in the engine as before. So do
+// an NFS client's: its layer answers some requests itself (a crashed
+// client's EIO, ESTALE, a write-back error) and a hard mount's outage outlasts
+// a restart, which the engine's own wait keeps.
 //
 // Thread-safety: park() on any request's thread, the interrupt on libfuse's,
 // the answers on this object's own thread; one mutex, never held while a
@@ -50,11 +53,15 @@ class FrozenRequests {
   bool park(fuse_req_t req) EXCLUDES(mutex_);
   // The session ends: every kept request is answered EIO, and the thread ends.
   void stop() EXCLUDES(mutex_);
+  // The volume was restarted: answer now what it releases (the thread looks
+  // every 100 ms anyway, for a restart told elsewhere).
+  void wake() EXCLUDES(mutex_);
   // Requests kept now.
   size_t kept() EXCLUDES(mutex_);
 
  private:
   struct Kept {
+    uint64_t id;  // a request's memory may be another's once answered
     fuse_req_t req;
     uint64_t restarts;  // Engine::restarts() when it came: answered past it
     uid_t uid;
@@ -73,8 +80,9 @@ class FrozenRequests {
   std::mutex mutex_;
   std::condition_variable changed_;
   std::list<Kept> kept_ GUARDED_BY(mutex_);
+  uint64_t last_id_ GUARDED_BY(mutex_) = 0;
   bool stopping_ GUARDED_BY(mutex_) = false;
-  std::thread thread_;  // started at the first request kept
+  std::thread thread_ GUARDED_BY(mutex_);  // started at the first request kept
 };
 
 }  // namespace mimicfs

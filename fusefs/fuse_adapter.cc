@@ -657,9 +657,9 @@ void on_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t 
                   fuse_file_info* fi) {
   serve(req, "fallocate", ino, [&]() -> Reply {
     if (ControlFiles::owns(ino)) return ErrorReply{EOPNOTSUPP};
+    if (offset < 0 || length <= 0) return ErrorReply{EINVAL};
     if (kept(req)) return LaterReply{};
     if (stale(req, fi)) return ErrorReply{EIO};
-    if (offset < 0 || length <= 0) return ErrorReply{EINVAL};
     return status(adapter(req).fs().fallocate(ino, mode, offset, length));
   });
 }
@@ -667,9 +667,9 @@ void on_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t 
 void on_lseek(fuse_req_t req, fuse_ino_t ino, off_t offset, int whence, fuse_file_info* fi) {
   serve(req, "lseek", ino, [&]() -> Reply {
     if (ControlFiles::owns(ino)) return ErrorReply{EINVAL};
+    if (offset < 0) return ErrorReply{ENXIO};
     if (kept(req)) return LaterReply{};
     if (stale(req, fi)) return ErrorReply{EIO};
-    if (offset < 0) return ErrorReply{ENXIO};
     auto result = adapter(req).fs().seek(ino, offset, whence);
     if (!result) return ErrorReply{result.error().value};
     return LseekReply{static_cast<off_t>(*result)};
@@ -692,7 +692,10 @@ FuseAdapter::FuseAdapter(Engine& engine, FileSystem& fs, AdapterOptions options)
   // not outlive this client's attribute cache.
   engine_.on_changes_elsewhere(fs_, [this](uint64_t inode) { invalidate_attributes({inode}); });
   // What a restart's caller reads next must not come from pages of the crashed world.
-  control_.after_restart([this] { wait_for_invalidations(std::chrono::seconds(10)); });
+  control_.after_restart([this] {
+    frozen_.wake();  // its kept requests are answered now, not at its next look
+    wait_for_invalidations(std::chrono::seconds(10));
+  });
 }
 
 FuseAdapter::~FuseAdapter() {
@@ -701,7 +704,10 @@ FuseAdapter::~FuseAdapter() {
 }
 
 void FuseAdapter::detach() {
-  // First: another client's request thread may be telling this session (it
+  // The kept requests first: they may hold the pages and directories the
+  // invalidation worker's notifications wait for.
+  frozen_.stop();
+  // Then: another client's request thread may be telling this session (it
   // waits for a call under way), and the session goes after this.
   engine_.on_changes_elsewhere(fs_, {});
   {
@@ -711,7 +717,6 @@ void FuseAdapter::detach() {
   }
   queue_changed_.notify_all();
   if (worker_.joinable()) worker_.join();
-  frozen_.stop();  // answered while the session is still there
   pending_.store(0);
   session_.store(nullptr);
 }

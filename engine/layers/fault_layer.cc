@@ -70,6 +70,7 @@ void FaultLayer::power_on() {
   powered_off_ = false;
   frozen_ = false;
   ++restarts_;
+  restarts_published_.store(restarts_);
   powered_on_.notify_all();
 }
 
@@ -85,10 +86,7 @@ std::optional<uint64_t> FaultLayer::frozen_at() {
   return restarts_;
 }
 
-uint64_t FaultLayer::restarts() {
-  std::lock_guard lock(power_mutex_);
-  return restarts_;
-}
+uint64_t FaultLayer::restarts() { return restarts_published_.load(); }
 
 bool FaultLayer::wait_locked(std::unique_lock<std::mutex>& lock,
                              const std::function<bool()>& waiting) {

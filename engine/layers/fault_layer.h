@@ -89,7 +89,7 @@ class FaultLayer final : public Layer {
   // request the adapter keeps instead of waiting here (fusefs/frozen_requests.h)
   // is answered once restarts() has moved past it.
   std::optional<uint64_t> frozen_at() EXCLUDES(power_mutex_);
-  uint64_t restarts() EXCLUDES(power_mutex_);
+  uint64_t restarts();  // without the lock
   // Requests kept that way now: counted in stats.json's frozen_operations.
   void count_kept(int change) { kept_outside_.fetch_add(change); }
   // Frozen operations and those waiting through a hard mount's outage.
@@ -186,6 +186,7 @@ class FaultLayer final : public Layer {
   // Counts the restarts: a waiter leaves at the next one, even when another
   // freeze follows before it wakes.
   uint64_t restarts_ GUARDED_BY(power_mutex_) = 0;
+  std::atomic<uint64_t> restarts_published_{0};  // restarts_, for readers without the lock
   CrashHook crash_hook_;
   std::function<void()> server_restart_hook_;
   std::function<uint64_t()> now_ns_;

@@ -460,13 +460,12 @@ TEST(Crash, AFrozenVolumeHoldsSixtyFourWritersUntilTheRestart) {
   int returned = 0;
   for (const auto& o : outcome) returned += o.load() != 0;
   EXPECT_EQ(returned, 0) << "writers that learned of the cut before the restart";
-  ASSERT_EQ(vol.ctl("restart"), 0);
+  EXPECT_EQ(vol.ctl("restart"), 0);  // not ASSERT: the writers are joined first
   for (auto& writer : writers) writer.join();
   for (int i = 0; i < kWriters; ++i) {
     EXPECT_EQ(outcome[i].load(), -EIO) << "writer " << i;
     close(fds[i]);
   }
-  EXPECT_EQ(vol.stats()["power"].value("frozen_operations", 0), 0);
 }
 
 // `ctl sync`: everything written becomes durable, as sync(1) makes it on the
