@@ -100,5 +100,8 @@ set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)  # mimicfs_VERSION_ARCH.deb
 # The shared libraries' packages from dpkg-shlibdeps, and fusermount3.
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 set(CPACK_DEBIAN_PACKAGE_DEPENDS "fuse3")
-set(CPACK_DEBIAN_PACKAGE_SUGGESTS "nlohmann-json3-dev, cmake")
+# What find_package(mimicfs) and ScopedMount need, installed by default with
+# the package (apt installs Recommends) and left out with --no-install-recommends
+# on a machine that only mounts.
+set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "nlohmann-json3-dev, cmake")
 include(CPack)

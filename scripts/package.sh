@@ -57,6 +57,9 @@ echo "Depends: $depends"
 for package in fuse3 'libfuse3-[0-9]+' 'libfmt[0-9]+' 'libspdlog[0-9.]*(-fmt[0-9]+)?'; do
   grep -qE "(^|, )$package( |,|$)" <<<"$depends" || fail "Depends lacks $package"
 done
+# What find_package(mimicfs) needs comes with it unless recommends are refused.
+grep -qE "(^|, )nlohmann-json3-dev( |,|$)" <<<"$(dpkg-deb -f "$deb" Recommends)" ||
+  fail "Recommends lacks nlohmann-json3-dev"
 dpkg-deb -x "$deb" "$work/root"
 usr="$work/root/usr"
 for file in bin/mimicfs include/mimicfs/scoped_mount.h share/cmake/mimicfs/mimicfsConfig.cmake \
