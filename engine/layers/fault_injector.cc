@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "engine/layers/fault_injector.h"
 
+#include "engine/base/edit_distance.h"
 #include "engine/time/duration.h"
 
 #include <fmt/format.h>
@@ -112,20 +113,37 @@ std::expected<double, std::string> parse_fraction(std::string_view value) {
   return p;
 }
 
+// An operation's name as stats.json spells it. "fsync" also names fdatasync,
+// as fsync(2)'s man page and the profile's fsync_ns do, so a rule written for
+// "every sync" stays one; "fdatasync" (or "datasync") names fdatasync alone.
+std::expected<std::bitset<static_cast<size_t>(Op::kCount)>, std::string> parse_op(
+    std::string_view name) {
+  std::bitset<static_cast<size_t>(Op::kCount)> ops;
+  if (name == "*") return ops.set();
+  if (name == "datasync") name = op_name(Op::kFdatasync);
+  if (name == op_name(Op::kFsync)) ops.set(static_cast<size_t>(Op::kFdatasync));
+  std::string_view closest;
+  size_t closest_distance = SIZE_MAX;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const std::string_view known = op_name(static_cast<Op>(i));
+    if (known == name) return ops.set(i);
+    const size_t distance = edit_distance(name, known);
+    if (distance < closest_distance) closest_distance = distance, closest = known;
+  }
+  if (closest_distance <= 2) {
+    return std::unexpected(fmt::format("unknown operation \"{}\" (did you mean {}?)", name, closest));
+  }
+  return std::unexpected(fmt::format("unknown operation \"{}\"", name));
+}
+
 std::expected<std::bitset<static_cast<size_t>(Op::kCount)>, std::string> parse_ops(
     std::string_view value) {
   std::bitset<static_cast<size_t>(Op::kCount)> ops;
   while (true) {
     const size_t bar = value.find('|');
-    const std::string_view name = trim(value.substr(0, bar));
-    if (name == "*") {
-      ops.set();
-    } else {
-      size_t i = 0;
-      while (i < ops.size() && op_name(static_cast<Op>(i)) != name) ++i;
-      if (i == ops.size()) return std::unexpected(fmt::format("unknown operation \"{}\"", name));
-      ops.set(i);
-    }
+    const auto named = parse_op(trim(value.substr(0, bar)));
+    if (!named) return std::unexpected(named.error());
+    ops |= *named;
     if (bar == std::string_view::npos) return ops;
     value.remove_prefix(bar + 1);
   }

@@ -48,7 +48,8 @@ class FaultInjector {
 
   // Parses one rule and appends it after the others. A rule is comma-separated
   // key=value pairs in any order:
-  //   op=NAME[|NAME...]       operations as op_name() spells them, or * (default *)
+  //   op=NAME[|NAME...]       operations as op_name() spells them, or * (default *);
+  //                           fsync also names fdatasync, datasync is fdatasync
   //   path=GLOB               fnmatch(3) pattern, flags 0 so * crosses '/', matched
   //                           against the path from the mount root (default *)
   //   error=ENAME             errno to return, as strerrorname_np spells it  } exactly

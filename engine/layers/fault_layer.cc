@@ -51,6 +51,7 @@ bool FaultLayer::faultable(Op op) {
     case Op::kFallocate:
     case Op::kPunch:
     case Op::kFsync:
+    case Op::kFdatasync:
     case Op::kCopyFileRange:
     case Op::kTmpfile:
       return true;

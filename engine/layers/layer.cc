@@ -143,7 +143,7 @@ Result<void> Layer::fallocate(uint64_t inode, int mode, uint64_t offset, uint64_
 }
 
 Result<void> Layer::fsync(uint64_t inode, bool datasync, Work& work) {
-  return around<void>({Op::kFsync, inode, {}}, work,
+  return around<void>({datasync ? Op::kFdatasync : Op::kFsync, inode, {}}, work,
                       [&] { return target_.fsync(inode, datasync, work); });
 }
 

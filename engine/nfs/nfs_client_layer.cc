@@ -946,6 +946,7 @@ bool uses_file_handle(Op op) {
     case Op::kOpen:
     case Op::kRead:
     case Op::kFsync:
+    case Op::kFdatasync:
     case Op::kFallocate:
     case Op::kPunch:
     case Op::kLseek:
@@ -1000,7 +1001,7 @@ Result<void> NfsClientLayer::enter(const Call& call, Work& work) {
   // An fsync sends nothing for a clean file (nfs_file_fsync): only a lost
   // write fails it (NfsClientLayer::fsync).
   if (stale_files_.load(std::memory_order_relaxed) > 0 && uses_file_handle(call.op) &&
-      call.op != Op::kFsync && stale(call.inode)) {
+      call.op != Op::kFsync && call.op != Op::kFdatasync && stale(call.inode)) {
     return fail(ESTALE);
   }
   // A directory another client removed, where a program still works (its

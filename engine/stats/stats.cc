@@ -14,10 +14,11 @@ std::string errno_name(int errno_value) {
 
 std::string_view op_name(Op op) {
   static constexpr std::string_view kNames[] = {
-      "lookup",   "getattr", "setattr",  "truncate", "create",    "mkdir",       "symlink",
-      "readlink", "link",    "unlink",   "rmdir",    "rename",    "open",        "release",
-      "readdir",  "read",    "write",    "flush",    "fsync",     "fallocate",   "punch",
-      "lseek",    "statfs",  "setxattr", "getxattr", "listxattr", "removexattr", "copy_file_range",
+      "lookup",    "getattr",   "setattr",     "truncate",        "create",  "mkdir",
+      "symlink",   "readlink",  "link",        "unlink",          "rmdir",   "rename",
+      "open",      "release",   "readdir",     "read",            "write",   "flush",
+      "fsync",     "fdatasync", "fallocate",   "punch",           "lseek",   "statfs",
+      "setxattr",  "getxattr",  "listxattr",   "removexattr",     "copy_file_range",
       "tmpfile"};
   static_assert(std::size(kNames) == static_cast<size_t>(Op::kCount));
   return kNames[static_cast<size_t>(op)];

@@ -42,6 +42,7 @@ enum class Op : uint8_t {
   kWrite,
   kFlush,
   kFsync,
+  kFdatasync,  // fdatasync(2), and fsyncdir's datasync: counted apart from fsync
   kFallocate,
   kPunch,
   kLseek,

@@ -1022,6 +1022,33 @@ TEST(Faults, ARuleFromTheCommandLineFailsTheNthMatchingCall) {
   EXPECT_EQ(vol.stats()["ops"]["fsync"]["errors"]["EIO"], 1);
 }
 
+// A rule may pick fdatasync(2) apart from fsync(2) (a redo log's flush
+// against a data file's), and stats.json counts the two apart.
+TEST(Faults, FdatasyncIsAnOperationOfItsOwn) {
+  MIMICFS_REQUIRE_MOUNTABLE();
+  MountedVolume vol("ext4", {"--fault", "op=fdatasync,error=EIO"});
+  ASSERT_TRUE(vol.mounted()) << vol.error();
+  const int fd = open(vol.file("redo").c_str(), O_CREAT | O_RDWR, 0644);
+  ASSERT_GE(fd, 0);
+  write_at(fd, "x", 0);
+  EXPECT_EQ(fsync(fd), 0);
+  EXPECT_EQ(fdatasync(fd), -1);
+  EXPECT_EQ(errno, EIO);
+  ASSERT_EQ(vol.ctl("fault clear"), 0);
+  ASSERT_EQ(vol.ctl("fault add op=fsync,error=ENOSPC,count=2"), 0);
+  EXPECT_EQ(fdatasync(fd), -1) << "fsync names both calls";
+  EXPECT_EQ(errno, ENOSPC);
+  EXPECT_EQ(fsync(fd), -1);
+  EXPECT_EQ(errno, ENOSPC);
+  close(fd);
+  const auto ops = vol.stats()["ops"];
+  EXPECT_EQ(ops["fsync"]["count"], 2);
+  EXPECT_EQ(ops["fsync"]["errors"]["ENOSPC"], 1);
+  EXPECT_EQ(ops["fdatasync"]["count"], 2);
+  EXPECT_EQ(ops["fdatasync"]["errors"]["EIO"], 1);
+  EXPECT_EQ(ops["fdatasync"]["errors"]["ENOSPC"], 1);
+}
+
 TEST(Faults, RulesSetWhileMountedInjectErrorsAndLatencyAndAreCleared) {
   MIMICFS_REQUIRE_MOUNTABLE();
   MountedVolume vol("ext4");

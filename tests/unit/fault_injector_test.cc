@@ -87,7 +87,14 @@ TEST(FaultInjector, UnknownOperationErrorQuotesRuleKeyAndValue) {
   FaultInjector faults;
   auto added = faults.add("op=wrte,error=EIO");
   ASSERT_FALSE(added.has_value());
-  EXPECT_EQ(added.error(), R"(fault rule "op=wrte,error=EIO": op: unknown operation "wrte")");
+  EXPECT_EQ(added.error(),
+            R"(fault rule "op=wrte,error=EIO": op: unknown operation "wrte" (did you mean write?))");
+  auto far = faults.add("op=sync,error=EIO");
+  ASSERT_FALSE(far.has_value());
+  EXPECT_EQ(far.error(), R"(fault rule "op=sync,error=EIO": op: unknown operation "sync" (did you mean fsync?))");
+  auto nothing_near = faults.add("op=compress,error=EIO");
+  ASSERT_FALSE(nothing_near.has_value());
+  EXPECT_EQ(nothing_near.error(), R"(fault rule "op=compress,error=EIO": op: unknown operation "compress")");
 }
 
 TEST(FaultInjector, MalformedRulesNameTheKey) {
@@ -226,6 +233,22 @@ TEST(FaultInjector, OpListSelectsEachListedOp) {
   EXPECT_EQ(error_of(faults, Op::kRead, "/f"), 0);
   EXPECT_EQ(error_of(faults, Op::kFlush, "/f"), 0);
   EXPECT_EQ(error_of(faults, Op::kPunch, "/f"), 0);
+}
+
+// fsync(2)'s man page covers both calls, and so does "fsync" in a rule; the
+// other name picks fdatasync alone, as stats.json counts it.
+TEST(FaultInjector, FsyncNamesBothSyncsAndFdatasyncOnlyItself) {
+  FaultInjector both;
+  add_ok(both, "op=fsync,error=EIO");
+  EXPECT_EQ(error_of(both, Op::kFsync, "/f"), EIO);
+  EXPECT_EQ(error_of(both, Op::kFdatasync, "/f"), EIO);
+  for (std::string_view rule : {"op=fdatasync,error=EIO", "op=datasync,error=EIO"}) {
+    FaultInjector data;
+    add_ok(data, rule);
+    EXPECT_EQ(error_of(data, Op::kFdatasync, "/f"), EIO) << rule;
+    EXPECT_EQ(error_of(data, Op::kFsync, "/f"), 0) << rule;
+    EXPECT_EQ(error_of(data, Op::kWrite, "/f"), 0) << rule;
+  }
 }
 
 // --- triggers
