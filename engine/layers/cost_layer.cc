@@ -9,16 +9,20 @@ CostLayer::CostLayer(FileSystem& target, LatencyMode latency)
     : Layer(target),
       costs_(target.profile()),
       clock_(target.profile().queue_depth, latency),
-      writeback_interval_ns_(target.profile().writeback_interval_ns),
-      commit_interval_ns_(target.profile().commit_interval_ns) {
+      threads_(target.profile().writeback_interval_ns, target.profile().commit_interval_ns) {
   std::lock_guard lock(schedule_mutex_);
-  schedule_background(0);
+  publish_next_wake();
 }
 
 void CostLayer::leave(const Call&, Work& work, int error) {
   Cost cost{0, work.fault_latency_ns};
   // It waited from the clock, not from the caller's own time, which may be behind it.
-  if (work.waited_for_deferred) cost.host_ns += wait_for_worker();  // holds no device slot
+  if (work.waited_for_deferred) {
+    // The core completed the tasks; the operation waited until the worker
+    // would have finished them. Their schedule's entries complete nothing.
+    std::lock_guard lock(schedule_mutex_);
+    cost.host_ns += worker_.wait(clock_.total_ns());  // holds no device slot
+  }
   if (error == 0) cost += costs_.of(work);
   const uint64_t total = cost.total();
   work.emulated_ns = total;
@@ -42,7 +46,7 @@ uint64_t CostLayer::elapsed_ns() const {
 uint64_t CostLayer::uptime_ns() {
   if (clock_.mode().real) return elapsed_ns();
   std::lock_guard lock(schedule_mutex_);
-  return uptime_offset_ns_ + clock_.total_ns();
+  return threads_.uptime_ns(clock_.total_ns());
 }
 
 void CostLayer::charge_wait(const Work& work) {
@@ -59,46 +63,24 @@ void CostLayer::advance(uint64_t ns, Work& work) {
   run_background(work);
 }
 
-void CostLayer::schedule_background(uint64_t now) {
-  auto next = [now](uint64_t interval) { return interval == 0 ? 0 : (now / interval + 1) * interval; };
-  next_flush_ns_ = next(writeback_interval_ns_);
-  next_commit_ns_ = next(commit_interval_ns_);
-  publish_next_wake();
-}
-
 void CostLayer::publish_next_wake() {
-  uint64_t wake = std::numeric_limits<uint64_t>::max();
-  for (const uint64_t at : {next_flush_ns_, next_commit_ns_}) {
-    if (at != 0) wake = std::min(wake, at - std::min(at, uptime_offset_ns_));
-  }
-  next_wake_ns_.store(wake, std::memory_order_relaxed);
+  next_wake_ns_.store(threads_.next_wake_on_clock(), std::memory_order_relaxed);
 }
 
 void CostLayer::run_background(Work& work) {
   if (clock_.total_ns() < next_wake_ns_.load(std::memory_order_relaxed)) return;
-  bool flush = false, commit = false;
-  uint64_t at = 0;
+  std::optional<KernelThreads::Wake> wake;
   {
     std::lock_guard lock(schedule_mutex_);
-    const uint64_t now = uptime_offset_ns_ + clock_.total_ns();
-    flush = next_flush_ns_ != 0 && now >= next_flush_ns_;
-    commit = next_commit_ns_ != 0 && now >= next_commit_ns_;
-    if (!flush && !commit) return;
-    // At the latest wake the clock passed: an operation that took several
-    // intervals wakes the threads once.
-    const uint64_t grain = writeback_interval_ns_ != 0 ? writeback_interval_ns_ : commit_interval_ns_;
-    at = now / grain * grain;
-    schedule_background(now);
+    wake = threads_.wake(clock_.total_ns());
+    if (!wake) return;
+    publish_next_wake();
   }
   Work background;
-  const BackgroundReport report = target().background(at, flush, commit, background);
+  const BackgroundReport report = target().background(wake->at_ns, wake->flush, wake->commit, background);
   {
     std::lock_guard lock(schedule_mutex_);
-    if (flush) ++background_.flusher_runs;
-    background_.files_written_back += report.files_written_back;
-    background_.bytes_written_back += report.bytes_written_back;
-    if (report.committed) ++background_.commits;
-    background_.files_committed += report.files_committed;
+    threads_.ran(*wake, report);
   }
   // A removal the commit settled may queue its reclaim.
   if (!background.deferred.empty()) schedule(background);
@@ -110,41 +92,25 @@ void CostLayer::run_background(Work& work) {
 
 void CostLayer::schedule(const Work& work) {
   std::lock_guard lock(schedule_mutex_);
-  for (const DeferredTask& task : work.deferred) {
-    const uint64_t start = std::max(worker_free_ns_, clock_.total_ns());
-    const uint64_t task_ns = costs_.of(task).total();
-    worker_free_ns_ = start + task_ns;
-    task_ns_ += task_ns;
-    due_.emplace(worker_free_ns_, task.id);
-  }
-}
-
-uint64_t CostLayer::wait_for_worker() {
-  // The core completed the tasks; the operation waited until the worker would
-  // have finished them. Their schedule entries complete nothing when reached.
-  std::lock_guard lock(schedule_mutex_);
-  const uint64_t now = clock_.total_ns();
-  return worker_free_ns_ > now ? worker_free_ns_ - now : 0;
+  worker_.add(work.deferred, clock_.total_ns(), costs_);
 }
 
 void CostLayer::complete_due() {
   for (;;) {
-    uint64_t id;
+    std::optional<uint64_t> id;
     {
       std::lock_guard lock(schedule_mutex_);
-      if (due_.empty() || due_.begin()->first > clock_.total_ns()) return;
-      id = due_.begin()->second;
-      due_.erase(due_.begin());
+      id = worker_.take_due(clock_.total_ns());
     }
-    target().complete_deferred(id);  // false: a crash or settle completed it
+    if (!id) return;
+    target().complete_deferred(*id);  // false: a crash or settle completed it
   }
 }
 
 size_t CostLayer::complete_all_deferred() {
   {
     std::lock_guard lock(schedule_mutex_);
-    due_.clear();
-    worker_free_ns_ = clock_.total_ns();
+    worker_.complete_all(clock_.total_ns());
   }
   return Layer::complete_all_deferred();
 }
@@ -160,22 +126,12 @@ CrashReport CostLayer::crash(Work& work) {
   std::multimap<uint64_t, uint64_t> before;
   {
     std::lock_guard lock(schedule_mutex_);
-    before = due_;
+    before = worker_.pending();
   }
   CrashReport report = Layer::crash(work);
   {
     std::lock_guard lock(schedule_mutex_);
-    for (const auto& [due, id] : before) {
-      auto [first, last] = due_.equal_range(due);
-      for (auto it = first; it != last; ++it) {
-        if (it->second == id) {
-          due_.erase(it);
-          break;
-        }
-      }
-    }
-    // Log recovery finished what the worker had left: it is free from now on.
-    if (due_.empty()) worker_free_ns_ = std::min(worker_free_ns_, clock_.total_ns());
+    worker_.completed(before, clock_.total_ns());
   }
   forget_destroyed(work);
   return report;
@@ -204,16 +160,9 @@ StatsSnapshot CostLayer::snapshot() {
   s.clock.emulated_ns = clock_.total_ns();
   {
     std::lock_guard lock(schedule_mutex_);
-    s.deferred.last_due_ns = due_.empty() ? 0 : due_.rbegin()->first;
-    s.deferred.task_ns = task_ns_;
-    s.background = background_;
-    // On the clock's scale: what is left until them.
-    const uint64_t offset = uptime_offset_ns_;
-    auto on_clock = [offset](uint64_t uptime) {
-      return uptime == 0 ? 0 : uptime - std::min(uptime, offset);
-    };
-    s.background.next_flush_ns = on_clock(next_flush_ns_);
-    s.background.next_commit_ns = on_clock(next_commit_ns_);
+    s.deferred.last_due_ns = worker_.last_due_ns();
+    s.deferred.task_ns = worker_.task_ns();
+    s.background = threads_.stats();
   }
   for (auto& [path, file] : s.files) file.emulated_ns = file_ns(file.inode);
   return s;
@@ -233,15 +182,10 @@ void CostLayer::reset_statistics() {
     // The clock starts again at 0; `now` is where it was, however an operation
     // on another thread moved it meanwhile.
     const uint64_t now = clock_.reset();
-    std::multimap<uint64_t, uint64_t> rebased;
-    for (const auto& [due, id] : due_) rebased.emplace(due - std::min(due, now), id);
-    due_ = std::move(rebased);
-    worker_free_ns_ -= std::min(worker_free_ns_, now);
-    task_ns_ = 0;
-    // The kernel's threads keep their schedule: uptime goes on.
-    uptime_offset_ns_ += now;
-    background_ = {};  // the clock was reset under the lock: run_background never
-                       // sees the offset without it
+    worker_.rebase(now);
+    // The kernel's threads keep their schedule: uptime goes on. The clock was
+    // reset under the lock: run_background never sees the offset without it.
+    threads_.clock_reset(now);
     publish_next_wake();  // the same wakes, on the new clock
   }
   std::lock_guard lock(files_mutex_);
@@ -252,8 +196,7 @@ nlohmann::json CostLayer::save() {
   nlohmann::json saved{{"emulated_ns", clock_.total_ns()}};
   {
     std::lock_guard lock(schedule_mutex_);
-    saved["worker_free_ns"] = worker_free_ns_;
-    saved["task_ns"] = task_ns_;
+    worker_.save(saved);
   }
   std::lock_guard lock(files_mutex_);
   nlohmann::json files = nlohmann::json::array();
@@ -266,19 +209,15 @@ void CostLayer::load(const nlohmann::json& saved) {
   clock_.set_total(saved.at("emulated_ns").get<uint64_t>());
   {
     std::lock_guard lock(schedule_mutex_);
-    due_.clear();
-    worker_free_ns_ = saved.at("worker_free_ns").get<uint64_t>();
-    task_ns_ = saved.value("task_ns", uint64_t{0});  // a statistic, newer than the format
-    // Nothing is dirty in a loaded volume; its threads wake on from its time.
-    uptime_offset_ns_ = 0;
-    background_ = {};
-    schedule_background(clock_.total_ns());
+    worker_.load(saved);
+    threads_.restart(clock_.total_ns());
+    publish_next_wake();
   }
   // A file that becomes dirty from now on counts its age from the loaded time.
-  if (writeback_interval_ns_ != 0) {
+  if (const uint64_t interval = target().profile().writeback_interval_ns; interval != 0) {
     Work none;
     const uint64_t now = clock_.total_ns();
-    target().background(now / writeback_interval_ns_ * writeback_interval_ns_, false, false, none);
+    target().background(now / interval * interval, false, false, none);
   }
   std::lock_guard lock(files_mutex_);
   file_ns_.clear();

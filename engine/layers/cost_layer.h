@@ -5,29 +5,25 @@
 // the file the work was for, and records the total in work.emulated_ns for the
 // layers above. A failed operation costs only an injected fault's latency.
 //
-// Deferred work: a task an operation queued (Work::deferred) runs on one
-// background worker per volume, after the tasks before it; it completes, and
-// the core applies its effect, when the clock reaches its end. Its cost is not
-// the operation's: background work takes no foreground time, but for an
+// Deferred work: a task an operation queued (Work::deferred) runs on the
+// volume's background worker (WorkerSchedule); it completes, and the core
+// applies its effect, when the clock reaches its end. Its cost is not the
+// operation's: background work takes no foreground time, but for an
 // allocation that found no space and waited for the worker
 // (Work::waited_for_deferred): it is charged the wait.
 //
-// The kernel's own threads: as the clock passes each multiple of
-// page_cache.writeback_interval_ns (the flusher) and of
-// durability.commit_interval_ns (the filesystem's own commit), the operation
-// that passed it calls FileSystem::background after its own work, which
-// costs nothing: background. Their times run on the volume's uptime, which a
-// statistics reset does not restart.
+// The kernel's own threads (KernelThreads): the operation whose work moves the
+// clock past the flusher's or the periodic commit's wake calls
+// FileSystem::background after its own work, which costs nothing.
 //
 // Thread-safety: reading the clock is lock-free, charging it takes the
-// timelines' leaf lock (timelines.h); per-file times and the schedule are
+// timelines' leaf lock (timelines.h); per-file times and the schedules are
 // guarded by files_mutex_ and schedule_mutex_, leaf locks never held while
 // calling the target.
 #pragma once
 
 #include <atomic>
 #include <limits>
-#include <map>
 #include <mutex>
 #include <unordered_map>
 
@@ -35,6 +31,8 @@
 #include "engine/layers/layer.h"
 #include "engine/time/cost_model.h"
 #include "engine/time/emulated_clock.h"
+#include "engine/time/kernel_threads.h"
+#include "engine/time/worker_schedule.h"
 
 namespace mimicfs {
 
@@ -86,33 +84,21 @@ class CostLayer final : public Layer {
   void schedule(const Work& work) EXCLUDES(schedule_mutex_);
   // Completes what the clock has reached.
   void complete_due() EXCLUDES(schedule_mutex_, files_mutex_);
-  // What an operation that waited for the background worker (Work::waited_for_deferred)
-  // is charged: until the worker's last task would have ended.
-  uint64_t wait_for_worker() EXCLUDES(schedule_mutex_);
   // The flusher and the periodic commit the clock has reached, if any.
   void run_background(Work& work) EXCLUDES(schedule_mutex_, files_mutex_);
-  // Schedules the next wake and commit after uptime `now`.
-  void schedule_background(uint64_t now) REQUIRES(schedule_mutex_);
-  // next_wake_ns_ from them, on the clock's scale.
+  // next_wake_ns_ from threads_.
   void publish_next_wake() REQUIRES(schedule_mutex_);
 
   const CostModel costs_;
   EmulatedClock clock_;
   std::mutex files_mutex_;
   std::unordered_map<uint64_t, uint64_t> file_ns_ GUARDED_BY(files_mutex_);  // inode -> ns
+  // The background worker's and the kernel's threads' schedules; the clock is
+  // reset under the same lock, so that they move with it.
   std::mutex schedule_mutex_;
-  std::multimap<uint64_t, uint64_t> due_ GUARDED_BY(schedule_mutex_);  // emulated ns -> task id
-  uint64_t worker_free_ns_ GUARDED_BY(schedule_mutex_) = 0;  // the background worker's end
-  uint64_t task_ns_ GUARDED_BY(schedule_mutex_) = 0;        // deferred.task_ns
-  const uint64_t writeback_interval_ns_;
-  const uint64_t commit_interval_ns_;
-  // Emulated time before the last statistics reset: uptime = it + the clock.
-  uint64_t uptime_offset_ns_ GUARDED_BY(schedule_mutex_) = 0;
-  uint64_t next_flush_ns_ GUARDED_BY(schedule_mutex_) = 0;   // uptime; 0: no flusher
-  uint64_t next_commit_ns_ GUARDED_BY(schedule_mutex_) = 0;  // uptime; 0: no periodic commit
-  BackgroundStats background_ GUARDED_BY(schedule_mutex_);
-  // The earlier of the two, on the clock's scale (max: none), read without the
-  // lock by every operation.
+  WorkerSchedule worker_ GUARDED_BY(schedule_mutex_);
+  KernelThreads threads_ GUARDED_BY(schedule_mutex_);
+  // threads_.next_wake_on_clock(), read without the lock by every operation.
   std::atomic<uint64_t> next_wake_ns_{std::numeric_limits<uint64_t>::max()};
 };
 
