@@ -505,7 +505,7 @@ nlohmann::json row_of(const std::string& strategy, const std::string& profile,
           {"profile", profile},
           {"writes", op_field(stats, "write", "count")},
           {"write_bytes", op_field(stats, "write", "bytes")},
-          // Every sync the server asked for, fsync and fdatasync alike.
+          // Every sync the workload asked for, fsync and fdatasync alike.
           {"fsyncs", op_field(stats, "fsync", "count") + op_field(stats, "fdatasync", "count")},
           {"fallocate_refused", refused},
           {"punches", op_field(stats, "punch", "count")},

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "engine/layers/cost_layer.h"
 
-#include <algorithm>
+#include <optional>
 
 namespace mimicfs {
 
@@ -207,17 +207,17 @@ nlohmann::json CostLayer::save() {
 
 void CostLayer::load(const nlohmann::json& saved) {
   clock_.set_total(saved.at("emulated_ns").get<uint64_t>());
+  std::optional<uint64_t> flusher_wake;
   {
     std::lock_guard lock(schedule_mutex_);
     worker_.load(saved);
-    threads_.restart(clock_.total_ns());
+    flusher_wake = threads_.restart(clock_.total_ns());
     publish_next_wake();
   }
   // A file that becomes dirty from now on counts its age from the loaded time.
-  if (const uint64_t interval = target().profile().writeback_interval_ns; interval != 0) {
+  if (flusher_wake) {
     Work none;
-    const uint64_t now = clock_.total_ns();
-    target().background(now / interval * interval, false, false, none);
+    target().background(*flusher_wake, false, false, none);
   }
   std::lock_guard lock(files_mutex_);
   file_ns_.clear();

@@ -1,12 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
-// NfsClientLayer: what every request does (enter, leave), the namespace's
-// operations, the client's crash and its statistics. Its other jobs have a
-// file each: nfs_attribute_cache.cc, nfs_stale_files.cc, nfs_client_locks.cc,
-// nfs_silly_rename.cc, nfs_write_back.cc.
+// NfsClientLayer: what every request does (enter, leave), the creation of
+// names (create, mkdir, symlink, link), the client's crash and its
+// statistics. Its other jobs have a file each: nfs_attribute_cache.cc
+// (lookup, getattr, open), nfs_stale_files.cc, nfs_client_locks.cc,
+// nfs_silly_rename.cc (release, unlink, rmdir, rename, readdir),
+// nfs_write_back.cc (write, flush, fsync).
 #include "engine/nfs/nfs_client_layer.h"
 
 #include "engine/nfs/nfs_clients.h"
 
+#include <algorithm>
 #include <utility>
 
 namespace mimicfs {
@@ -102,14 +105,6 @@ Result<Attributes> NfsClientLayer::link(uint64_t inode, uint64_t new_parent,
   looked_up(inode);
   changed_here(inode, Change::kAttributes);
   return linked;
-}
-
-// Linux's silly delete is an RPC started at the last close, done well before a
-// program's next request on a LAN; here that close's RELEASE may come after
-// it. A listing waits for it, so that what a test sees does not depend on it.
-Result<std::vector<DirectoryEntry>> NfsClientLayer::read_directory(uint64_t inode, Work& work) {
-  if (silly_rename_) wait_for_silly_deletes(inode);
-  return Layer::read_directory(inode, work);
 }
 
 CrashReport NfsClientLayer::crash(Work& work) {

@@ -1,16 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
-// NfsClientLayer's silly rename (fs/nfs/unlink.c, nfs_sillyrename): a file
+// NfsClientLayer's open files and silly rename (fs/nfs/unlink.c,
+// nfs_sillyrename): the handles each file has here and their release; a file
 // removed while open here becomes .nfsXXXX until its last close removes it,
-// and what that does to rmdir and rename.
+// and what that does to rmdir, rename and a listing.
 #include "engine/nfs/nfs_client_layer.h"
-
-#include "engine/nfs/nfs_clients.h"
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cstring>
 #include <utility>
 
 namespace mimicfs {
@@ -264,6 +264,14 @@ Result<void> NfsClientLayer::rename(uint64_t parent, const std::string& name, ui
   auto renamed = Layer::rename(parent, name, new_parent, new_name, flags, work);
   if (renamed && new_parent != parent) changed_here(new_parent, Change::kAttributes);
   return renamed;
+}
+
+// Linux's silly delete is an RPC started at the last close, done well before a
+// program's next request on a LAN; here that close's RELEASE may come after
+// it. A listing waits for it, so that what a test sees does not depend on it.
+Result<std::vector<DirectoryEntry>> NfsClientLayer::read_directory(uint64_t inode, Work& work) {
+  if (silly_rename_) wait_for_silly_deletes(inode);
+  return Layer::read_directory(inode, work);
 }
 
 }  // namespace mimicfs

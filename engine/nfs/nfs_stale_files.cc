@@ -4,8 +4,6 @@
 // only knows by name is gone (ENOENT at its next lookup).
 #include "engine/nfs/nfs_client_layer.h"
 
-#include "engine/nfs/nfs_clients.h"
-
 namespace mimicfs {
 
 // The server removed a file or directory: its handle is stale here from now

@@ -4,8 +4,6 @@
 // the next write, fsync or close (nfs_file_flush, file_check_and_advance_wb_err).
 #include "engine/nfs/nfs_client_layer.h"
 
-#include "engine/nfs/nfs_clients.h"
-
 #include <fcntl.h>
 
 #include <algorithm>

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "engine/time/kernel_threads.h"
 
+#include "engine/fs/file_system.h"
+
 #include <algorithm>
 #include <limits>
 
@@ -44,11 +46,13 @@ void KernelThreads::clock_reset(uint64_t clock_ns) {
   stats_ = {};
 }
 
-void KernelThreads::restart(uint64_t clock_ns) {
+std::optional<uint64_t> KernelThreads::restart(uint64_t clock_ns) {
   // Nothing is dirty in a loaded volume; its threads wake on from its time.
   uptime_offset_ns_ = 0;
   stats_ = {};
   schedule(clock_ns);
+  if (writeback_interval_ns_ == 0) return std::nullopt;
+  return clock_ns / writeback_interval_ns_ * writeback_interval_ns_;
 }
 
 uint64_t KernelThreads::on_clock(uint64_t uptime) const {

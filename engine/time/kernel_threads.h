@@ -16,10 +16,11 @@
 #include <cstdint>
 #include <optional>
 
-#include "engine/fs/file_system.h"
 #include "engine/stats/stats.h"
 
 namespace mimicfs {
+
+struct BackgroundReport;
 
 class KernelThreads {
  public:
@@ -41,8 +42,10 @@ class KernelThreads {
   // were on uptime, the statistics start again.
   void clock_reset(uint64_t clock_ns);
   // A volume loaded with its clock at `clock_ns`: uptime is the clock again
-  // and the threads wake on from there.
-  void restart(uint64_t clock_ns);
+  // and the threads wake on from there. Returns the flusher's last wake by
+  // then, from which a file that becomes dirty counts its age (nullopt: no
+  // flusher).
+  std::optional<uint64_t> restart(uint64_t clock_ns);
 
   // The earlier next wake, on the clock's scale (max: none).
   uint64_t next_wake_on_clock() const;
