@@ -199,7 +199,7 @@ void Daemon::wait_for_invalidations() {
   std::lock_guard lock(mutex_);
   for (auto* list : {&serving_, &mounted_}) {
     for (const auto& session : *list) {
-      session->adapter->wait_for_invalidations(std::chrono::seconds(10));
+      session->adapter->kernel().wait(std::chrono::seconds(10));
     }
   }
 }

@@ -2,7 +2,6 @@
 #include "fusefs/fuse_adapter.h"
 
 #include <fcntl.h>
-#include <pthread.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -11,7 +10,6 @@
 #include <cstring>
 #include <memory>
 #include <new>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -186,7 +184,7 @@ void on_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
     Work work;
     auto found = self.fs().lookup(parent, name, work);
     if (!found) return ErrorReply{found.error().value};
-    if (work.drop_cached_pages) self.drop_pages(found->inode);
+    if (work.drop_cached_pages) self.kernel().drop_pages(found->inode);
     EntryReply reply{to_entry(self, *found)};
     if (work.attributes_expire) reply.entry.attr_timeout = 0;
     return reply;
@@ -224,7 +222,7 @@ void on_getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
     Work work;
     auto attributes = self.fs().getattr(ino, work);
     if (!attributes) return ErrorReply{attributes.error().value};
-    if (work.drop_cached_pages) self.drop_pages(ino);
+    if (work.drop_cached_pages) self.kernel().drop_pages(ino);
     return AttrReply{to_stat(*attributes),
                      work.attributes_expire ? 0.0 : attr_timeout(self, ino)};
   });
@@ -370,13 +368,13 @@ void on_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     const int flags = fi->flags | (FuseChannel::request_kills_suidgid() ? kKillSuidgid : 0);
     Work work;
     const auto opened = self.fs().open(ino, flags, work);
-    self.invalidate_attributes(work.changed_attributes);  // O_TRUNC cleared S_ISUID
+    self.kernel().invalidate_attributes(work.changed_attributes);  // O_TRUNC cleared S_ISUID
     if (!opened) return ErrorReply{opened.error().value};
     // As for explicit_inval_data above: the pages cached from an earlier open
     // are still the file's, unless a crash rule's invalidation may not have
     // reached the kernel yet, or another NFS client changed the file since
     // (close-to-open; the kernel drops them as it opens).
-    reply.info.keep_cache = self.invalidations_pending() || work.drop_cached_pages ? 0 : 1;
+    reply.info.keep_cache = self.kernel().pending() || work.drop_cached_pages ? 0 : 1;
     reply.interrupted = [&self, ino] { self.fs().release(ino); };
     return reply;
   });
@@ -425,7 +423,7 @@ void on_release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
         release_file_locks(self, ino, fi);
         Work work;
         self.fs().release(ino, work);
-        self.invalidate_attributes(work.changed_attributes);
+        self.kernel().invalidate_attributes(work.changed_attributes);
         return ErrorReply{0};
       },
       OnFailure::kOk);
@@ -457,7 +455,7 @@ void on_write(fuse_req_t req, fuse_ino_t ino, const char* data, size_t size, off
     if (ino == ControlFiles::kCtlInode) {
       Work work;
       auto result = self.control().execute(std::string_view(data, size), work);
-      self.invalidate_attributes(work.changed_attributes);  // `ctl sync`
+      self.kernel().invalidate_attributes(work.changed_attributes);  // `ctl sync`
       if (!result) return ErrorReply{result.error().value};
       return WriteReply{size};
     }
@@ -470,9 +468,9 @@ void on_write(fuse_req_t req, fuse_ino_t ino, const char* data, size_t size, off
     Work work;
     auto result = self.fs().write(
         ino, offset, std::span(reinterpret_cast<const std::byte*>(data), size), flags, work);
-    if (!work.changed_attributes.empty()) self.invalidate_attributes(work.changed_attributes);
+    if (!work.changed_attributes.empty()) self.kernel().invalidate_attributes(work.changed_attributes);
     // This request holds the pages it writes: they go after its reply.
-    if (work.drop_cached_pages) self.drop_pages_after_reply(ino);
+    if (work.drop_cached_pages) self.kernel().drop_pages_after_reply(ino);
     if (!result) return ErrorReply{result.error().value};
     return WriteReply{*result};
   });
@@ -512,7 +510,7 @@ void on_flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     const bool writer = (handle(fi)->flags & O_ACCMODE) != O_RDONLY;
     Work work;
     const auto flushed = self.fs().flush(ino, writer, work);
-    self.invalidate_attributes(work.changed_attributes);  // before close(2) returns
+    self.kernel().invalidate_attributes(work.changed_attributes);  // before close(2) returns
     return status(flushed);
   });
 }
@@ -525,12 +523,13 @@ Reply sync(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info* fi) {
   auto& self = adapter(req);
   Work work;
   const auto synced = self.fs().fsync(ino, datasync != 0, work);
-  self.invalidate_attributes(work.changed_attributes);  // delayed allocation, preallocation
+  self.kernel().invalidate_attributes(work.changed_attributes);  // delayed allocation, preallocation
   return status(synced);
 }
 
 void on_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info* fi) {
-  serve(req, "fsync", ino, [&]() -> Reply { return sync(req, ino, datasync, fi); });
+  serve(req, datasync ? "fdatasync" : "fsync", ino,
+        [&]() -> Reply { return sync(req, ino, datasync, fi); });
 }
 
 void on_opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
@@ -679,22 +678,28 @@ void on_lseek(fuse_req_t req, fuse_ino_t ino, off_t offset, int whence, fuse_fil
 }  // namespace
 
 FuseAdapter::FuseAdapter(Engine& engine, FileSystem& fs, AdapterOptions options)
-    : engine_(engine), fs_(fs), control_(engine, fs), options_(options), frozen_(engine) {
+    : engine_(engine),
+      fs_(fs),
+      control_(engine, fs),
+      options_(options),
+      kernel_(engine),
+      frozen_(engine) {
   crash_observer_ = engine_.on_crash([this](const CrashReport& report, bool later) {
     if (later) {
-      invalidate_later(report);
+      kernel_.invalidate_later(report);
     } else {
-      invalidate(report);  // the ctl write holds no lock on these files
+      kernel_.invalidate(report);  // the ctl write holds no lock on these files
     }
   });
   control_.set_crash_observer(crash_observer_);
   // Another NFS client's change: this kernel's attributes of the file must
   // not outlive this client's attribute cache.
-  engine_.on_changes_elsewhere(fs_, [this](uint64_t inode) { invalidate_attributes({inode}); });
+  engine_.on_changes_elsewhere(fs_,
+                              [this](uint64_t inode) { kernel_.invalidate_attributes({inode}); });
   // What a restart's caller reads next must not come from pages of the crashed world.
   control_.after_restart([this] {
     frozen_.wake();  // its kept requests are answered now, not at its next look
-    wait_for_invalidations(std::chrono::seconds(10));
+    kernel_.wait(std::chrono::seconds(10));
   });
 }
 
@@ -710,126 +715,7 @@ void FuseAdapter::detach() {
   // Then: another client's request thread may be telling this session (it
   // waits for a call under way), and the session goes after this.
   engine_.on_changes_elsewhere(fs_, {});
-  {
-    std::lock_guard lock(queue_mutex_);
-    stopping_ = true;
-    queue_.clear();
-  }
-  queue_changed_.notify_all();
-  if (worker_.joinable()) worker_.join();
-  pending_.store(0);
-  session_.store(nullptr);
-}
-
-void FuseAdapter::start() {
-  std::lock_guard lock(queue_mutex_);
-  start_worker_locked();
-}
-
-void FuseAdapter::start_worker_locked() {
-  if (stopping_ || worker_.joinable()) return;
-  worker_ = std::thread([this] {
-    pthread_setname_np(pthread_self(), "mimicfs-inval");
-    std::unique_lock lock(queue_mutex_);
-    while (true) {
-      queue_changed_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
-      if (stopping_) return;
-      CrashReport next = std::move(queue_.front());
-      queue_.pop_front();
-      invalidating_ = true;
-      lock.unlock();
-      invalidate(next);
-      lock.lock();
-      invalidating_ = false;
-      pending_.fetch_sub(1);
-      queue_changed_.notify_all();
-    }
-  });
-}
-
-void FuseAdapter::invalidate_later(CrashReport report) {
-  std::lock_guard lock(queue_mutex_);
-  if (stopping_) return;
-  queue_.push_back(std::move(report));
-  pending_.fetch_add(1);
-  start_worker_locked();  // started by start() where the daemon serves
-  queue_changed_.notify_one();
-}
-
-void FuseAdapter::wait_for_invalidations(std::chrono::milliseconds limit) {
-  std::unique_lock lock(queue_mutex_);
-  if (!queue_changed_.wait_for(
-          lock, limit, [this] { return stopping_ || (queue_.empty() && !invalidating_); })) {
-    spdlog::warn("restart: the kernel's caches of the crashed volume are not all dropped yet");
-  }
-}
-
-void FuseAdapter::invalidate_attributes(const std::vector<uint64_t>& inodes) {
-  fuse_session* session = session_.load();
-  if (!session) return;
-  for (const uint64_t inode : inodes) {
-    // A negative offset: the attributes only, no page, so no lock the request holds is needed.
-    const int error = fuse_lowlevel_notify_inval_inode(session, inode, -1, 0);
-    // Not yet initialised (ENOSYS) or unmounting (ENODEV): nothing cached to drop.
-    if (error != 0 && error != -ENOENT && error != -ENOSYS && error != -ENODEV) {
-      spdlog::warn("cannot invalidate the attributes of inode {}: {}", inode, strerror(-error));
-    }
-  }
-}
-
-// The kernel's invalidation waits for the locks of the pages being read or
-// written, which a request on another thread holds while the daemon serves it
-// (never this request, which holds none). A volume held off or frozen may
-// keep such a request waiting until its restart: then the worker drops them,
-// as it does a crash's.
-void FuseAdapter::drop_pages(uint64_t inode) {
-  fuse_session* session = session_.load();
-  if (!session) return;
-  if (!engine_.powered()) {
-    CrashReport pages;
-    pages.dropped_caches.push_back(inode);
-    invalidate_later(std::move(pages));
-    return;
-  }
-  const int error = fuse_lowlevel_notify_inval_inode(session, inode, 0, 0);
-  if (error != 0 && error != -ENOENT) {
-    spdlog::warn("cannot drop the cached pages of inode {}: {}", inode, strerror(-error));
-  }
-}
-
-void FuseAdapter::drop_pages_after_reply(uint64_t inode) {
-  CrashReport pages;
-  pages.dropped_caches.push_back(inode);
-  invalidate_later(std::move(pages));
-}
-
-void FuseAdapter::invalidate(const CrashReport& report) {
-  fuse_session* session = session_.load();
-  if (!session) return;
-  std::set<uint64_t> parents;
-  for (const auto& [parent, name] : report.removed_entries) {
-    const int error = fuse_lowlevel_notify_inval_entry(session, parent, name.c_str(), name.size());
-    if (error != 0 && error != -ENOENT) {
-      spdlog::warn("crash: cannot invalidate entry {} in {}: {}", name, parent, strerror(-error));
-    }
-    parents.insert(parent);
-  }
-  // Their directories' nlink, size and times too: the kernel drops them with
-  // an entry only when it has that entry cached.
-  for (const uint64_t parent : parents) {
-    const int error = fuse_lowlevel_notify_inval_inode(session, parent, -1, 0);
-    if (error != 0 && error != -ENOENT) {
-      spdlog::warn("crash: cannot invalidate directory {}: {}", parent, strerror(-error));
-    }
-  }
-  // Every file's pages, not only the restored ones': a read or a mapping through
-  // a descriptor from before the crash must reach the volume (and get EIO).
-  for (const uint64_t inode : report.dropped_caches) {
-    const int error = fuse_lowlevel_notify_inval_inode(session, inode, 0, 0);
-    if (error != 0 && error != -ENOENT) {
-      spdlog::warn("crash: cannot invalidate inode {}: {}", inode, strerror(-error));
-    }
-  }
+  kernel_.stop();
 }
 
 const fuse_lowlevel_ops& FuseAdapter::operations() {

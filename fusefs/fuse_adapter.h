@@ -6,12 +6,6 @@
 // ENOMEM, anything else EIO, logged.
 #pragma once
 
-#include <atomic>
-#include <chrono>
-#include <condition_variable>
-#include <deque>
-#include <mutex>
-#include <thread>
 
 #define FUSE_USE_VERSION 314
 #include <fuse_lowlevel.h>
@@ -20,6 +14,7 @@
 #include "engine/engine.h"
 #include "fusefs/frozen_requests.h"
 #include "fusefs/fuse_channel.h"
+#include "fusefs/kernel_invalidations.h"
 
 namespace mimicfs {
 
@@ -48,18 +43,16 @@ class FuseAdapter {
   FuseAdapter& operator=(const FuseAdapter&) = delete;
 
   // The session serving this adapter, for cache invalidation after a crash.
-  void set_session(fuse_session* session) { session_.store(session); }
+  void set_session(fuse_session* session) { kernel_.set_session(session); }
   // True once the session is ending (an unmount, a stop signal): what waits
   // for something else than the volume (a lock) gives up.
   bool session_ending() const {
-    fuse_session* session = session_.load();
+    fuse_session* session = kernel_.session();
     return session != nullptr && fuse_session_exited(session) != 0;
   }
   // Starts the thread that tells the kernel what a crash inside an operation
-  // undid: call after fuse_daemonize (a thread does not survive its fork), on
-  // the serving thread, so that it does not start on a request's thread and
-  // inherit its CPU and policy (a ring thread's: fusefs/fuse_ring.h).
-  void start();
+  // undid (KernelInvalidations::start).
+  void start() { kernel_.start(); }
   // The session's loop ended: pending invalidations are dropped, and the
   // worker stops before the session goes.
   void detach();
@@ -74,56 +67,20 @@ class FuseAdapter {
   ControlFiles& control() { return control_; }
   const AdapterOptions& options() const { return options_; }
 
-  // Tells the kernel that these inodes' attributes changed behind its back
-  // (Work::changed_attributes); safe inside a request, before its reply.
-  void invalidate_attributes(const std::vector<uint64_t>& inodes);
-  // Drops the kernel's cached pages and attributes of `inode`: an NFS client
-  // revalidated it and found new data (Work::drop_cached_pages). Safe inside
-  // a GETATTR or LOOKUP, before its reply.
-  void drop_pages(uint64_t inode);
-  // The same, by the worker once the request that asks has been answered
-  // (a WRITE holds the pages it writes until then).
-  void drop_pages_after_reply(uint64_t inode);
-
-  // True while a crash rule's invalidations are queued or being told to the
-  // kernel: an open then asks the kernel to drop the file's cached pages itself
-  // (no keep_cache), so it never finds pages of the world the crash ended. It
-  // does not wait for the worker: under a freeze that waits for the restart.
-  bool invalidations_pending() const { return pending_.load() > 0; }
-
-  // Waits until the worker told the kernel everything queued, at most `limit`.
-  void wait_for_invalidations(std::chrono::milliseconds limit);
-
+  // What the kernel of this session is told of changes behind its back.
+  KernelInvalidations& kernel() { return kernel_; }
   // Keeps `req` while the volume is frozen, to be answered EIO at the restart
   // (FrozenRequests): true when kept, and the callback replies LaterReply.
   bool keep_while_frozen(fuse_req_t req) { return frozen_.park(req); }
 
  private:
-  // Tells the kernel to forget entries and file pages a crash undid.
-  void invalidate(const CrashReport& report);
-  // The same for a crash inside an operation (a crash rule): the request may
-  // hold locks the kernel's invalidation needs until its reply is sent, so a
-  // worker does it after.
-  void invalidate_later(CrashReport report);
-  void start_worker_locked();  // with queue_mutex_ held
-
   Engine& engine_;
   FileSystem& fs_;
   ControlFiles control_;
   int crash_observer_ = 0;
   const AdapterOptions options_;
   FuseChannel channel_;
-  std::atomic<fuse_session*> session_{nullptr};
-  std::mutex queue_mutex_;
-  std::condition_variable queue_changed_;
-  std::deque<CrashReport> queue_;  // guarded by queue_mutex_
-  bool invalidating_ = false;      // guarded by queue_mutex_
-  // Reports queued or being told to the kernel; read without the lock by opens.
-  std::atomic<int> pending_{0};
-  bool stopping_ = false;          // guarded by queue_mutex_
-  // Started by start(), after fuse_daemonize's fork (or at the first crash
-  // inside an operation, where nothing called start()).
-  std::thread worker_;
+  KernelInvalidations kernel_;
   FrozenRequests frozen_;
 };
 

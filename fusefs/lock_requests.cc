@@ -73,7 +73,7 @@ Reply take(FuseAdapter& adapter, fuse_req_t req, fuse_ino_t inode, const RecordL
   } else {
     result = nfs->set_lock(inode, request, kind, nullptr, work);
   }
-  if (work.drop_cached_pages) adapter.drop_pages(inode);
+  if (work.drop_cached_pages) adapter.kernel().drop_pages(inode);
   return ErrorReply{result ? 0 : result.error().value};
 }
 
