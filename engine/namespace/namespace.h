@@ -116,6 +116,8 @@ class Namespace {
   void load(const ImageJson& saved, const FileLoader& load_file) EXCLUDES(mutex_);
 
  private:
+  static constexpr uint64_t kRootInode = FileSystem::kRootInode;
+
   // The directory `inode`; a removed one (IS_DEADDIR) is ENOENT unless
   // `removed_too` (O_TMPFILE may be made in it: vfs_tmpfile does not check).
   Result<std::shared_ptr<Inode>> directory_locked(uint64_t inode, bool removed_too = false)
