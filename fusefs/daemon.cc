@@ -66,9 +66,8 @@ std::unique_ptr<Daemon::Session> Daemon::mount(const std::string& mountpoint, Fi
   session->adapter = std::make_unique<FuseAdapter>(engine_, fs, adapter_options_);
   session->adapter->control().mount_clients_with(
       [this](const std::string& path) { return mount_client(path); });
-  // What a restart's caller reads next, through any client, must not come
-  // from pages of the crashed world.
-  session->adapter->control().after_restart([this] { wait_for_invalidations(); });
+  // A restart through any client restarts every mount's view of the volume.
+  session->adapter->control().after_restart([this] { restarted(); });
   session->fuse = std::make_unique<FuseSession>(*session->adapter, mountpoint, profile_, io_uring_);
   if (!session->fuse->error().empty()) {
     error = session->fuse->error();
@@ -194,13 +193,11 @@ bool Daemon::any_session_exited() {
   return false;
 }
 
-void Daemon::wait_for_invalidations() {
+void Daemon::restarted() {
   // Under the lock, so that no adapter goes meanwhile: each wait is bounded.
   std::lock_guard lock(mutex_);
   for (auto* list : {&serving_, &mounted_}) {
-    for (const auto& session : *list) {
-      session->adapter->kernel().wait(std::chrono::seconds(10));
-    }
+    for (const auto& session : *list) session->adapter->restarted();
   }
 }
 

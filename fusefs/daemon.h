@@ -72,9 +72,11 @@ class Daemon {
   // Unmounts and frees a session whose thread has ended (or never started).
   void end(std::unique_ptr<Session> session);
   bool any_session_exited() EXCLUDES(mutex_);
-  // `ctl restart`: waits until every session's adapter told its kernel what a
-  // crash rule's power cut undid.
-  void wait_for_invalidations() EXCLUDES(mutex_);
+  // `ctl restart` through any session: every session's adapter answers the
+  // requests it kept while frozen and tells its kernel what the power cut
+  // undid (FuseAdapter::restarted). One adapter's own hook, which this
+  // replaces, would reach its own mount only.
+  void restarted() EXCLUDES(mutex_);
   // Whether one of two canonical paths is the other or lies under it.
   static bool nested(const std::string& a, const std::string& b);
   void wake_main();

@@ -468,7 +468,9 @@ void on_write(fuse_req_t req, fuse_ino_t ino, const char* data, size_t size, off
     Work work;
     auto result = self.fs().write(
         ino, offset, std::span(reinterpret_cast<const std::byte*>(data), size), flags, work);
-    if (!work.changed_attributes.empty()) self.kernel().invalidate_attributes(work.changed_attributes);
+    if (!work.changed_attributes.empty()) {
+      self.kernel().invalidate_attributes(work.changed_attributes);
+    }
     // This request holds the pages it writes: they go after its reply.
     if (work.drop_cached_pages) self.kernel().drop_pages_after_reply(ino);
     if (!result) return ErrorReply{result.error().value};
@@ -523,7 +525,8 @@ Reply sync(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info* fi) {
   auto& self = adapter(req);
   Work work;
   const auto synced = self.fs().fsync(ino, datasync != 0, work);
-  self.kernel().invalidate_attributes(work.changed_attributes);  // delayed allocation, preallocation
+  // Delayed allocation, preallocation.
+  self.kernel().invalidate_attributes(work.changed_attributes);
   return status(synced);
 }
 
@@ -696,16 +699,18 @@ FuseAdapter::FuseAdapter(Engine& engine, FileSystem& fs, AdapterOptions options)
   // not outlive this client's attribute cache.
   engine_.on_changes_elsewhere(fs_,
                               [this](uint64_t inode) { kernel_.invalidate_attributes({inode}); });
-  // What a restart's caller reads next must not come from pages of the crashed world.
-  control_.after_restart([this] {
-    frozen_.wake();  // its kept requests are answered now, not at its next look
-    kernel_.wait(std::chrono::seconds(10));
-  });
+  control_.after_restart([this] { restarted(); });
 }
 
 FuseAdapter::~FuseAdapter() {
   engine_.remove_crash_observer(crash_observer_);
   detach();
+}
+
+void FuseAdapter::restarted() {
+  frozen_.wake();  // its kept requests are answered now, not at its next look
+  // What a restart's caller reads next must not come from pages of the crashed world.
+  kernel_.wait(std::chrono::seconds(10));
 }
 
 void FuseAdapter::detach() {

@@ -6,7 +6,6 @@
 // ENOMEM, anything else EIO, logged.
 #pragma once
 
-
 #define FUSE_USE_VERSION 314
 #include <fuse_lowlevel.h>
 
@@ -53,6 +52,11 @@ class FuseAdapter {
   // Starts the thread that tells the kernel what a crash inside an operation
   // undid (KernelInvalidations::start).
   void start() { kernel_.start(); }
+  // The volume was restarted (`ctl restart` through this mount, or through
+  // another the same daemon serves): the requests kept while it was frozen
+  // are answered now, and the kernel is told what the crash undid before the
+  // ctl write is answered.
+  void restarted();
   // The session's loop ended: pending invalidations are dropped, and the
   // worker stops before the session goes.
   void detach();

@@ -36,8 +36,10 @@ void KernelInvalidations::start_worker() {
 }
 
 void KernelInvalidations::tell_queued() {
-  std::unique_lock lock(queue_mutex_);  // for the condition variable: the analysis
-  assert_held(queue_mutex_);            // sees lock_guard's only
+  // For the condition variable: the analysis sees lock_guard's only, and
+  // takes the lock as held even where it is let go around invalidate().
+  std::unique_lock lock(queue_mutex_);
+  assert_held(queue_mutex_);
   while (true) {
     while (!stopping_ && queue_.empty()) queue_changed_.wait(lock);
     if (stopping_) return;
@@ -66,7 +68,9 @@ void KernelInvalidations::wait(std::chrono::milliseconds limit) {
   std::unique_lock lock(queue_mutex_);
   assert_held(queue_mutex_);
   const auto deadline = std::chrono::steady_clock::now() + limit;
-  auto told = [this]() REQUIRES(queue_mutex_) { return stopping_ || (queue_.empty() && !telling_); };
+  auto told = [this]() REQUIRES(queue_mutex_) {
+    return stopping_ || (queue_.empty() && !telling_);
+  };
   while (!told()) {
     if (queue_changed_.wait_until(lock, deadline) == std::cv_status::timeout && !told()) {
       spdlog::warn("restart: the kernel's caches of the crashed volume are not all dropped yet");

@@ -31,6 +31,8 @@
 
 namespace mimicfs {
 
+class FuseAdapter;
+
 class KernelInvalidations {
  public:
   // `engine` says whether the volume is powered (drop_pages).
@@ -39,15 +41,7 @@ class KernelInvalidations {
   KernelInvalidations(const KernelInvalidations&) = delete;
   KernelInvalidations& operator=(const KernelInvalidations&) = delete;
 
-  // The session told; none before it is set, or after stop().
-  void set_session(fuse_session* session) { session_.store(session); }
   fuse_session* session() const { return session_.load(); }
-  // Starts the worker: after fuse_daemonize (a thread does not survive its
-  // fork), on the serving thread, so that it does not inherit a request
-  // thread's CPU and policy (a ring thread's: fusefs/fuse_ring.h).
-  void start() EXCLUDES(queue_mutex_);
-  // Drops what is queued, ends the worker and forgets the session.
-  void stop() EXCLUDES(queue_mutex_);
 
   // These inodes' attributes changed (Work::changed_attributes); safe inside
   // a request, before its reply.
@@ -74,6 +68,17 @@ class KernelInvalidations {
   void wait(std::chrono::milliseconds limit) EXCLUDES(queue_mutex_);
 
  private:
+  // Its session's life is the adapter's to order (FuseAdapter::detach).
+  friend class FuseAdapter;
+  // The session told; none before it is set, or after stop().
+  void set_session(fuse_session* session) { session_.store(session); }
+  // Starts the worker: after fuse_daemonize (a thread does not survive its
+  // fork), on the serving thread, so that it does not inherit a request
+  // thread's CPU and policy (a ring thread's: fusefs/fuse_ring.h).
+  void start() EXCLUDES(queue_mutex_);
+  // Drops what is queued, ends the worker and forgets the session.
+  void stop() EXCLUDES(queue_mutex_);
+
   void start_worker() REQUIRES(queue_mutex_);
   // The worker: tells the kernel each report queued, until stop().
   void tell_queued() EXCLUDES(queue_mutex_);

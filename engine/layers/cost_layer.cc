@@ -77,7 +77,8 @@ void CostLayer::run_background(Work& work) {
     publish_next_wake();
   }
   Work background;
-  const BackgroundReport report = target().background(wake->at_ns, wake->flush, wake->commit, background);
+  const BackgroundReport report =
+      target().background(wake->at_ns, wake->flush, wake->commit, background);
   {
     std::lock_guard lock(schedule_mutex_);
     threads_.ran(*wake, report);

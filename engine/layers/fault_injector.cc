@@ -131,7 +131,8 @@ std::expected<std::bitset<static_cast<size_t>(Op::kCount)>, std::string> parse_o
     if (distance < closest_distance) closest_distance = distance, closest = known;
   }
   if (closest_distance <= 2) {
-    return std::unexpected(fmt::format("unknown operation \"{}\" (did you mean {}?)", name, closest));
+    return std::unexpected(
+        fmt::format("unknown operation \"{}\" (did you mean {}?)", name, closest));
   }
   return std::unexpected(fmt::format("unknown operation \"{}\"", name));
 }

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // Namespace: what the journal makes durable and what a crash undoes. A
 // commit (an fsync's, the periodic one, sync) makes the changes it carries
-// durable and lets removed inodes go; a crash puts back the entries no commit
-// carried (NamespaceJournal).
+// durable and lets removed inodes go; a crash undoes what no commit carried
+// (NamespaceJournal): created entries go, removed ones come back, renamed
+// ones move back.
 #include "engine/namespace/namespace.h"
 
 namespace mimicfs {

@@ -18,7 +18,6 @@ timespec load_time(const ImageJson& saved) {
   return timespec{saved.at(0).get<time_t>(), saved.at(1).get<long>()};
 }
 
-
 }  // namespace
 
 ImageJson Namespace::save() {

@@ -14,7 +14,9 @@ KernelThreads::KernelThreads(uint64_t writeback_interval_ns, uint64_t commit_int
 }
 
 void KernelThreads::schedule(uint64_t now) {
-  auto next = [now](uint64_t interval) { return interval == 0 ? 0 : (now / interval + 1) * interval; };
+  auto next = [now](uint64_t interval) {
+    return interval == 0 ? 0 : (now / interval + 1) * interval;
+  };
   next_flush_ns_ = next(writeback_interval_ns_);
   next_commit_ns_ = next(commit_interval_ns_);
 }

@@ -87,14 +87,16 @@ TEST(FaultInjector, UnknownOperationErrorQuotesRuleKeyAndValue) {
   FaultInjector faults;
   auto added = faults.add("op=wrte,error=EIO");
   ASSERT_FALSE(added.has_value());
-  EXPECT_EQ(added.error(),
-            R"(fault rule "op=wrte,error=EIO": op: unknown operation "wrte" (did you mean write?))");
+  EXPECT_EQ(added.error(), R"(fault rule "op=wrte,error=EIO": op: )"
+                           R"(unknown operation "wrte" (did you mean write?))");
   auto far = faults.add("op=sync,error=EIO");
   ASSERT_FALSE(far.has_value());
-  EXPECT_EQ(far.error(), R"(fault rule "op=sync,error=EIO": op: unknown operation "sync" (did you mean fsync?))");
+  EXPECT_EQ(far.error(), R"(fault rule "op=sync,error=EIO": op: )"
+                         R"(unknown operation "sync" (did you mean fsync?))");
   auto nothing_near = faults.add("op=compress,error=EIO");
   ASSERT_FALSE(nothing_near.has_value());
-  EXPECT_EQ(nothing_near.error(), R"(fault rule "op=compress,error=EIO": op: unknown operation "compress")");
+  EXPECT_EQ(nothing_near.error(),
+            R"(fault rule "op=compress,error=EIO": op: unknown operation "compress")");
 }
 
 TEST(FaultInjector, MalformedRulesNameTheKey) {
