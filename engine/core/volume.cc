@@ -132,7 +132,12 @@ void Volume::commit_journal_files() {
   }
 }
 
-Result<Attributes> Volume::lookup(uint64_t parent, const std::string& name, Work&) {
+OperationReply Volume::dispatch(const Operation& operation, Work& work) {
+  return serve_operation(operation, [&](const auto& request) { return serve(request, work); });
+}
+
+Result<Attributes> Volume::serve(const ops::Lookup& request, Work&) {
+  const auto& [parent, name] = request;
   return namespace_.lookup(parent, name);
 }
 
@@ -140,36 +145,40 @@ Result<Attributes> Volume::entry(uint64_t parent, const std::string& name) {
   return namespace_.lookup(parent, name, /*reference=*/false);
 }
 
-void Volume::forget(uint64_t inode, uint64_t references, Work& work) {
+Result<void> Volume::serve(const ops::Forget& request, Work& work) {
+  const auto& [inode, references] = request;
   namespace_.forget(inode, references, work);
+  return {};
 }
 
-Result<Attributes> Volume::create(uint64_t parent, const std::string& name, uint32_t mode,
-                                  uint64_t rdev, Owner owner, bool open_handle, Work& work) {
+Result<Attributes> Volume::serve(const ops::Create& request, Work& work) {
+  const auto& [parent, name, mode, rdev, owner, open_handle] = request;
   const uint32_t type = mode & S_IFMT;
   if (type == S_IFDIR || type == S_IFLNK) return fail(EINVAL);
   return namespace_.add(parent, name, type == 0 ? (mode | S_IFREG) : mode, owner, rdev, "",
                         open_handle, work);
 }
 
-Result<Attributes> Volume::tmpfile(uint64_t parent, uint32_t mode, Owner owner, Work& work) {
+Result<Attributes> Volume::serve(const ops::Tmpfile& request, Work& work) {
+  const auto& [parent, mode, owner] = request;
   // Never ENOSYS: the FUSE kernel would refuse O_TMPFILE for the whole mount.
   if (!profile_.tmpfile) return fail(EOPNOTSUPP);
   return namespace_.add_unnamed(parent, S_IFREG | (mode & 07777), owner, work);
 }
 
-Result<Attributes> Volume::mkdir(uint64_t parent, const std::string& name, uint32_t mode,
-                                 Owner owner, Work& work) {
+Result<Attributes> Volume::serve(const ops::Mkdir& request, Work& work) {
+  const auto& [parent, name, mode, owner] = request;
   return namespace_.add(parent, name, S_IFDIR | (mode & 07777), owner, 0, "", false, work);
 }
 
-Result<Attributes> Volume::symlink(uint64_t parent, const std::string& name,
-                                   const std::string& target, Owner owner, Work& work) {
+Result<Attributes> Volume::serve(const ops::Symlink& request, Work& work) {
+  const auto& [parent, name, target, owner] = request;
   if (target.size() >= PATH_MAX) return fail(ENAMETOOLONG);
   return namespace_.add(parent, name, S_IFLNK | 0777, owner, 0, target, false, work);
 }
 
-Result<std::string> Volume::readlink(uint64_t inode, Work&) {
+Result<std::string> Volume::serve(const ops::Readlink& request, Work&) {
+  const uint64_t inode = request.inode;
   auto node = namespace_.find(inode);
   if (!node) return fail(ENOENT);
   if (!S_ISLNK(node->mode)) return fail(EINVAL);
@@ -177,21 +186,23 @@ Result<std::string> Volume::readlink(uint64_t inode, Work&) {
   return node->symlink_target;
 }
 
-Result<Attributes> Volume::link(uint64_t inode, uint64_t new_parent, const std::string& new_name,
-                                Work& work) {
+Result<Attributes> Volume::serve(const ops::Link& request, Work& work) {
+  const auto& [inode, new_parent, new_name] = request;
   return namespace_.link(inode, new_parent, new_name, work);
 }
 
-Result<void> Volume::unlink(uint64_t parent, const std::string& name, Work& work) {
+Result<void> Volume::serve(const ops::Unlink& request, Work& work) {
+  const auto& [parent, name] = request;
   return namespace_.unlink(parent, name, work);
 }
 
-Result<void> Volume::rmdir(uint64_t parent, const std::string& name, Work& work) {
+Result<void> Volume::serve(const ops::Rmdir& request, Work& work) {
+  const auto& [parent, name] = request;
   return namespace_.rmdir(parent, name, work);
 }
 
-Result<void> Volume::rename(uint64_t parent, const std::string& name, uint64_t new_parent,
-                            const std::string& new_name, unsigned flags, Work& work) {
+Result<void> Volume::serve(const ops::Rename& request, Work& work) {
+  const auto& [parent, name, new_parent, new_name, flags] = request;
   if (profile_.write_back_on_replace) {
     write_back_before_replace(parent, name, new_parent, new_name, flags, work);
   }
@@ -224,14 +235,16 @@ void Volume::write_back_before_replace(uint64_t parent, const std::string& name,
   note_blocks_change(*source, blocks, work);
 }
 
-Result<std::vector<DirectoryEntry>> Volume::read_directory(uint64_t inode, Work&) {
+Result<std::vector<DirectoryEntry>> Volume::serve(const ops::ReadDirectory& request, Work&) {
+  const uint64_t inode = request.inode;
   return namespace_.read_directory(inode);
 }
 
 // ---------------------------------------------------------------------------
 // Files
 
-Result<void> Volume::open(uint64_t inode, int flags, Work& work) {
+Result<void> Volume::serve(const ops::Open& request, Work& work) {
+  const auto& [inode, flags] = request;
   auto node = namespace_.find(inode);
   if (!node) return fail(ENOENT);
   if (node->is_directory() && (flags & O_ACCMODE) != O_RDONLY) return fail(EISDIR);
@@ -255,7 +268,8 @@ Result<void> Volume::open(uint64_t inode, int flags, Work& work) {
   return {};
 }
 
-Result<void> Volume::flush(uint64_t inode, bool writer, Work& work) {
+Result<void> Volume::serve(const ops::Flush& request, Work& work) {
+  const auto& [inode, writer] = request;
   auto node = namespace_.find(inode);
   if (!node) return fail(ENOENT);
   if (!node->is_regular() || !writer) return {};
@@ -271,7 +285,8 @@ Result<void> Volume::flush(uint64_t inode, bool writer, Work& work) {
   return {};
 }
 
-void Volume::release(uint64_t inode, Work& work) {
+Result<void> Volume::serve(const ops::Release& request, Work& work) {
+  const uint64_t inode = request.inode;
   if (auto node = namespace_.find(inode); node && node->is_regular()) {
     std::lock_guard lock(node->mutex);
     if (node->open_handles > 0) --node->open_handles;
@@ -285,9 +300,11 @@ void Volume::release(uint64_t inode, Work& work) {
       if (node->nlink.load() == 0) free_storage_locked(node, work);
     }
   }
+  return {};
 }
 
-Result<void> Volume::fsync(uint64_t inode, bool datasync, Work& work) {
+Result<void> Volume::serve(const ops::Fsync& request, Work& work) {
+  const auto& [inode, datasync] = request;
   auto node = namespace_.find(inode);
   if (!node) return fail(ENOENT);
   bool committed = false;
@@ -320,7 +337,7 @@ Result<void> Volume::fsync(uint64_t inode, bool datasync, Work& work) {
   return {};
 }
 
-Result<FilesystemStats> Volume::statfs(Work&) {
+Result<FilesystemStats> Volume::serve(const ops::Statfs&, Work&) {
   const FreeSpaceSummary space = space_.allocator().summary();
   FilesystemStats s;
   s.block_size = profile_.statfs_block_size;

@@ -15,7 +15,8 @@
 // Layers' own locks (CostLayer::files_mutex_ and schedule_mutex_,
 // OperationCounters' errors mutex, FaultInjector::mutex_), DeferredWork's,
 // GroupLocks' (taken under Inode::mutex, never with the Allocator's) and the
-// Volume's journal_mutex_ are leaves, never held while calling into the Volume or running a task's effect.
+// Volume's journal_mutex_ are leaves, never held while calling into the Volume
+// or running a task's effect.
 #pragma once
 
 #include <sys/types.h>
@@ -55,44 +56,7 @@ class Volume final : public FileSystem {
 
   const Profile& profile() const override { return profile_; }
 
-  Result<Attributes> lookup(uint64_t parent, const std::string& name, Work& work) override;
-  void forget(uint64_t inode, uint64_t references, Work& work) override;
-  Result<Attributes> getattr(uint64_t inode, Work& work) override;
-  Result<Attributes> setattr(uint64_t inode, const AttributeChanges& changes, Work& work) override;
-  Result<Attributes> create(uint64_t parent, const std::string& name, uint32_t mode, uint64_t rdev,
-                            Owner owner, bool open_handle, Work& work) override;
-  Result<Attributes> tmpfile(uint64_t parent, uint32_t mode, Owner owner, Work& work) override;
-  Result<Attributes> mkdir(uint64_t parent, const std::string& name, uint32_t mode, Owner owner,
-                           Work& work) override;
-  Result<Attributes> symlink(uint64_t parent, const std::string& name, const std::string& target,
-                             Owner owner, Work& work) override;
-  Result<std::string> readlink(uint64_t inode, Work& work) override;
-  Result<Attributes> link(uint64_t inode, uint64_t new_parent, const std::string& new_name,
-                          Work& work) override;
-  Result<void> unlink(uint64_t parent, const std::string& name, Work& work) override;
-  Result<void> rmdir(uint64_t parent, const std::string& name, Work& work) override;
-  Result<void> rename(uint64_t parent, const std::string& name, uint64_t new_parent,
-                      const std::string& new_name, unsigned flags, Work& work) override;
-  Result<std::vector<DirectoryEntry>> read_directory(uint64_t inode, Work& work) override;
-  Result<void> open(uint64_t inode, int flags, Work& work) override;
-  Result<void> flush(uint64_t inode, bool writer, Work& work) override;
-  void release(uint64_t inode, Work& work) override;
-  Result<size_t> read(uint64_t inode, uint64_t offset, std::span<std::byte> out, int flags,
-                      Work& work) override;
-  Result<size_t> write(uint64_t inode, uint64_t offset, std::span<const std::byte> data, int flags,
-                       Work& work) override;
-  Result<size_t> copy_range(uint64_t in, uint64_t in_offset, uint64_t out, uint64_t out_offset,
-                            uint64_t length, int flags, Work& work) override;
-  Result<void> fallocate(uint64_t inode, int mode, uint64_t offset, uint64_t length,
-                         Work& work) override;
-  Result<void> fsync(uint64_t inode, bool datasync, Work& work) override;
-  Result<uint64_t> seek(uint64_t inode, uint64_t offset, int whence, Work& work) override;
-  Result<FilesystemStats> statfs(Work& work) override;
-  Result<void> setxattr(uint64_t inode, const std::string& name, std::string_view value, int flags,
-                        Work& work) override;
-  Result<std::string> getxattr(uint64_t inode, const std::string& name, Work& work) override;
-  Result<std::vector<std::string>> listxattr(uint64_t inode, Work& work) override;
-  Result<void> removexattr(uint64_t inode, const std::string& name, Work& work) override;
+  OperationReply dispatch(const Operation& operation, Work& work) override;
   CrashReport crash(Work& work) override;
   uint64_t crashes() override { return crashes_.load(); }
   // An NFS client's crash (Engine::crash_client): `files` lose what they
@@ -122,36 +86,39 @@ class Volume final : public FileSystem {
   void reset_statistics() override {}  // the core keeps no counters
 
   using FileSystem::crash;
-  using FileSystem::create;
-  using FileSystem::tmpfile;
-  using FileSystem::fallocate;
-  using FileSystem::flush;
-  using FileSystem::forget;
-  using FileSystem::fsync;
-  using FileSystem::getattr;
-  using FileSystem::getxattr;
-  using FileSystem::link;
-  using FileSystem::listxattr;
-  using FileSystem::lookup;
-  using FileSystem::mkdir;
-  using FileSystem::open;
-  using FileSystem::read;
-  using FileSystem::read_directory;
-  using FileSystem::readlink;
-  using FileSystem::release;
-  using FileSystem::removexattr;
-  using FileSystem::rename;
-  using FileSystem::rmdir;
-  using FileSystem::seek;
-  using FileSystem::setattr;
-  using FileSystem::setxattr;
-  using FileSystem::statfs;
-  using FileSystem::symlink;
   using FileSystem::sync_all;
-  using FileSystem::unlink;
-  using FileSystem::write;
 
  private:
+  // Each operation (operations.h; its contract is at its call in file_system.h).
+  Result<Attributes> serve(const ops::Lookup& request, Work& work);
+  Result<void> serve(const ops::Forget& request, Work& work);
+  Result<Attributes> serve(const ops::Getattr& request, Work& work);
+  Result<Attributes> serve(const ops::Setattr& request, Work& work);
+  Result<Attributes> serve(const ops::Create& request, Work& work);
+  Result<Attributes> serve(const ops::Tmpfile& request, Work& work);
+  Result<Attributes> serve(const ops::Mkdir& request, Work& work);
+  Result<Attributes> serve(const ops::Symlink& request, Work& work);
+  Result<std::string> serve(const ops::Readlink& request, Work& work);
+  Result<Attributes> serve(const ops::Link& request, Work& work);
+  Result<void> serve(const ops::Unlink& request, Work& work);
+  Result<void> serve(const ops::Rmdir& request, Work& work);
+  Result<void> serve(const ops::Rename& request, Work& work);
+  Result<std::vector<DirectoryEntry>> serve(const ops::ReadDirectory& request, Work& work);
+  Result<void> serve(const ops::Open& request, Work& work);
+  Result<void> serve(const ops::Flush& request, Work& work);
+  Result<void> serve(const ops::Release& request, Work& work);
+  Result<size_t> serve(const ops::Read& request, Work& work);
+  Result<size_t> serve(const ops::Write& request, Work& work);
+  Result<size_t> serve(const ops::CopyRange& request, Work& work);
+  Result<void> serve(const ops::Fallocate& request, Work& work);
+  Result<void> serve(const ops::Fsync& request, Work& work);
+  Result<uint64_t> serve(const ops::Seek& request, Work& work);
+  Result<FilesystemStats> serve(const ops::Statfs& request, Work& work);
+  Result<void> serve(const ops::Setxattr& request, Work& work);
+  Result<std::string> serve(const ops::Getxattr& request, Work& work);
+  Result<std::vector<std::string>> serve(const ops::Listxattr& request, Work& work);
+  Result<void> serve(const ops::Removexattr& request, Work& work);
+
   // A regular file's last link went: the extents it frees are the unlink's
   // work, and its storage goes unless it is open. Requires file->mutex.
   void last_link_locked(const std::shared_ptr<Inode>& file, Work& work) REQUIRES(file->mutex);

@@ -8,14 +8,16 @@
 
 namespace mimicfs {
 
-Result<Attributes> Volume::getattr(uint64_t inode, Work&) {
+Result<Attributes> Volume::serve(const ops::Getattr& request, Work&) {
+  const uint64_t inode = request.inode;
   auto node = namespace_.find(inode);
   if (!node) return fail(ENOENT);
   std::lock_guard lock(node->mutex);
   return node->attributes(profile_);
 }
 
-Result<Attributes> Volume::setattr(uint64_t inode, const AttributeChanges& changes, Work& work) {
+Result<Attributes> Volume::serve(const ops::Setattr& request, Work& work) {
+  const auto& [inode, changes] = request;
   auto node = namespace_.find(inode);
   if (!node) return fail(ENOENT);
   work.file = node->number;

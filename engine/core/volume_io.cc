@@ -27,8 +27,8 @@ Result<std::shared_ptr<Inode>> Volume::file_for_io(uint64_t inode, uint64_t offs
   return node;
 }
 
-Result<size_t> Volume::read(uint64_t inode, uint64_t offset, std::span<std::byte> out, int flags,
-                            Work& work) {
+Result<size_t> Volume::serve(const ops::Read& request, Work& work) {
+  const auto& [inode, offset, out, flags] = request;
   auto found = file_for_io(inode, offset, out.size(), flags);
   if (!found) return std::unexpected(found.error());
   Inode& node = **found;
@@ -50,8 +50,8 @@ auto Volume::retry_after_reclaim(Work& work, Attempt&& attempt) -> decltype(atte
   return attempt();
 }
 
-Result<size_t> Volume::write(uint64_t inode, uint64_t offset, std::span<const std::byte> data,
-                             int flags, Work& work) {
+Result<size_t> Volume::serve(const ops::Write& request, Work& work) {
+  const auto& [inode, offset, data, flags] = request;
   return retry_after_reclaim(work, [&] { return do_write(inode, offset, data, flags, work); });
 }
 
@@ -91,8 +91,8 @@ Result<size_t> Volume::do_write(uint64_t inode, uint64_t offset, std::span<const
   return data.size();
 }
 
-Result<size_t> Volume::copy_range(uint64_t in, uint64_t in_offset, uint64_t out,
-                                  uint64_t out_offset, uint64_t length, int flags, Work& work) {
+Result<size_t> Volume::serve(const ops::CopyRange& request, Work& work) {
+  const auto& [in, in_offset, out, out_offset, length, flags] = request;
   // Overlapping ranges of one file, compared without overflow.
   if (in == out && (in_offset <= out_offset ? out_offset - in_offset < length
                                             : in_offset - out_offset < length)) {
@@ -157,8 +157,8 @@ Result<void> Volume::do_fallocate(Inode& node, int mode, uint64_t offset, uint64
   return {};
 }
 
-Result<void> Volume::fallocate(uint64_t inode, int mode, uint64_t offset, uint64_t length,
-                               Work& work) {
+Result<void> Volume::serve(const ops::Fallocate& request, Work& work) {
+  const auto& [inode, mode, offset, length] = request;
   return retry_after_reclaim(work,
                              [&] { return fallocate_once(inode, mode, offset, length, work); });
 }
@@ -179,7 +179,8 @@ Result<void> Volume::fallocate_once(uint64_t inode, int mode, uint64_t offset, u
   return {};
 }
 
-Result<uint64_t> Volume::seek(uint64_t inode, uint64_t offset, int whence, Work&) {
+Result<uint64_t> Volume::serve(const ops::Seek& request, Work&) {
+  const auto& [inode, offset, whence] = request;
   if (whence != SEEK_DATA && whence != SEEK_HOLE) return fail(EINVAL);
   auto node = namespace_.find(inode);
   if (!node) return fail(ENOENT);

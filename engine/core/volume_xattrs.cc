@@ -24,8 +24,8 @@ bool known_namespace(std::string_view name) {
 
 }  // namespace
 
-Result<void> Volume::setxattr(uint64_t inode, const std::string& name, std::string_view value,
-                              int flags, Work&) {
+Result<void> Volume::serve(const ops::Setxattr& request, Work&) {
+  const auto& [inode, name, value, flags] = request;
   if (name.empty() || name.size() > kMaxXattrName) return fail(ERANGE);
   if (!known_namespace(name)) return fail(EOPNOTSUPP);
   if (value.size() > kMaxXattrValue) return fail(E2BIG);
@@ -40,7 +40,8 @@ Result<void> Volume::setxattr(uint64_t inode, const std::string& name, std::stri
   return {};
 }
 
-Result<std::string> Volume::getxattr(uint64_t inode, const std::string& name, Work&) {
+Result<std::string> Volume::serve(const ops::Getxattr& request, Work&) {
+  const auto& [inode, name] = request;
   if (!known_namespace(name)) return fail(EOPNOTSUPP);
   auto node = namespace_.find(inode);
   if (!node) return fail(ENOENT);
@@ -50,7 +51,8 @@ Result<std::string> Volume::getxattr(uint64_t inode, const std::string& name, Wo
   return it->second;
 }
 
-Result<std::vector<std::string>> Volume::listxattr(uint64_t inode, Work&) {
+Result<std::vector<std::string>> Volume::serve(const ops::Listxattr& request, Work&) {
+  const uint64_t inode = request.inode;
   auto node = namespace_.find(inode);
   if (!node) return fail(ENOENT);
   // trusted.* names are listed to CAP_SYS_ADMIN alone (the trusted handler's
@@ -67,7 +69,8 @@ Result<std::vector<std::string>> Volume::listxattr(uint64_t inode, Work&) {
   return names;
 }
 
-Result<void> Volume::removexattr(uint64_t inode, const std::string& name, Work&) {
+Result<void> Volume::serve(const ops::Removexattr& request, Work&) {
+  const auto& [inode, name] = request;
   if (!known_namespace(name)) return fail(EOPNOTSUPP);
   auto node = namespace_.find(inode);
   if (!node) return fail(ENOENT);

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -126,6 +127,22 @@ struct Work {
   // its error at once, even for a buffered write, whose data it would
   // otherwise take as sent.
   bool never_sent = false;
+};
+
+// The Work a call fills: the caller's, or, when the caller leaves it out, one
+// of the call's own, dropped when the call's statement ends.
+class WorkRef {
+ public:
+  WorkRef() : own_(std::in_place), work_(&*own_) {}
+  WorkRef(Work& work) : work_(&work) {}  // NOLINT(google-explicit-constructor)
+  WorkRef(const WorkRef&) = delete;
+  WorkRef& operator=(const WorkRef&) = delete;
+
+  operator Work&() { return *work_; }  // NOLINT(google-explicit-constructor)
+
+ private:
+  std::optional<Work> own_;
+  Work* work_;
 };
 
 }  // namespace mimicfs

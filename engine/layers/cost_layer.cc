@@ -2,6 +2,7 @@
 #include "engine/layers/cost_layer.h"
 
 #include <optional>
+#include <variant>
 
 namespace mimicfs {
 
@@ -116,9 +117,10 @@ size_t CostLayer::complete_all_deferred() {
   return Layer::complete_all_deferred();
 }
 
-void CostLayer::forget(uint64_t inode, uint64_t references, Work& work) {
-  Layer::forget(inode, references, work);
-  forget_destroyed(work);
+OperationReply CostLayer::dispatch(const Operation& operation, Work& work) {
+  OperationReply reply = Layer::dispatch(operation, work);
+  if (std::holds_alternative<ops::Forget>(operation)) forget_destroyed(work);
+  return reply;
 }
 
 CrashReport CostLayer::crash(Work& work) {

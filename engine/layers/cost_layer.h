@@ -61,7 +61,8 @@ class CostLayer final : public Layer {
   // Files with emulated time kept (live inodes only: a destroyed one is dropped).
   size_t tracked_files();
 
-  void forget(uint64_t inode, uint64_t references, Work& work) override;
+  // As Layer's; a forget, which leave() does not see, may destroy an inode too.
+  OperationReply dispatch(const Operation& operation, Work& work) override;
   CrashReport crash(Work& work) override;
   // `ctl settle`: every deferred task completes now, as if the caller waited
   // for the background worker; the clock does not move.

@@ -44,13 +44,14 @@ bool NfsClientLayer::caching() const { return !noac_ && peers_.several(); }
 
 // nfs_getattr -> nfs_revalidate_inode: no GETATTR while the cached attributes
 // are young enough (nfs_attribute_cache_expired).
-Result<Attributes> NfsClientLayer::getattr(uint64_t inode, Work& work) {
+Result<Attributes> NfsClientLayer::serve(const ops::Getattr& request, Work& work) {
+  const uint64_t inode = request.inode;
   if (auto cached = cached_attributes(inode)) {
     work.attributes_expire = true;
     return *cached;
   }
   const uint64_t generation = this->generation();
-  auto fresh = Layer::getattr(inode, work);
+  auto fresh = pass(request, work);
   if (fresh) fetched(*fresh, generation, work);
   return fresh;
 }
@@ -58,9 +59,9 @@ Result<Attributes> NfsClientLayer::getattr(uint64_t inode, Work& work) {
 // FUSE asks again for a name whose entry expired in the kernel; Linux's
 // client finds it in its dentry cache (nfs_lookup_revalidate) and keeps the
 // inode's cached attributes.
-Result<Attributes> NfsClientLayer::lookup(uint64_t parent, const std::string& name, Work& work) {
+Result<Attributes> NfsClientLayer::serve(const ops::Lookup& request, Work& work) {
   const uint64_t generation = this->generation();
-  auto found = Layer::lookup(parent, name, work);
+  auto found = pass(request, work);
   if (!found) return found;
   looked_up(found->inode);
   if (auto cached = cached_attributes(found->inode)) {
@@ -150,8 +151,9 @@ NfsClientLayer::cache_entry(uint64_t inode) {
 // nfs_open revalidates the file with the server (close-to-open): pages
 // cached before another client changed the data are dropped, with the
 // attributes, cached or not. An O_TRUNC open changes the data for the others.
-Result<void> NfsClientLayer::open(uint64_t inode, int flags, Work& work) {
-  auto result = Layer::open(inode, flags, work);
+Result<void> NfsClientLayer::serve(const ops::Open& request, Work& work) {
+  const auto& [inode, flags] = request;
+  auto result = pass(request, work);
   if (!result) return result;
   opened(inode, (flags & kOpenForExec) != 0);
   revalidate(inode, work);

@@ -29,36 +29,34 @@ NfsClientLayer::NfsClientLayer(FileSystem& server, NfsClients& peers, std::strin
       acdirmax_ns_(server.profile().acdirmax_ns),
       name_(std::move(name)) {}
 
-Result<Attributes> NfsClientLayer::create(uint64_t parent, const std::string& name, uint32_t mode,
-                                          uint64_t rdev, Owner owner, bool open_handle,
-                                          Work& work) {
-  auto created = Layer::create(parent, name, mode, rdev, owner, open_handle, work);
+OperationReply NfsClientLayer::dispatch(const Operation& operation, Work& work) {
+  return serve_operation(operation, [&](const auto& request) { return serve(request, work); });
+}
+
+Result<Attributes> NfsClientLayer::serve(const ops::Create& request, Work& work) {
+  auto created = pass(request, work);
   if (!created) return created;
   looked_up(created->inode);
-  if (open_handle) opened(created->inode, false);
+  if (request.open_handle) opened(created->inode, false);
   return created;
 }
 
-Result<Attributes> NfsClientLayer::tmpfile(uint64_t parent, uint32_t mode, Owner owner,
-                                           Work& work) {
-  auto created = Layer::tmpfile(parent, mode, owner, work);
+Result<Attributes> NfsClientLayer::serve(const ops::Tmpfile& request, Work& work) {
+  auto created = pass(request, work);
   if (!created) return created;
   looked_up(created->inode);
   opened(created->inode, false);
   return created;
 }
 
-Result<Attributes> NfsClientLayer::mkdir(uint64_t parent, const std::string& name, uint32_t mode,
-                                         Owner owner, Work& work) {
-  auto made = Layer::mkdir(parent, name, mode, owner, work);
+Result<Attributes> NfsClientLayer::serve(const ops::Mkdir& request, Work& work) {
+  auto made = pass(request, work);
   if (made) looked_up(made->inode);
   return made;
 }
 
-Result<Attributes> NfsClientLayer::symlink(uint64_t parent, const std::string& name,
-                                           const std::string& link_target, Owner owner,
-                                           Work& work) {
-  auto made = Layer::symlink(parent, name, link_target, owner, work);
+Result<Attributes> NfsClientLayer::serve(const ops::Symlink& request, Work& work) {
+  auto made = pass(request, work);
   if (made) looked_up(made->inode);
   return made;
 }
@@ -98,9 +96,9 @@ void NfsClientLayer::leave(const Call& call, Work& work, int error) {
 }
 
 // The file's link count and ctime change too, not only the new parent's.
-Result<Attributes> NfsClientLayer::link(uint64_t inode, uint64_t new_parent,
-                                        const std::string& new_name, Work& work) {
-  auto linked = Layer::link(inode, new_parent, new_name, work);
+Result<Attributes> NfsClientLayer::serve(const ops::Link& request, Work& work) {
+  const uint64_t inode = request.inode;
+  auto linked = pass(request, work);
   if (!linked) return linked;
   looked_up(inode);
   changed_here(inode, Change::kAttributes);
@@ -153,7 +151,7 @@ namespace {
 
 // The requests about one file that go to the server with its file handle. A
 // RELEASE does not (NFSv3 has no CLOSE), nor does a FLUSH of a file with no
-// dirty pages; a write goes to the page cache (NfsClientLayer::write).
+// dirty pages; a write goes to the page cache (its write, nfs_write_back.cc).
 bool uses_file_handle(Op op) {
   switch (op) {
     case Op::kGetattr:
@@ -215,7 +213,7 @@ Result<void> NfsClientLayer::enter(const Call& call, Work& work) {
     peers_.contact(*this);
   }
   // An fsync sends nothing for a clean file (nfs_file_fsync): only a lost
-  // write fails it (NfsClientLayer::fsync).
+  // write fails it (its fsync, nfs_write_back.cc).
   if (stale_files_.load(std::memory_order_relaxed) > 0 && uses_file_handle(call.op) &&
       call.op != Op::kFsync && call.op != Op::kFdatasync && stale(call.inode)) {
     return fail(ESTALE);

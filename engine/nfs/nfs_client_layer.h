@@ -94,29 +94,9 @@ class NfsClientLayer final : public Layer {
     name_ = std::move(name);
   }
 
-  Result<Attributes> lookup(uint64_t parent, const std::string& name, Work& work) override;
-  void forget(uint64_t inode, uint64_t references, Work& work) override;
-  Result<Attributes> getattr(uint64_t inode, Work& work) override;
-  Result<Attributes> create(uint64_t parent, const std::string& name, uint32_t mode, uint64_t rdev,
-                            Owner owner, bool open_handle, Work& work) override;
-  Result<Attributes> tmpfile(uint64_t parent, uint32_t mode, Owner owner, Work& work) override;
-  Result<Attributes> mkdir(uint64_t parent, const std::string& name, uint32_t mode, Owner owner,
-                           Work& work) override;
-  Result<Attributes> symlink(uint64_t parent, const std::string& name, const std::string& target,
-                             Owner owner, Work& work) override;
-  Result<Attributes> link(uint64_t inode, uint64_t new_parent, const std::string& new_name,
-                          Work& work) override;
-  Result<void> open(uint64_t inode, int flags, Work& work) override;
-  Result<void> flush(uint64_t inode, bool writer, Work& work) override;
-  Result<void> fsync(uint64_t inode, bool datasync, Work& work) override;
-  void release(uint64_t inode, Work& work) override;
-  Result<void> unlink(uint64_t parent, const std::string& name, Work& work) override;
-  Result<void> rmdir(uint64_t parent, const std::string& name, Work& work) override;
-  Result<std::vector<DirectoryEntry>> read_directory(uint64_t inode, Work& work) override;
-  Result<void> rename(uint64_t parent, const std::string& name, uint64_t new_parent,
-                      const std::string& new_name, unsigned flags, Work& work) override;
-  Result<size_t> write(uint64_t inode, uint64_t offset, std::span<const std::byte> data, int flags,
-                       Work& work) override;
+  // The operations a client changes (serve() below); the rest pass on.
+  OperationReply dispatch(const Operation& operation, Work& work) override;
+
   // Every client reboots with the server: their silly-renamed files stay behind.
   CrashReport crash(Work& work) override;
   // The volume's power cuts and this client's own crashes: a descriptor
@@ -207,6 +187,29 @@ class NfsClientLayer final : public Layer {
   void leave(const Call& call, Work& work, int error) override;
 
  private:
+  Result<Attributes> serve(const ops::Lookup& request, Work& work);
+  Result<void> serve(const ops::Forget& request, Work& work);
+  Result<Attributes> serve(const ops::Getattr& request, Work& work);
+  Result<Attributes> serve(const ops::Create& request, Work& work);
+  Result<Attributes> serve(const ops::Tmpfile& request, Work& work);
+  Result<Attributes> serve(const ops::Mkdir& request, Work& work);
+  Result<Attributes> serve(const ops::Symlink& request, Work& work);
+  Result<Attributes> serve(const ops::Link& request, Work& work);
+  Result<void> serve(const ops::Open& request, Work& work);
+  Result<void> serve(const ops::Flush& request, Work& work);
+  Result<void> serve(const ops::Fsync& request, Work& work);
+  Result<void> serve(const ops::Release& request, Work& work);
+  Result<void> serve(const ops::Unlink& request, Work& work);
+  Result<void> serve(const ops::Rmdir& request, Work& work);
+  Result<std::vector<DirectoryEntry>> serve(const ops::ReadDirectory& request, Work& work);
+  Result<void> serve(const ops::Rename& request, Work& work);
+  Result<size_t> serve(const ops::Write& request, Work& work);
+  // Every other operation goes to the server as it is.
+  template <typename R>
+  ReplyOf<R> serve(const R& request, Work& work) {
+    return pass(request, work);
+  }
+
   using Clock = std::chrono::steady_clock;
   struct OpenFile {
     uint32_t handles = 0;  // OPENs not yet RELEASEd

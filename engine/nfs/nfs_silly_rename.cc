@@ -30,7 +30,8 @@ void NfsClientLayer::opened(uint64_t inode, bool flushed) {
 // -> nfs_call_unlink: a REMOVE), before the server's close here, so that the
 // file's blocks are free once the kernel has no handle left (stats.json's
 // open.handles, which ScopedMount::wait_for_releases reads).
-void NfsClientLayer::release(uint64_t inode, Work& work) {
+Result<void> NfsClientLayer::serve(const ops::Release& request, Work& work) {
+  const uint64_t inode = request.inode;
   uint64_t parent = 0;
   std::string name;
   {
@@ -60,11 +61,12 @@ void NfsClientLayer::release(uint64_t inode, Work& work) {
     }
   }
   if (!name.empty()) remove_silly_name(inode, parent, name, work);
-  Layer::release(inode, work);
+  (void)pass(request, work);  // a release cannot fail
   if (!name.empty()) {
     std::lock_guard lock(mutex_);
     finished_removal(inode);
   }
+  return {};
 }
 
 void NfsClientLayer::remove_silly_name(uint64_t inode, uint64_t parent, const std::string& name,
@@ -190,7 +192,8 @@ Result<void> NfsClientLayer::silly_rename(uint64_t parent, const std::string& na
 // nfs_unlink: a file open on this client (its dentry in use) is silly-renamed.
 // The kernel tells the daemon which inode is open, not through which name: a
 // file with other links is removed as it is, since the server keeps it anyway.
-Result<void> NfsClientLayer::unlink(uint64_t parent, const std::string& name, Work& work) {
+Result<void> NfsClientLayer::serve(const ops::Unlink& request, Work& work) {
+  const auto& [parent, name] = request;
   for (int attempt = 0; attempt < 3; ++attempt) {
     auto entry = target().entry(parent, name);
     if (!entry || S_ISDIR(entry->mode) || entry->nlink != 1) break;
@@ -205,12 +208,12 @@ Result<void> NfsClientLayer::unlink(uint64_t parent, const std::string& name, Wo
         continue;
     }
   }
-  return Layer::unlink(parent, name, work);
+  return pass(request, work);
 }
 
 Result<void> NfsClientLayer::remove(uint64_t parent, const std::string& name, uint64_t inode,
                                     Work& work) {
-  auto removed = Layer::unlink(parent, name, work);
+  auto removed = pass(ops::Unlink{parent, name}, work);
   if (removed) changed_here(inode, Change::kAttributes);  // its link count, with other links
   return removed;
 }
@@ -225,10 +228,11 @@ void NfsClientLayer::wait_for_silly_deletes(uint64_t directory) {
 
 // nfs_rmdir waits for the silly deletes pending in the directory: a program
 // that closes its last file there and removes the directory succeeds.
-Result<void> NfsClientLayer::rmdir(uint64_t parent, const std::string& name, Work& work) {
+Result<void> NfsClientLayer::serve(const ops::Rmdir& request, Work& work) {
+  const auto& [parent, name] = request;
   auto dir = target().entry(parent, name);
   if (silly_rename_ && dir && S_ISDIR(dir->mode)) wait_for_silly_deletes(dir->inode);
-  return Layer::rmdir(parent, name, work);
+  return pass(request, work);
 }
 
 void NfsClientLayer::forget_file(std::unordered_map<uint64_t, OpenFile>::iterator it) {
@@ -242,8 +246,8 @@ void NfsClientLayer::forget_file(std::unordered_map<uint64_t, OpenFile>::iterato
 
 // nfs_rename: a target open on this client is silly-renamed first, so that
 // the rename does not remove it from under its reader.
-Result<void> NfsClientLayer::rename(uint64_t parent, const std::string& name, uint64_t new_parent,
-                                    const std::string& new_name, unsigned flags, Work& work) {
+Result<void> NfsClientLayer::serve(const ops::Rename& request, Work& work) {
+  const auto& [parent, name, new_parent, new_name, flags] = request;
   // Into a directory another client removed: its handle is stale.
   if (gone_files_.load(std::memory_order_relaxed) > 0 && gone(new_parent)) return fail(ESTALE);
   for (int attempt = 0; attempt < 3 && flags == 0; ++attempt) {
@@ -261,7 +265,7 @@ Result<void> NfsClientLayer::rename(uint64_t parent, const std::string& name, ui
     }
     break;
   }
-  auto renamed = Layer::rename(parent, name, new_parent, new_name, flags, work);
+  auto renamed = pass(request, work);
   if (renamed && new_parent != parent) changed_here(new_parent, Change::kAttributes);
   return renamed;
 }
@@ -269,9 +273,11 @@ Result<void> NfsClientLayer::rename(uint64_t parent, const std::string& name, ui
 // Linux's silly delete is an RPC started at the last close, done well before a
 // program's next request on a LAN; here that close's RELEASE may come after
 // it. A listing waits for it, so that what a test sees does not depend on it.
-Result<std::vector<DirectoryEntry>> NfsClientLayer::read_directory(uint64_t inode, Work& work) {
+Result<std::vector<DirectoryEntry>> NfsClientLayer::serve(const ops::ReadDirectory& request,
+                                                          Work& work) {
+  const uint64_t inode = request.inode;
   if (silly_rename_) wait_for_silly_deletes(inode);
-  return Layer::read_directory(inode, work);
+  return pass(request, work);
 }
 
 }  // namespace mimicfs

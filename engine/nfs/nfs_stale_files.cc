@@ -45,7 +45,8 @@ bool NfsClientLayer::gone(uint64_t inode) {
 
 // The kernel's lookups of it are over (FUSE's nlookup): it holds nothing of
 // the inode any more.
-void NfsClientLayer::forget(uint64_t inode, uint64_t references, Work& work) {
+Result<void> NfsClientLayer::serve(const ops::Forget& request, Work& work) {
+  const auto& [inode, references] = request;
   {
     std::lock_guard lock(mutex_);
     if (auto it = known_.find(inode); it != known_.end()) {
@@ -58,7 +59,7 @@ void NfsClientLayer::forget(uint64_t inode, uint64_t references, Work& work) {
       }
     }
   }
-  Layer::forget(inode, references, work);
+  return pass(request, work);
 }
 
 bool NfsClientLayer::stale(uint64_t inode) {

@@ -11,8 +11,9 @@
 
 namespace mimicfs {
 
-Result<void> NfsClientLayer::flush(uint64_t inode, bool writer, Work& work) {
-  auto result = Layer::flush(inode, writer, work);
+Result<void> NfsClientLayer::serve(const ops::Flush& request, Work& work) {
+  const auto& [inode, writer] = request;
+  auto result = pass(request, work);
   std::lock_guard lock(mutex_);
   // A writer's close writes back and commits (nfs_file_flush -> nfs_wb_all).
   if (writer && result) unsynced_.erase(inode);
@@ -34,7 +35,8 @@ Result<void> NfsClientLayer::flush(uint64_t inode, bool writer, Work& work) {
 
 // nfs_file_fsync: writes back, then reports the error seen since this file
 // last reported one (file_check_and_advance_wb_err), without a COMMIT.
-Result<void> NfsClientLayer::fsync(uint64_t inode, bool datasync, Work& work) {
+Result<void> NfsClientLayer::serve(const ops::Fsync& request, Work& work) {
+  const uint64_t inode = request.inode;
   writeback_completes(inode);
   if (const int error = take_unreported_error(inode); error != 0) {
     if (error == ESTALE) {
@@ -43,7 +45,7 @@ Result<void> NfsClientLayer::fsync(uint64_t inode, bool datasync, Work& work) {
     }
     return fail(error);
   }
-  auto synced = Layer::fsync(inode, datasync, work);
+  auto synced = pass(request, work);
   if (synced) {
     std::lock_guard lock(mutex_);
     unsynced_.erase(inode);
@@ -95,8 +97,8 @@ bool refused_at_writeback(int error) {
 // O_SYNC or O_DSYNC write is sent at once and fails at once, and reports what
 // an fsync would (generic_write_sync -> nfs_file_fsync); an O_DIRECT one is
 // sent at once (nfs_file_direct_write) and leaves the file's errors alone.
-Result<size_t> NfsClientLayer::write(uint64_t inode, uint64_t offset,
-                                     std::span<const std::byte> data, int flags, Work& work) {
+Result<size_t> NfsClientLayer::serve(const ops::Write& request, Work& work) {
+  const auto& [inode, offset, data, flags] = request;
   if ((flags & kLockLost) != 0) return refuse_lost_lock_write(inode, data.size(), flags, work);
   // Any write counts, direct ones too: a crash of this client puts the file
   // back whole, which must not undo another client's write.
@@ -104,7 +106,7 @@ Result<size_t> NfsClientLayer::write(uint64_t inode, uint64_t offset,
   if ((flags & (O_SYNC | O_DSYNC | O_DIRECT)) != 0) {
     auto result = stale_files_.load(std::memory_order_relaxed) > 0 && stale(inode)
                       ? fail(ESTALE)
-                      : Layer::write(inode, offset, data, flags, work);
+                      : pass(request, work);
     // A write that failed otherwise never reaches generic_write_sync.
     if ((flags & (O_SYNC | O_DSYNC)) == 0 || (!result && result.error() != Errno{ESTALE})) {
       return result;
@@ -143,7 +145,7 @@ Result<size_t> NfsClientLayer::write_back(uint64_t inode, uint64_t offset,
                                           Work& work) {
   int error = ESTALE;
   if (stale_files_.load(std::memory_order_relaxed) == 0 || !stale(inode)) {
-    auto written = Layer::write(inode, offset, data, flags, work);
+    auto written = pass(ops::Write{inode, offset, data, flags}, work);
     if (written) return written;
     error = written.error().value;
     // A request that never reached the server was never taken either.

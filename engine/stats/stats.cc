@@ -12,18 +12,6 @@ std::string errno_name(int errno_value) {
   return fmt::format("E{}", errno_value);
 }
 
-std::string_view op_name(Op op) {
-  static constexpr std::string_view kNames[] = {
-      "lookup",    "getattr",   "setattr",     "truncate",        "create",  "mkdir",
-      "symlink",   "readlink",  "link",        "unlink",          "rmdir",   "rename",
-      "open",      "release",   "readdir",     "read",            "write",   "flush",
-      "fsync",     "fdatasync", "fallocate",   "punch",           "lseek",   "statfs",
-      "setxattr",  "getxattr",  "listxattr",   "removexattr",     "copy_file_range",
-      "tmpfile"};
-  static_assert(std::size(kNames) == static_cast<size_t>(Op::kCount));
-  return kNames[static_cast<size_t>(op)];
-}
-
 void OperationCounters::record(Op op, uint64_t bytes, int error) {
   auto& counter = counters_[static_cast<size_t>(op)];
   counter.count.fetch_add(1, std::memory_order_relaxed);

@@ -18,45 +18,10 @@
 #include <vector>
 
 #include "engine/base/thread_annotations.h"
+#include "engine/fs/operations.h"
 #include "engine/fs/result.h"
 
 namespace mimicfs {
-
-enum class Op : uint8_t {
-  kLookup,
-  kGetattr,
-  kSetattr,
-  kTruncate,
-  kCreate,
-  kMkdir,
-  kSymlink,
-  kReadlink,
-  kLink,
-  kUnlink,
-  kRmdir,
-  kRename,
-  kOpen,
-  kRelease,
-  kReaddir,
-  kRead,
-  kWrite,
-  kFlush,
-  kFsync,
-  kFdatasync,  // fdatasync(2), and fsyncdir's datasync: counted apart from fsync
-  kFallocate,
-  kPunch,
-  kLseek,
-  kStatfs,
-  kSetxattr,
-  kGetxattr,
-  kListxattr,
-  kRemovexattr,
-  kCopyFileRange,
-  kTmpfile,
-  kCount  // not an operation: the number of them
-};
-
-std::string_view op_name(Op op);
 
 struct OperationStats {
   uint64_t count = 0;

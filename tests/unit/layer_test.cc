@@ -82,5 +82,49 @@ TEST(Layer, ForgetIsNotAnOperation) {
   EXPECT_EQ(work.destroyed_inodes, std::vector<uint64_t>{f});
 }
 
+// A layer that changes one operation, as NfsClientLayer does: its serve() for
+// mkdir gives every new directory a prefix; everything else passes as it is.
+class PrefixingLayer final : public Layer {
+ public:
+  explicit PrefixingLayer(FileSystem& target) : Layer(target) {}
+  int passed = 0;
+
+  OperationReply dispatch(const Operation& operation, Work& work) override {
+    return serve_operation(operation, [&](const auto& request) { return serve(request, work); });
+  }
+
+ protected:
+  Result<void> enter(const Call&, Work&) override {
+    ++passed;
+    return {};
+  }
+
+ private:
+  Result<Attributes> serve(const ops::Mkdir& request, Work& work) {
+    const std::string name = "p-" + request.name;
+    return pass(ops::Mkdir{request.parent, name, request.mode, request.owner}, work);
+  }
+  template <typename R>
+  ReplyOf<R> serve(const R& request, Work& work) {
+    return pass(request, work);
+  }
+};
+
+TEST(Layer, ALayerChangesOneOperationAndPassesTheRest) {
+  LayerOverVolume<PrefixingLayer> s("ideal");
+  FileSystem& fs = s.layer;
+  ASSERT_TRUE(fs.mkdir(kRoot, "d", 0755, Owner{}).has_value());
+  EXPECT_EQ(error_of(s.volume.lookup(kRoot, "d")), Errno{ENOENT});
+  const auto made = fs.lookup(kRoot, "p-d");
+  ASSERT_TRUE(made.has_value());
+  EXPECT_TRUE(S_ISDIR(made->mode));
+  // A call that leaves its Work out gets one of its own; the caller's is filled.
+  Work work;
+  const uint64_t f = fs.create(kRoot, "f", S_IFREG | 0644, 0, Owner{})->inode;
+  ASSERT_EQ(fs.write(f, 0, as_bytes("abc"), 0, work), 3u);
+  EXPECT_EQ(work.bytes, 3u);
+  EXPECT_EQ(s.layer.passed, 4);  // mkdir, lookup, create, write: each entered once
+}
+
 }  // namespace
 }  // namespace mimicfs
