@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -15,8 +16,8 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <random>
-#include <regex>
 #include <sstream>
+#include <string_view>
 #include <vector>
 
 #include "engine/layers/fault_injector.h"
@@ -98,12 +99,18 @@ struct Run {
 std::optional<uint64_t> reported_loss(const std::string& log, std::streamoff offset) {
   std::ifstream in(log);
   in.seekg(offset);
-  static const std::regex kLost(R"(^\s*lost=([0-9]+)\s*$)");
   std::optional<uint64_t> lost;
   for (std::string line; std::getline(in, line);) {
-    if (std::smatch match; std::regex_match(line, match, kLost)) {
-      lost = std::stoull(match[1].str());
-    }
+    // "lost=N", blanks around it allowed.
+    std::string_view text = line;
+    const size_t first = text.find_first_not_of(" \t\r");
+    if (first == std::string_view::npos) continue;
+    text = text.substr(first, text.find_last_not_of(" \t\r") - first + 1);
+    if (!text.starts_with("lost=")) continue;
+    text.remove_prefix(5);
+    uint64_t n = 0;
+    const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), n);
+    if (error == std::errc{} && end == text.data() + text.size() && !text.empty()) lost = n;
   }
   return lost;
 }
