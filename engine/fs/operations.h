@@ -2,15 +2,17 @@
 // The engine's operations, each declared once: a request struct (its
 // arguments, the type of its reply, and how the operation is counted), and its
 // place in Operation, the variant every FileSystem dispatches on. The rest is
-// derived: OperationReply, the call each takes in FileSystem, and the forwarding of
-// every layer. Each operation's contract is at its call in file_system.h.
+// derived: OperationReply, and the forwarding of every layer. Each operation's
+// contract is at its typed call in file_system.h.
 //
 // A request's references and spans point into its caller's arguments: it
 // lives for one call, as a syscall's arguments do.
 //
-// Adding an operation: its struct and its place in Operation here (and its Op
-// and name when it is counted apart), its call in file_system.h, Volume's
-// serve() for it, and the adapter's callback.
+// Adding an operation: its struct (with a call(), or layers never see it) and
+// its place in Operation here, its Op and name when it is counted apart, its
+// typed call in file_system.h, Volume's serve() for it, and the adapter's
+// callback. The layers' switches on Op (FaultLayer::faultable, the NFS
+// client's) leave a new Op alone until told otherwise.
 #pragma once
 
 #include <concepts>
@@ -348,5 +350,15 @@ template <typename R>
 concept Seen = requires(const R& request) {
   { request.call() } -> std::same_as<Call>;
 };
+
+namespace detail {
+template <typename Operations>
+inline constexpr int kUnseen = 0;
+template <typename... Requests>
+inline constexpr int kUnseen<std::variant<Requests...>> = (int{!Seen<Requests>} + ...);
+}  // namespace detail
+// A request whose call() is missing or mistyped would pass every layer unseen.
+static_assert(!Seen<ops::Forget> && detail::kUnseen<Operation> == 1,
+              "every operation but forget has a const call() returning Call");
 
 }  // namespace mimicfs

@@ -13,8 +13,7 @@
 // the target held: a layer may wait (CostLayer in real latency mode).
 #pragma once
 
-#include <optional>
-#include <variant>
+#include <type_traits>
 
 #include "engine/fs/file_system.h"
 
@@ -76,6 +75,7 @@ class Layer : public FileSystem {
         return target_.run(request, work);
       }();
       leave(call, work, reply ? 0 : reply.error().value);
+      if constexpr (std::is_same_v<R, ops::Release>) return {};  // gone whatever a layer said
       return reply;
     } else {
       return target_.run(request, work);
@@ -85,7 +85,6 @@ class Layer : public FileSystem {
   FileSystem& target() { return target_; }
 
  private:
-
   FileSystem& target_;
 };
 
