@@ -25,22 +25,31 @@ FuseAdapter& adapter(fuse_req_t req) { return *static_cast<FuseAdapter*>(fuse_re
 
 Handle* handle(fuse_file_info* fi) { return reinterpret_cast<Handle*>(fi->fh); }
 
-bool from_before_crash(fuse_req_t req, fuse_file_info* fi) {
-  return opened_before_crash(fi, adapter(req).fs().crashes());
+// A control file's descriptor never is: the control files are no part of the
+// volume a power cut ends.
+bool from_before_crash(fuse_req_t req, uint64_t inode, fuse_file_info* fi) {
+  return !ControlLayer::answers(inode) && opened_before_crash(fi, adapter(req).fs().crashes());
 }
 
 // A handle from before the last power cut: its operation gets EIO, once the
 // volume is back when it is frozen (`crash freeze`: the program learns nothing
 // of the cut meanwhile). A close's flush uses from_before_crash: it never waits.
-bool stale(fuse_req_t req, fuse_file_info* fi) {
-  if (!from_before_crash(req, fi)) return false;
+bool stale(fuse_req_t req, uint64_t inode, fuse_file_info* fi) {
+  if (!from_before_crash(req, inode, fi)) return false;
   adapter(req).engine().wait_while_frozen();
   return true;
 }
 
 // A request the frozen volume would hold is kept without a thread and answered
-// at the restart (FrozenRequests); the callback then returns LaterReply.
-bool kept(fuse_req_t req) { return adapter(req).keep_while_frozen(req); }
+// at the restart (FrozenRequests); the callback then returns LaterReply. One
+// about `inode` (or its entry `name`) that the control layer answers is not:
+// stats.json and ctl stay reachable, to restart the volume.
+bool kept(fuse_req_t req, uint64_t inode, std::string_view name = {}) {
+  return !ControlLayer::answers(inode, name) && adapter(req).keep_while_frozen(req);
+}
+
+// The open file a request goes through, as the engine's layers know it.
+uint64_t handle_id(const fuse_file_info* fi) { return fi != nullptr ? fi->fh : 0; }
 
 // What a request whose callback threw is answered.
 enum class OnFailure {
@@ -108,7 +117,7 @@ struct stat to_stat(const Attributes& a) {
 // How long the kernel may keep `inode`'s attributes: never for the control
 // files, whose contents (and so size) are made at each open.
 double attr_timeout(const FuseAdapter& self, uint64_t inode) {
-  return ControlFiles::owns(inode) ? 0.0 : self.options().attr_timeout;
+  return ControlLayer::answers(inode) ? 0.0 : self.options().attr_timeout;
 }
 
 fuse_entry_param to_entry(const FuseAdapter& self, const Attributes& a) {
@@ -177,10 +186,7 @@ void on_init(void* userdata, fuse_conn_info* conn) {
 void on_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
   serve(req, "lookup", parent, [&]() -> Reply {
     auto& self = adapter(req);
-    auto control = self.control().lookup(parent, name);
-    if (!control && ControlFiles::owns(parent)) control = fail(ENOENT);
-    if (control) return entry(req, std::move(*control));
-    if (kept(req)) return LaterReply{};
+    if (kept(req, parent, name)) return LaterReply{};
     Work work;
     auto found = self.fs().lookup(parent, name, work);
     if (!found) return ErrorReply{found.error().value};
@@ -195,7 +201,7 @@ void on_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
   serve(
       req, "forget", ino,
       [&]() -> Reply {
-        if (!ControlFiles::owns(ino)) adapter(req).fs().forget(ino, nlookup);
+        adapter(req).fs().forget(ino, nlookup);
         return NoReply{};
       },
       OnFailure::kNone);
@@ -206,9 +212,7 @@ void on_forget_multi(fuse_req_t req, size_t count, fuse_forget_data* forgets) {
       req, "forget_multi", count,
       [&]() -> Reply {
         for (size_t i = 0; i < count; ++i) {
-          if (!ControlFiles::owns(forgets[i].ino)) {
-            adapter(req).fs().forget(forgets[i].ino, forgets[i].nlookup);
-          }
+          adapter(req).fs().forget(forgets[i].ino, forgets[i].nlookup);
         }
         return NoReply{};
       },
@@ -218,7 +222,6 @@ void on_forget_multi(fuse_req_t req, size_t count, fuse_forget_data* forgets) {
 void on_getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
   serve(req, "getattr", ino, [&]() -> Reply {
     auto& self = adapter(req);
-    if (ControlFiles::owns(ino)) return attr(req, self.control().getattr(ino));
     Work work;
     auto attributes = self.fs().getattr(ino, work);
     if (!attributes) return ErrorReply{attributes.error().value};
@@ -248,9 +251,8 @@ SetIdClearing set_id_clearing(int to_set) {
 void on_setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attributes, int to_set,
                 fuse_file_info* fi) {
   serve(req, "setattr", ino, [&]() -> Reply {
-    if (ControlFiles::owns(ino)) return ErrorReply{EPERM};
-    if (kept(req)) return LaterReply{};
-    if (stale(req, fi)) return ErrorReply{EIO};  // ftruncate through an old descriptor
+    if (kept(req, ino)) return LaterReply{};
+    if (stale(req, ino, fi)) return ErrorReply{EIO};  // ftruncate through an old descriptor
     AttributeChanges changes;
     if (to_set & FUSE_SET_ATTR_MODE) changes.mode = attributes->st_mode;
     if (to_set & FUSE_SET_ATTR_UID) changes.uid = attributes->st_uid;
@@ -276,44 +278,35 @@ void on_setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attributes, int to_
 
 void on_mknod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, dev_t rdev) {
   serve(req, "mknod", parent, [&]() -> Reply {
-    if (ControlFiles::reserved(parent, name)) return ErrorReply{EEXIST};
-    if (ControlFiles::owns(parent)) return ErrorReply{EPERM};
-    if (kept(req)) return LaterReply{};
+    if (kept(req, parent, name)) return LaterReply{};
     return entry(req, adapter(req).fs().create(parent, name, mode, rdev, owner_of(req)));
   });
 }
 
 void on_mkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode) {
   serve(req, "mkdir", parent, [&]() -> Reply {
-    if (ControlFiles::reserved(parent, name)) return ErrorReply{EEXIST};
-    if (ControlFiles::owns(parent)) return ErrorReply{EPERM};
-    if (kept(req)) return LaterReply{};
+    if (kept(req, parent, name)) return LaterReply{};
     return entry(req, adapter(req).fs().mkdir(parent, name, mode, owner_of(req)));
   });
 }
 
 void on_symlink(fuse_req_t req, const char* target, fuse_ino_t parent, const char* name) {
   serve(req, "symlink", parent, [&]() -> Reply {
-    if (ControlFiles::reserved(parent, name)) return ErrorReply{EEXIST};
-    if (ControlFiles::owns(parent)) return ErrorReply{EPERM};
-    if (kept(req)) return LaterReply{};
+    if (kept(req, parent, name)) return LaterReply{};
     return entry(req, adapter(req).fs().symlink(parent, name, target, owner_of(req)));
   });
 }
 
 void on_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t new_parent, const char* new_name) {
   serve(req, "link", ino, [&]() -> Reply {
-    if (ControlFiles::reserved(new_parent, new_name)) return ErrorReply{EEXIST};
-    if (ControlFiles::owns(ino) || ControlFiles::owns(new_parent)) return ErrorReply{EPERM};
-    if (kept(req)) return LaterReply{};
+    if (!ControlLayer::answers(ino) && kept(req, new_parent, new_name)) return LaterReply{};
     return entry(req, adapter(req).fs().link(ino, new_parent, new_name));
   });
 }
 
 void on_readlink(fuse_req_t req, fuse_ino_t ino) {
   serve(req, "readlink", ino, [&]() -> Reply {
-    if (ControlFiles::owns(ino)) return ErrorReply{EINVAL};
-    if (kept(req)) return LaterReply{};
+    if (kept(req, ino)) return LaterReply{};
     auto result = adapter(req).fs().readlink(ino);
     if (!result) return ErrorReply{result.error().value};
     return ReadlinkReply{std::move(*result)};
@@ -322,19 +315,14 @@ void on_readlink(fuse_req_t req, fuse_ino_t ino) {
 
 void on_unlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
   serve(req, "unlink", parent, [&]() -> Reply {
-    if (ControlFiles::reserved(parent, name)) return ErrorReply{EISDIR};
-    if (ControlFiles::owns(parent)) return ErrorReply{EPERM};
-    if (kept(req)) return LaterReply{};
+    if (kept(req, parent, name)) return LaterReply{};
     return status(adapter(req).fs().unlink(parent, name));
   });
 }
 
 void on_rmdir(fuse_req_t req, fuse_ino_t parent, const char* name) {
   serve(req, "rmdir", parent, [&]() -> Reply {
-    if (ControlFiles::reserved(parent, name) || ControlFiles::owns(parent)) {
-      return ErrorReply{EPERM};
-    }
-    if (kept(req)) return LaterReply{};
+    if (kept(req, parent, name)) return LaterReply{};
     return status(adapter(req).fs().rmdir(parent, name));
   });
 }
@@ -342,11 +330,9 @@ void on_rmdir(fuse_req_t req, fuse_ino_t parent, const char* name) {
 void on_rename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t new_parent,
                const char* new_name, unsigned int flags) {
   serve(req, "rename", parent, [&]() -> Reply {
-    if (ControlFiles::reserved(parent, name) || ControlFiles::reserved(new_parent, new_name) ||
-        ControlFiles::owns(parent) || ControlFiles::owns(new_parent)) {
-      return ErrorReply{EPERM};
+    if (!ControlLayer::answers(new_parent, new_name) && kept(req, parent, name)) {
+      return LaterReply{};
     }
-    if (kept(req)) return LaterReply{};
     return status(adapter(req).fs().rename(parent, name, new_parent, new_name, flags));
   });
 }
@@ -357,25 +343,26 @@ void on_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     OpenReply reply{*fi, std::make_unique<Handle>(), nullptr, std::nullopt};
     reply.handle->flags = fi->flags;
     reply.handle->boot = self.fs().crashes();  // before the open: a crash after it makes it stale
-    if (ControlFiles::owns(ino)) {
-      auto contents = self.control().open_contents(ino, fi->flags);
-      if (!contents) return ErrorReply{contents.error().value};
-      reply.handle->contents = std::move(*contents);
-      reply.info.direct_io = 1;  // size is unknown until read: bypass the page cache
-      return reply;
-    }
-    if (kept(req)) return LaterReply{};
+    if (kept(req, ino)) return LaterReply{};
     const int flags = fi->flags | (FuseChannel::request_kills_suidgid() ? kKillSuidgid : 0);
     Work work;
-    const auto opened = self.fs().open(ino, flags, work);
+    const auto opened =
+        self.fs().run(ops::Open{ino, flags, reinterpret_cast<uint64_t>(reply.handle.get())}, work);
     self.kernel().invalidate_attributes(work.changed_attributes);  // O_TRUNC cleared S_ISUID
     if (!opened) return ErrorReply{opened.error().value};
     // As for explicit_inval_data above: the pages cached from an earlier open
     // are still the file's, unless a crash rule's invalidation may not have
     // reached the kernel yet, or another NFS client changed the file since
     // (close-to-open; the kernel drops them as it opens).
-    reply.info.keep_cache = self.kernel().pending() || work.drop_cached_pages ? 0 : 1;
-    reply.interrupted = [&self, ino] { self.fs().release(ino); };
+    if (ControlLayer::answers(ino)) {
+      reply.info.direct_io = 1;  // its size is unknown until read: bypass the page cache
+    } else {
+      reply.info.keep_cache = self.kernel().pending() || work.drop_cached_pages ? 0 : 1;
+    }
+    reply.interrupted = [&self, ino](uint64_t id) {
+      Work undo;
+      (void)self.fs().run(ops::Release{ino, id}, undo);
+    };
     return reply;
   });
 }
@@ -387,10 +374,7 @@ void on_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
   serve(req, "create", parent, [&]() -> Reply {
     auto& self = adapter(req);
     const bool unnamed = FuseChannel::request_is_tmpfile();
-    if (!unnamed && ControlFiles::reserved(parent, name)) return ErrorReply{EEXIST};
-    // ext4 and xfs answer an O_TMPFILE in a directory that cannot hold one so.
-    if (ControlFiles::owns(parent)) return ErrorReply{unnamed ? EOPNOTSUPP : EPERM};
-    if (kept(req)) return LaterReply{};
+    if (kept(req, parent, unnamed ? "" : name)) return LaterReply{};
     // Allocated first: once the file exists and is open, nothing may fail before the reply.
     OpenReply reply{*fi, std::make_unique<Handle>(), nullptr, std::nullopt};
     reply.handle->flags = fi->flags;
@@ -405,7 +389,7 @@ void on_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
     // fail now. Unanswered, the kernel has neither the handle nor the
     // reference the create counted (named or not): no FORGET will come.
     FuseAdapter* const owner = &self;
-    reply.interrupted = [owner, inode = created->inode] {
+    reply.interrupted = [owner, inode = created->inode](uint64_t) {
       owner->fs().release(inode);
       owner->fs().forget(inode, 1);
     };
@@ -418,11 +402,10 @@ void on_release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   serve(
       req, "release", ino,
       [&]() -> Reply {
-        if (ControlFiles::owns(ino)) return ErrorReply{0};
         auto& self = adapter(req);
         release_file_locks(self, ino, fi);
         Work work;
-        self.fs().release(ino, work);
+        (void)self.fs().run(ops::Release{ino, handle_id(fi)}, work);
         self.kernel().invalidate_attributes(work.changed_attributes);
         return ErrorReply{0};
       },
@@ -431,18 +414,16 @@ void on_release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
 
 void on_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, fuse_file_info* fi) {
   serve(req, "read", ino, [&]() -> Reply {
-    if (ControlFiles::owns(ino)) {
-      // A copy the reply owns: the handle may be released once this returns.
-      const std::string& contents = handle(fi)->contents;
-      const size_t start = std::min<size_t>(offset, contents.size());
-      return DataReply{contents.substr(start, std::min(size, contents.size() - start))};
-    }
-    if (kept(req)) return LaterReply{};
-    if (stale(req, fi)) return ErrorReply{EIO};
+    if (kept(req, ino)) return LaterReply{};
+    if (stale(req, ino, fi)) return ErrorReply{EIO};
     if (lock_lost(adapter(req), ino, fi)) return ErrorReply{EIO};
     // The reply points into the thread's buffer until sent.
     const std::span<std::byte> buffer = read_reply_buffer(size);
-    auto result = adapter(req).fs().read(ino, offset, buffer, fi->flags);
+    Work work;
+    auto result =
+        adapter(req).fs().run(ops::Read{ino, static_cast<uint64_t>(offset), buffer, fi->flags,
+                                        handle_id(fi)},
+                              work);
     if (!result) return ErrorReply{result.error().value};
     return DataView{std::span(reinterpret_cast<const char*>(buffer.data()), *result)};
   });
@@ -452,22 +433,15 @@ void on_write(fuse_req_t req, fuse_ino_t ino, const char* data, size_t size, off
               fuse_file_info* fi) {
   serve(req, "write", ino, [&]() -> Reply {
     auto& self = adapter(req);
-    if (ino == ControlFiles::kCtlInode) {
-      Work work;
-      auto result = self.control().execute(std::string_view(data, size), work);
-      self.kernel().invalidate_attributes(work.changed_attributes);  // `ctl sync`
-      if (!result) return ErrorReply{result.error().value};
-      return WriteReply{size};
-    }
-    if (ControlFiles::owns(ino)) return ErrorReply{EBADF};
-    if (kept(req)) return LaterReply{};
-    if (stale(req, fi)) return ErrorReply{EIO};
+    if (kept(req, ino)) return LaterReply{};
+    if (stale(req, ino, fi)) return ErrorReply{EIO};
     // fi->flags are the descriptor's now (fcntl may have changed O_DIRECT or O_APPEND).
     const int flags = fi->flags | (FuseChannel::request_kills_suidgid() ? kKillSuidgid : 0) |
                       (lock_lost(self, ino, fi) ? kLockLost : 0);
     Work work;
-    auto result = self.fs().write(
-        ino, offset, std::span(reinterpret_cast<const std::byte*>(data), size), flags, work);
+    const auto bytes = std::span(reinterpret_cast<const std::byte*>(data), size);
+    auto result = self.fs().run(
+        ops::Write{ino, static_cast<uint64_t>(offset), bytes, flags, handle_id(fi)}, work);
     if (!work.changed_attributes.empty()) {
       self.kernel().invalidate_attributes(work.changed_attributes);
     }
@@ -485,13 +459,15 @@ void on_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in, fuse_fi
                         fuse_ino_t ino_out, off_t off_out, fuse_file_info* fi_out, size_t len,
                         int flags) {
   serve(req, "copy_file_range", ino_out, [&]() -> Reply {
-    if (ControlFiles::owns(ino_in) || ControlFiles::owns(ino_out)) return ErrorReply{EINVAL};
     if (flags != 0 || off_in < 0 || off_out < 0) return ErrorReply{EINVAL};
-    if (kept(req)) return LaterReply{};
-    if (stale(req, fi_in) || stale(req, fi_out)) return ErrorReply{EIO};
-    // NFSv4.2's COPY carries both files' stateids (nfs4_set_rw_stateid).
-    if (lock_lost(adapter(req), ino_in, fi_in) || lock_lost(adapter(req), ino_out, fi_out)) {
-      return ErrorReply{EIO};
+    // With a control file on either side, the control layer refuses it.
+    if (!ControlLayer::answers(ino_in) && !ControlLayer::answers(ino_out)) {
+      if (kept(req, ino_out)) return LaterReply{};
+      if (stale(req, ino_in, fi_in) || stale(req, ino_out, fi_out)) return ErrorReply{EIO};
+      // NFSv4.2's COPY carries both files' stateids (nfs4_set_rw_stateid).
+      if (lock_lost(adapter(req), ino_in, fi_in) || lock_lost(adapter(req), ino_out, fi_out)) {
+        return ErrorReply{EIO};
+      }
     }
     // The reply's count is 32 bits (fuse_write_out.size), and libfuse 3.14 does not clamp.
     const size_t length = std::min<size_t>(len, 0xFFFFF000);
@@ -507,8 +483,7 @@ void on_flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   serve(req, "flush", ino, [&]() -> Reply {
     auto& self = adapter(req);
     release_owner_locks(self, ino, fi);
-    if (ControlFiles::owns(ino)) return ErrorReply{0};
-    if (from_before_crash(req, fi)) return ErrorReply{EIO};
+    if (from_before_crash(req, ino, fi)) return ErrorReply{EIO};
     const bool writer = (handle(fi)->flags & O_ACCMODE) != O_RDONLY;
     Work work;
     const auto flushed = self.fs().flush(ino, writer, work);
@@ -519,9 +494,8 @@ void on_flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
 
 // fsync and fdatasync of a file or a directory.
 Reply sync(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info* fi) {
-  if (ControlFiles::owns(ino)) return ErrorReply{0};
-  if (kept(req)) return LaterReply{};
-  if (stale(req, fi)) return ErrorReply{EIO};
+  if (kept(req, ino)) return LaterReply{};
+  if (stale(req, ino, fi)) return ErrorReply{EIO};
   auto& self = adapter(req);
   Work work;
   const auto synced = self.fs().fsync(ino, datasync != 0, work);
@@ -538,10 +512,9 @@ void on_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, fuse_file_info* fi) 
 void on_opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   serve(req, "opendir", ino, [&]() -> Reply {
     auto& self = adapter(req);
-    if (!ControlFiles::owns(ino) && kept(req)) return LaterReply{};
+    if (kept(req, ino)) return LaterReply{};
     const uint64_t boot = self.fs().crashes();
-    auto entries = ControlFiles::owns(ino) ? self.control().read_directory(ino)
-                                           : self.fs().read_directory(ino);
+    auto entries = self.fs().read_directory(ino);
     if (!entries) return ErrorReply{entries.error().value};
     OpenReply reply{*fi, std::make_unique<Handle>(), nullptr, std::nullopt};
     reply.handle->boot = boot;
@@ -552,8 +525,8 @@ void on_opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
 
 void on_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, fuse_file_info* fi) {
   serve(req, "readdir", ino, [&]() -> Reply {
-    if (!ControlFiles::owns(ino) && kept(req)) return LaterReply{};
-    if (!ControlFiles::owns(ino) && stale(req, fi)) return ErrorReply{EIO};
+    if (kept(req, ino)) return LaterReply{};
+    if (stale(req, ino, fi)) return ErrorReply{EIO};
     const auto& entries = handle(fi)->entries;
     std::string buffer(size, '\0');
     size_t used = 0;
@@ -615,20 +588,15 @@ void on_statfs(fuse_req_t req, fuse_ino_t ino) {
 void on_setxattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* value, size_t size,
                  int flags) {
   serve(req, "setxattr", ino, [&]() -> Reply {
-    if (ControlFiles::owns(ino)) return ErrorReply{ENOTSUP};
-    if (std::string_view(name).starts_with(ControlFiles::kXattrPrefix)) return ErrorReply{EPERM};
-    if (kept(req)) return LaterReply{};
+    if (!ControlLayer::answers_xattr(name) && kept(req, ino)) return LaterReply{};
     return status(adapter(req).fs().setxattr(ino, name, std::string_view(value, size), flags));
   });
 }
 
 void on_getxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
   serve(req, "getxattr", ino, [&]() -> Reply {
-    auto& self = adapter(req);
-    if (ControlFiles::owns(ino)) return ErrorReply{ENODATA};
-    auto value = self.control().virtual_xattr(ino, name);
-    if (!value && kept(req)) return LaterReply{};
-    auto result = value ? std::move(*value) : self.fs().getxattr(ino, name);
+    if (!ControlLayer::answers_xattr(name) && kept(req, ino)) return LaterReply{};
+    auto result = adapter(req).fs().getxattr(ino, name);
     if (!result) return ErrorReply{result.error().value};
     return xattr_value(std::move(*result), size);
   });
@@ -636,8 +604,7 @@ void on_getxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) 
 
 void on_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
   serve(req, "listxattr", ino, [&]() -> Reply {
-    if (ControlFiles::owns(ino)) return xattr_value("", size);
-    if (kept(req)) return LaterReply{};
+    if (kept(req, ino)) return LaterReply{};
     auto names = adapter(req).fs().listxattr(ino);
     if (!names) return ErrorReply{names.error().value};
     std::string list;
@@ -648,9 +615,7 @@ void on_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
 
 void on_removexattr(fuse_req_t req, fuse_ino_t ino, const char* name) {
   serve(req, "removexattr", ino, [&]() -> Reply {
-    if (ControlFiles::owns(ino)) return ErrorReply{ENOTSUP};
-    if (std::string_view(name).starts_with(ControlFiles::kXattrPrefix)) return ErrorReply{EPERM};
-    if (kept(req)) return LaterReply{};
+    if (!ControlLayer::answers_xattr(name) && kept(req, ino)) return LaterReply{};
     return status(adapter(req).fs().removexattr(ino, name));
   });
 }
@@ -658,20 +623,19 @@ void on_removexattr(fuse_req_t req, fuse_ino_t ino, const char* name) {
 void on_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length,
                   fuse_file_info* fi) {
   serve(req, "fallocate", ino, [&]() -> Reply {
-    if (ControlFiles::owns(ino)) return ErrorReply{EOPNOTSUPP};
-    if (offset < 0 || length <= 0) return ErrorReply{EINVAL};
-    if (kept(req)) return LaterReply{};
-    if (stale(req, fi)) return ErrorReply{EIO};
+    // vfs_fallocate sends none of these; the control layer answers first.
+    if (!ControlLayer::answers(ino) && (offset < 0 || length <= 0)) return ErrorReply{EINVAL};
+    if (kept(req, ino)) return LaterReply{};
+    if (stale(req, ino, fi)) return ErrorReply{EIO};
     return status(adapter(req).fs().fallocate(ino, mode, offset, length));
   });
 }
 
 void on_lseek(fuse_req_t req, fuse_ino_t ino, off_t offset, int whence, fuse_file_info* fi) {
   serve(req, "lseek", ino, [&]() -> Reply {
-    if (ControlFiles::owns(ino)) return ErrorReply{EINVAL};
-    if (offset < 0) return ErrorReply{ENXIO};
-    if (kept(req)) return LaterReply{};
-    if (stale(req, fi)) return ErrorReply{EIO};
+    if (offset < 0 && !ControlLayer::answers(ino)) return ErrorReply{ENXIO};
+    if (kept(req, ino)) return LaterReply{};
+    if (stale(req, ino, fi)) return ErrorReply{EIO};
     auto result = adapter(req).fs().seek(ino, offset, whence);
     if (!result) return ErrorReply{result.error().value};
     return LseekReply{static_cast<off_t>(*result)};
@@ -682,8 +646,9 @@ void on_lseek(fuse_req_t req, fuse_ino_t ino, off_t offset, int whence, fuse_fil
 
 FuseAdapter::FuseAdapter(Engine& engine, FileSystem& fs, AdapterOptions options)
     : engine_(engine),
-      fs_(fs),
+      view_(fs),
       control_(engine, fs),
+      control_layer_(fs, control_),
       options_(options),
       kernel_(engine),
       frozen_(engine) {
@@ -697,7 +662,7 @@ FuseAdapter::FuseAdapter(Engine& engine, FileSystem& fs, AdapterOptions options)
   control_.set_crash_observer(crash_observer_);
   // Another NFS client's change: this kernel's attributes of the file must
   // not outlive this client's attribute cache.
-  engine_.on_changes_elsewhere(fs_,
+  engine_.on_changes_elsewhere(view_,
                               [this](uint64_t inode) { kernel_.invalidate_attributes({inode}); });
   control_.after_restart([this] { restarted(); });
 }
@@ -719,7 +684,7 @@ void FuseAdapter::detach() {
   frozen_.stop();
   // Then: another client's request thread may be telling this session (it
   // waits for a call under way), and the session goes after this.
-  engine_.on_changes_elsewhere(fs_, {});
+  engine_.on_changes_elsewhere(view_, {});
   kernel_.stop();
 }
 

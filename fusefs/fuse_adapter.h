@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // FuseAdapter: the only code that knows libfuse's low-level callback table.
 //
-// Each callback decodes the request, calls the engine (or ControlFiles), and
-// sends exactly one reply. No exception crosses into libfuse: bad_alloc becomes
+// Each callback decodes the request, calls the engine through the mount's
+// ControlLayer (which answers MOUNT/.mimicfs/ itself), and sends exactly one
+// reply. No exception crosses into libfuse: bad_alloc becomes
 // ENOMEM, anything else EIO, logged.
 #pragma once
 
@@ -10,6 +11,7 @@
 #include <fuse_lowlevel.h>
 
 #include "control/control_files.h"
+#include "control/control_layer.h"
 #include "engine/engine.h"
 #include "fusefs/frozen_requests.h"
 #include "fusefs/fuse_channel.h"
@@ -66,7 +68,12 @@ class FuseAdapter {
   // What passes between the kernel and libfuse for this adapter's session.
   FuseChannel& channel() { return channel_; }
 
-  FileSystem& fs() { return fs_; }
+  // What the adapter's requests go through: the control files over the
+  // mount's view of the volume.
+  FileSystem& fs() { return control_layer_; }
+  // The mount's view itself (engine.fs(), or its NFS client), as the engine
+  // knows the mount.
+  FileSystem& view() { return view_; }
   Engine& engine() { return engine_; }
   ControlFiles& control() { return control_; }
   const AdapterOptions& options() const { return options_; }
@@ -79,8 +86,9 @@ class FuseAdapter {
 
  private:
   Engine& engine_;
-  FileSystem& fs_;
+  FileSystem& view_;
   ControlFiles control_;
+  ControlLayer control_layer_;
   int crash_observer_ = 0;
   const AdapterOptions options_;
   FuseChannel channel_;

@@ -68,7 +68,7 @@ void send(fuse_req_t req, const char* op, uint64_t inode, Reply reply) {
                      // No RELEASE will come for this handle. This runs after the
                      // reply, outside serve()'s try: nothing may escape to libfuse.
                      try {
-                       r.interrupted();
+                       r.interrupted(r.info.fh);
                      } catch (const std::exception& e) {
                        spdlog::error("{} {}: undoing an interrupted open: {}", op, inode, e.what());
                      } catch (...) {

@@ -32,7 +32,6 @@ namespace mimicfs {
 struct Handle {
   int flags = 0;
   uint64_t boot = 0;                    // FileSystem::crashes() when it was opened
-  std::string contents;                 // control files: what the reader sees, fixed at open
   std::vector<DirectoryEntry> entries;  // directories: the listing taken at opendir
 };
 
@@ -63,7 +62,7 @@ struct AttrReply {
 struct OpenReply {
   fuse_file_info info{};
   std::unique_ptr<Handle> handle;
-  std::function<void()> interrupted;
+  std::function<void(uint64_t handle)> interrupted;
   std::optional<fuse_entry_param> created;  // create: the new entry
 };
 struct DataReply {

@@ -10,7 +10,9 @@
 namespace mimicfs {
 namespace {
 
-NfsClientLayer* client(FuseAdapter& adapter) { return adapter.engine().nfs_client(adapter.fs()); }
+NfsClientLayer* client(FuseAdapter& adapter) {
+  return adapter.engine().nfs_client(adapter.view());
+}
 
 RecordLock to_record_lock(const struct flock& lock, const fuse_file_info* fi) {
   RecordLock record;
@@ -60,9 +62,9 @@ Reply take(FuseAdapter& adapter, fuse_req_t req, fuse_ino_t inode, const RecordL
            LockKind kind, bool sleep) {
   NfsClientLayer* nfs = client(adapter);
   if (nfs == nullptr) return ErrorReply{ENOLCK};  // never asked for: the kernel's own
-  // .mimicfs/'s files have the same numbers on every mount, and no RELEASE
-  // of theirs reaches the engine.
-  if (ControlFiles::owns(inode)) return ErrorReply{ENOLCK};
+  // .mimicfs/'s files have the same numbers on every mount, and the control
+  // layer answers their RELEASE: no lock of theirs would be given back.
+  if (ControlLayer::answers(inode)) return ErrorReply{ENOLCK};
   Work work;
   Result<void> result;
   if (sleep && request.type != LockType::kUnlock) {
@@ -141,7 +143,10 @@ Reply flock_lock(FuseAdapter& adapter, fuse_req_t req, fuse_ino_t inode, fuse_fi
   return take(adapter, req, inode, request, LockKind::kFlock, (operation & LOCK_NB) == 0);
 }
 
+// Asking is a contact with the server (NfsClients::contact): a control file's
+// read or write asks nothing.
 bool lock_lost(FuseAdapter& adapter, fuse_ino_t inode, const fuse_file_info* fi) {
+  if (ControlLayer::answers(inode)) return false;
   NfsClientLayer* nfs = client(adapter);
   return nfs != nullptr && fi != nullptr && nfs->lock_lost(inode, fi->fh);
 }
@@ -155,6 +160,7 @@ void release_owner_locks(FuseAdapter& adapter, fuse_ino_t inode, const fuse_file
 }
 
 void release_file_locks(FuseAdapter& adapter, fuse_ino_t inode, const fuse_file_info* fi) {
+  if (ControlLayer::answers(inode)) return;  // it holds none (take)
   if (opened_before_crash(fi, adapter.fs().crashes())) return;
   if (NfsClientLayer* nfs = client(adapter)) nfs->release_handle_locks(inode, fi->fh);
 }

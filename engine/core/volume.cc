@@ -244,7 +244,7 @@ Result<std::vector<DirectoryEntry>> Volume::serve(const ops::ReadDirectory& requ
 // Files
 
 Result<void> Volume::serve(const ops::Open& request, Work& work) {
-  const auto& [inode, flags] = request;
+  const auto& [inode, flags, handle] = request;
   auto node = namespace_.find(inode);
   if (!node) return fail(ENOENT);
   if (node->is_directory() && (flags & O_ACCMODE) != O_RDONLY) return fail(EISDIR);

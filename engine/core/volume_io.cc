@@ -28,7 +28,7 @@ Result<std::shared_ptr<Inode>> Volume::file_for_io(uint64_t inode, uint64_t offs
 }
 
 Result<size_t> Volume::serve(const ops::Read& request, Work& work) {
-  const auto& [inode, offset, out, flags] = request;
+  const auto& [inode, offset, out, flags, handle] = request;
   auto found = file_for_io(inode, offset, out.size(), flags);
   if (!found) return std::unexpected(found.error());
   Inode& node = **found;
@@ -51,7 +51,7 @@ auto Volume::retry_after_reclaim(Work& work, Attempt&& attempt) -> decltype(atte
 }
 
 Result<size_t> Volume::serve(const ops::Write& request, Work& work) {
-  const auto& [inode, offset, data, flags] = request;
+  const auto& [inode, offset, data, flags, handle] = request;
   return retry_after_reclaim(work, [&] { return do_write(inode, offset, data, flags, work); });
 }
 

@@ -188,10 +188,14 @@ struct ReadDirectory {
   Call call() const { return {Op::kReaddir, inode, {}}; }
 };
 
+// `handle`, in open, read, write and release: the open file the call goes
+// through, as its caller (the adapter) names it; 0 for none. Only layers that
+// keep something per open file read it (ControlLayer); the core does not.
 struct Open {
   using Reply = void;
   uint64_t inode;
   int flags;
+  uint64_t handle = 0;
   Call call() const { return {Op::kOpen, inode, {}}; }
 };
 
@@ -206,6 +210,7 @@ struct Flush {
 struct Release {
   using Reply = void;
   uint64_t inode;
+  uint64_t handle = 0;
   Call call() const { return {Op::kRelease, inode, {}}; }
 };
 
@@ -215,6 +220,7 @@ struct Read {
   uint64_t offset;
   std::span<std::byte> out;
   int flags;
+  uint64_t handle = 0;
   Call call() const { return {Op::kRead, inode, {}}; }
 };
 
@@ -224,6 +230,7 @@ struct Write {
   uint64_t offset;
   std::span<const std::byte> data;
   int flags;
+  uint64_t handle = 0;
   Call call() const { return {Op::kWrite, inode, {}}; }
 };
 

@@ -6,7 +6,7 @@
 // time, count), and dispatch() for the operations it changes (NfsClientLayer).
 //
 // The stack a mount uses (engine.h), top first:
-//   [NfsClientLayer ->] CountingLayer -> CostLayer -> FaultLayer -> Volume
+//   ControlLayer -> [NfsClientLayer ->] CountingLayer -> CostLayer -> FaultLayer -> Volume
 // so a fault's error and latency are charged and counted like the core's work.
 //
 // Thread-safety: as FileSystem. Hooks run on the calling thread, with no lock of

@@ -152,7 +152,7 @@ NfsClientLayer::cache_entry(uint64_t inode) {
 // cached before another client changed the data are dropped, with the
 // attributes, cached or not. An O_TRUNC open changes the data for the others.
 Result<void> NfsClientLayer::serve(const ops::Open& request, Work& work) {
-  const auto& [inode, flags] = request;
+  const auto& [inode, flags, handle] = request;
   auto result = pass(request, work);
   if (!result) return result;
   opened(inode, (flags & kOpenForExec) != 0);

@@ -98,7 +98,7 @@ bool refused_at_writeback(int error) {
 // an fsync would (generic_write_sync -> nfs_file_fsync); an O_DIRECT one is
 // sent at once (nfs_file_direct_write) and leaves the file's errors alone.
 Result<size_t> NfsClientLayer::serve(const ops::Write& request, Work& work) {
-  const auto& [inode, offset, data, flags] = request;
+  const auto& [inode, offset, data, flags, handle] = request;
   if ((flags & kLockLost) != 0) return refuse_lost_lock_write(inode, data.size(), flags, work);
   // Any write counts, direct ones too: a crash of this client puts the file
   // back whole, which must not undo another client's write.
